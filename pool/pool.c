@@ -1,0 +1,715 @@
+/* pool.c — the caching block pool: per-device size-class free lists, fences, release.
+ * One block is one backend allocation (no splitting). A cache hit takes one class lock and
+ * makes no backend call; frees look the block up in the sharded pointer map. Backend calls
+ * (alloc, free, fences) are always made with no pool lock held. */
+#include "pool.h"
+#include "ptrmap.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_FENCES 64 /* fences in flight */
+
+enum block_state { BLOCK_LIVE = 1, BLOCK_CACHED = 2 };
+
+struct gp_block {
+	void *ptr;
+	size_t bytes;         /* real allocation size (the class size) */
+	size_t requested;     /* bytes the owner asked for */
+	uint64_t epoch;       /* fence count when freed: reusable once done_epoch > epoch */
+	uint64_t freed_ns;    /* when freed (backend clock) */
+	struct gp_block *next; /* class free list, oldest first */
+	int device;
+	unsigned cls;
+	_Atomic int state;
+};
+
+/* Counters are atomics so stats can read them without the lock; writers hold the class lock. */
+struct gp_class {
+	pthread_mutex_t lock;
+	struct gp_block *head, *tail; /* cached blocks in free order */
+	_Atomic uint64_t cached_blocks, cached_bytes;
+	_Atomic uint64_t live_blocks, live_bytes, requested_bytes;
+	_Atomic uint64_t allocs, hits, frees;
+} __attribute__((aligned(64)));
+
+struct gp_dev {
+	struct gp_class cls[128 * 3]; /* >= gp_pool_class_count(), checked at create */
+	_Atomic uint64_t live_bytes, reserved_bytes; /* reserved = live + cached, real bytes */
+	_Atomic uint64_t peak_live, peak_reserved;
+	_Atomic uint64_t real_allocs, real_frees, failed_allocs, bad_frees;
+};
+
+struct fence_slot {
+	void *handle;
+	uint64_t num; /* covers blocks whose epoch < num */
+};
+
+struct gp_pool {
+	struct gp_backend be;
+	_Atomic int ordered;
+	struct gp_dev *_Atomic dev[GP_MAX_DEVICES];
+	pthread_mutex_t dev_lock; /* creating a device's state */
+	struct gp_ptrmap map;
+
+	/* Fences. `epoch` counts fences recorded, `done_epoch` the prefix known complete.
+	 * `dirty`: a free happened since the last fence was recorded. One thread at a time
+	 * drives fences (`driving`); fence_lock guards the ring only, never a backend call. */
+	_Atomic uint64_t epoch, done_epoch;
+	_Atomic int dirty, driving;
+	pthread_mutex_t fence_lock;
+	struct fence_slot ring[MAX_FENCES];
+	unsigned ring_head, ring_count;
+
+	_Atomic uint64_t rel_count[GP_CAUSE_COUNT], rel_bytes[GP_CAUSE_COUNT];
+};
+
+static uint64_t ld(_Atomic uint64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+/* Counter update by a thread that holds the lock guarding it: no read-modify-write needed. */
+static void bump(_Atomic uint64_t *c, int64_t delta)
+{
+	atomic_store_explicit(c, ld(c) + (uint64_t)delta, memory_order_relaxed);
+}
+
+static void raise_peak(_Atomic uint64_t *peak, uint64_t v)
+{
+	uint64_t cur = ld(peak);
+	while (v > cur && !atomic_compare_exchange_weak_explicit(peak, &cur, v, memory_order_relaxed,
+								 memory_order_relaxed))
+		;
+}
+
+static uint64_t now(struct gp_pool *p)
+{
+	return p->be.now_ns ? p->be.now_ns(p->be.ctx) : 0;
+}
+
+static struct gp_dev *dev_get(struct gp_pool *p, int device, int create)
+{
+	struct gp_dev *d;
+
+	if (device < 0 || device >= GP_MAX_DEVICES)
+		return NULL;
+	d = atomic_load_explicit(&p->dev[device], memory_order_acquire);
+	if (d != NULL || !create)
+		return d;
+	pthread_mutex_lock(&p->dev_lock);
+	d = atomic_load_explicit(&p->dev[device], memory_order_acquire);
+	if (d == NULL) {
+		d = aligned_alloc(64, sizeof(*d));
+		if (d != NULL) {
+			memset(d, 0, sizeof(*d));
+			for (unsigned i = 0; i < gp_pool_class_count(); i++)
+				pthread_mutex_init(&d->cls[i].lock, NULL);
+			atomic_store_explicit(&p->dev[device], d, memory_order_release);
+		}
+	}
+	pthread_mutex_unlock(&p->dev_lock);
+	return d;
+}
+
+int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config *cfg,
+		   struct gp_pool **out)
+{
+	struct gp_pool *p;
+
+	if (backend == NULL || backend->alloc == NULL || backend->free == NULL || out == NULL)
+		return GP_EINVAL;
+	if (gp_pool_class_count() > sizeof(((struct gp_dev *)0)->cls) / sizeof(struct gp_class))
+		return GP_EINVAL;
+	p = aligned_alloc(64, (sizeof(*p) + 63) / 64 * 64);
+	if (p == NULL)
+		return GP_ENOMEM;
+	memset(p, 0, sizeof(*p));
+	p->be = *backend;
+	atomic_store(&p->ordered, cfg ? cfg->ordered : 0);
+	if (gp_ptrmap_init(&p->map) != 0) {
+		free(p);
+		return GP_ENOMEM;
+	}
+	pthread_mutex_init(&p->dev_lock, NULL);
+	pthread_mutex_init(&p->fence_lock, NULL);
+	*out = p;
+	return GP_OK;
+}
+
+static void free_list(struct gp_block *b)
+{
+	while (b != NULL) {
+		struct gp_block *next = b->next;
+		free(b);
+		b = next;
+	}
+}
+
+static int drop_all(void *val, void *arg)
+{
+	(void)arg;
+	struct gp_block *b = val;
+	if (atomic_load(&b->state) == BLOCK_LIVE)
+		free(b); /* cached blocks are freed through their class lists */
+	return 0;
+}
+
+void gp_pool_destroy(struct gp_pool *p)
+{
+	if (p == NULL)
+		return;
+	for (int i = 0; i < GP_PTRMAP_SHARDS; i++)
+		gp_ptrmap_filter(&p->map.shard[i], drop_all, NULL);
+	for (int i = 0; i < GP_MAX_DEVICES; i++) {
+		struct gp_dev *d = atomic_load(&p->dev[i]);
+		if (d == NULL)
+			continue;
+		for (unsigned c = 0; c < gp_pool_class_count(); c++) {
+			free_list(d->cls[c].head);
+			pthread_mutex_destroy(&d->cls[c].lock);
+		}
+		free(d);
+	}
+	for (unsigned i = 0; i < p->ring_count; i++) {
+		struct fence_slot *f = &p->ring[(p->ring_head + i) % MAX_FENCES];
+		if (p->be.fence_destroy)
+			p->be.fence_destroy(p->be.ctx, f->handle);
+	}
+	gp_ptrmap_fini(&p->map);
+	pthread_mutex_destroy(&p->dev_lock);
+	pthread_mutex_destroy(&p->fence_lock);
+	free(p);
+}
+
+/* ---- fences ---------------------------------------------------------------------------- */
+
+static int try_drive(struct gp_pool *p)
+{
+	int expected = 0;
+	return atomic_compare_exchange_strong(&p->driving, &expected, 1);
+}
+
+/* Poll (or wait for) fences in order; a fence counts only once all earlier ones have. */
+static void reap_fences(struct gp_pool *p, int wait)
+{
+	for (;;) {
+		struct fence_slot f;
+		int done;
+
+		pthread_mutex_lock(&p->fence_lock);
+		if (p->ring_count == 0) {
+			pthread_mutex_unlock(&p->fence_lock);
+			return;
+		}
+		f = p->ring[p->ring_head];
+		pthread_mutex_unlock(&p->fence_lock);
+
+		if (wait && p->be.fence_wait)
+			done = p->be.fence_wait(p->be.ctx, f.handle) == GP_OK;
+		else
+			done = p->be.fence_query(p->be.ctx, f.handle) == 1;
+		if (!done)
+			return;
+
+		pthread_mutex_lock(&p->fence_lock);
+		p->ring_head = (p->ring_head + 1) % MAX_FENCES;
+		p->ring_count--;
+		pthread_mutex_unlock(&p->fence_lock);
+		atomic_store_explicit(&p->done_epoch, f.num, memory_order_release);
+		if (p->be.fence_destroy)
+			p->be.fence_destroy(p->be.ctx, f.handle);
+	}
+}
+
+/* Record a fence covering every free made so far, if any free is not yet covered. */
+static int record_fence(struct gp_pool *p)
+{
+	void *handle = NULL;
+	uint64_t num;
+	int full;
+
+	if (!atomic_load(&p->dirty))
+		return GP_OK;
+	pthread_mutex_lock(&p->fence_lock);
+	full = p->ring_count == MAX_FENCES;
+	pthread_mutex_unlock(&p->fence_lock);
+	if (full)
+		return GP_EAGAIN;
+	/* Clear `dirty` and advance the epoch before recording: a free that stamped the old epoch
+	 * happened before this point, so the events recorded next are behind its GPU work. */
+	atomic_store(&p->dirty, 0);
+	num = atomic_fetch_add(&p->epoch, 1) + 1;
+	if (p->be.fence_record(p->be.ctx, &handle) != GP_OK) {
+		atomic_store(&p->dirty, 1);
+		/* The number is used up; the next fence covers its blocks (its number is larger). */
+		return GP_EAGAIN;
+	}
+	pthread_mutex_lock(&p->fence_lock);
+	p->ring[(p->ring_head + p->ring_count) % MAX_FENCES] = (struct fence_slot){ handle, num };
+	p->ring_count++;
+	pthread_mutex_unlock(&p->fence_lock);
+	return GP_OK;
+}
+
+int gp_pool_advance(struct gp_pool *p, int wait)
+{
+	int rc = GP_OK;
+
+	if (p->be.fence_record == NULL || p->be.fence_query == NULL)
+		return GP_OK;
+	while (!try_drive(p)) {
+		if (!wait)
+			return GP_EAGAIN;
+		sched_yield();
+	}
+	reap_fences(p, 0);
+	rc = record_fence(p);
+	reap_fences(p, wait);
+	atomic_store(&p->driving, 0);
+	return rc;
+}
+
+void gp_pool_set_ordered(struct gp_pool *p, int ordered)
+{
+	atomic_store(&p->ordered, ordered);
+	if (!ordered)
+		atomic_store(&p->dirty, 1); /* blocks freed while ordered now need a fence */
+}
+
+/* ---- alloc / free ---------------------------------------------------------------------- */
+
+static int reusable(struct gp_pool *p, const struct gp_block *b)
+{
+	return atomic_load_explicit(&p->ordered, memory_order_relaxed) ||
+	       b->epoch < atomic_load_explicit(&p->done_epoch, memory_order_acquire);
+}
+
+/* Pop the oldest cached block of a class if it may be reused. *waiting: one is cached but
+ * still fenced. */
+static struct gp_block *take_cached(struct gp_pool *p, struct gp_class *c, size_t bytes,
+				    int *waiting)
+{
+	struct gp_block *b;
+
+	pthread_mutex_lock(&c->lock);
+	b = c->head;
+	*waiting = b != NULL;
+	if (b != NULL && reusable(p, b)) {
+		c->head = b->next;
+		if (c->head == NULL)
+			c->tail = NULL;
+		b->next = NULL;
+		b->requested = bytes;
+		atomic_store_explicit(&b->state, BLOCK_LIVE, memory_order_relaxed);
+		bump(&c->cached_blocks, -1);
+		bump(&c->cached_bytes, -(int64_t)b->bytes);
+		bump(&c->live_blocks, 1);
+		bump(&c->live_bytes, (int64_t)b->bytes);
+		bump(&c->requested_bytes, (int64_t)bytes);
+		bump(&c->allocs, 1);
+		bump(&c->hits, 1);
+	} else {
+		b = NULL;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return b;
+}
+
+static void account_live(struct gp_dev *d, int64_t bytes)
+{
+	uint64_t v = atomic_fetch_add_explicit(&d->live_bytes, (uint64_t)bytes,
+					       memory_order_relaxed) + (uint64_t)bytes;
+	if (bytes > 0)
+		raise_peak(&d->peak_live, v);
+}
+
+static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
+		      size_t bytes, void **out)
+{
+	struct gp_class *c = &d->cls[cls];
+	size_t cbytes = gp_pool_class_bytes(cls);
+	struct gp_ptrmap_shard *s;
+	struct gp_block *b;
+	void *ptr = NULL;
+	int rc;
+
+	rc = p->be.alloc(p->be.ctx, device, cbytes, &ptr);
+	if (rc != GP_OK)
+		return rc == GP_ENOMEM ? GP_ENOMEM : GP_EBACKEND;
+	b = calloc(1, sizeof(*b));
+	if (b == NULL)
+		goto undo;
+	b->ptr = ptr;
+	b->bytes = cbytes;
+	b->requested = bytes;
+	b->device = device;
+	b->cls = cls;
+	atomic_store(&b->state, BLOCK_LIVE);
+	s = gp_ptrmap_shard(&p->map, (uintptr_t)ptr);
+	pthread_mutex_lock(&s->lock);
+	rc = gp_ptrmap_insert(s, (uintptr_t)ptr, b);
+	pthread_mutex_unlock(&s->lock);
+	if (rc != 0)
+		goto undo;
+
+	pthread_mutex_lock(&c->lock);
+	bump(&c->live_blocks, 1);
+	bump(&c->live_bytes, (int64_t)cbytes);
+	bump(&c->requested_bytes, (int64_t)bytes);
+	bump(&c->allocs, 1);
+	pthread_mutex_unlock(&c->lock);
+	atomic_fetch_add(&d->real_allocs, 1);
+	raise_peak(&d->peak_reserved, atomic_fetch_add(&d->reserved_bytes, cbytes) + cbytes);
+	account_live(d, (int64_t)cbytes);
+	*out = ptr;
+	return GP_OK;
+undo:
+	free(b);
+	p->be.free(p->be.ctx, device, ptr, cbytes);
+	return GP_ENOMEM;
+}
+
+int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *retried)
+{
+	unsigned cls = gp_pool_class_of(bytes);
+	struct gp_dev *d;
+	struct gp_block *b;
+	int waiting, rc;
+
+	if (retried)
+		*retried = 0;
+	if (out == NULL || cls >= gp_pool_class_count())
+		return GP_EINVAL;
+	d = dev_get(p, device, 1);
+	if (d == NULL)
+		return device < 0 || device >= GP_MAX_DEVICES ? GP_EINVAL : GP_ENOMEM;
+
+	b = take_cached(p, &d->cls[cls], bytes, &waiting);
+	if (b == NULL && waiting && gp_pool_advance(p, 0) == GP_OK)
+		b = take_cached(p, &d->cls[cls], bytes, &waiting);
+	if (b != NULL) {
+		account_live(d, (int64_t)b->bytes);
+		*out = b->ptr;
+		return GP_OK;
+	}
+
+	rc = real_alloc(p, d, device, cls, bytes, out);
+	if (rc == GP_ENOMEM) {
+		/* Give this device's cache back (backend free waits for pending work) and retry. */
+		gp_pool_release(p, device, 0, GP_CAUSE_OOM, NULL);
+		if (retried)
+			*retried = 1;
+		rc = real_alloc(p, d, device, cls, bytes, out);
+	}
+	if (rc != GP_OK)
+		atomic_fetch_add(&d->failed_allocs, 1);
+	return rc;
+}
+
+int gp_pool_free(struct gp_pool *p, void *ptr)
+{
+	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)ptr);
+	struct gp_block *b;
+	struct gp_class *c;
+	struct gp_dev *d;
+	int expected = BLOCK_LIVE;
+	uint64_t t;
+
+	if (ptr == NULL)
+		return GP_ENOTOWNED;
+	pthread_mutex_lock(&s->lock);
+	b = gp_ptrmap_find(s, (uintptr_t)ptr);
+	if (b == NULL) {
+		pthread_mutex_unlock(&s->lock);
+		return GP_ENOTOWNED;
+	}
+	if (!atomic_compare_exchange_strong(&b->state, &expected, BLOCK_CACHED)) {
+		d = dev_get(p, b->device, 0);
+		pthread_mutex_unlock(&s->lock);
+		if (d != NULL)
+			atomic_fetch_add(&d->bad_frees, 1);
+		return GP_EINVAL;
+	}
+	pthread_mutex_unlock(&s->lock);
+
+	/* The block is ours alone now: cached but on no list, invisible to alloc and release. */
+	d = dev_get(p, b->device, 0);
+	c = &d->cls[b->cls];
+	t = now(p);
+	pthread_mutex_lock(&c->lock);
+	b->epoch = atomic_load(&p->epoch);
+	b->freed_ns = t;
+	b->next = NULL;
+	if (c->tail)
+		c->tail->next = b;
+	else
+		c->head = b;
+	c->tail = b;
+	bump(&c->live_blocks, -1);
+	bump(&c->live_bytes, -(int64_t)b->bytes);
+	bump(&c->requested_bytes, -(int64_t)b->requested);
+	bump(&c->cached_blocks, 1);
+	bump(&c->cached_bytes, (int64_t)b->bytes);
+	bump(&c->frees, 1);
+	pthread_mutex_unlock(&c->lock);
+	if (!atomic_load_explicit(&p->dirty, memory_order_relaxed))
+		atomic_store(&p->dirty, 1);
+	account_live(d, -(int64_t)b->bytes);
+	return GP_OK;
+}
+
+size_t gp_pool_block_size(struct gp_pool *p, const void *ptr, int *device)
+{
+	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)ptr);
+	struct gp_block *b;
+	size_t n = 0;
+
+	pthread_mutex_lock(&s->lock);
+	b = gp_ptrmap_find(s, (uintptr_t)ptr);
+	if (b != NULL && atomic_load(&b->state) == BLOCK_LIVE) {
+		n = b->bytes;
+		if (device)
+			*device = b->device;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+/* ---- release --------------------------------------------------------------------------- */
+
+static uint64_t cached_bytes(struct gp_dev *d)
+{
+	uint64_t sum = 0;
+	for (unsigned i = 0; i < gp_pool_class_count(); i++)
+		sum += ld(&d->cls[i].cached_bytes);
+	return sum;
+}
+
+/* Unlink the first `n` blocks of a class (all when n is 0); caller frees them. */
+static struct gp_block *detach(struct gp_class *c, size_t n)
+{
+	struct gp_block *first, *last;
+	size_t k = 1;
+
+	pthread_mutex_lock(&c->lock);
+	first = c->head;
+	if (first == NULL) {
+		pthread_mutex_unlock(&c->lock);
+		return NULL;
+	}
+	last = first;
+	bump(&c->cached_blocks, -1);
+	bump(&c->cached_bytes, -(int64_t)first->bytes);
+	while (last->next != NULL && (n == 0 || k < n)) {
+		last = last->next;
+		bump(&c->cached_blocks, -1);
+		bump(&c->cached_bytes, -(int64_t)last->bytes);
+		k++;
+	}
+	c->head = last->next;
+	if (c->head == NULL)
+		c->tail = NULL;
+	last->next = NULL;
+	pthread_mutex_unlock(&c->lock);
+	return first;
+}
+
+/* Forget the blocks of a detached list and give them to the backend. */
+static void free_blocks(struct gp_pool *p, struct gp_dev *d, struct gp_block *b,
+			struct gp_release_result *r)
+{
+	while (b != NULL) {
+		struct gp_block *next = b->next;
+		struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
+
+		pthread_mutex_lock(&s->lock);
+		gp_ptrmap_remove(s, (uintptr_t)b->ptr);
+		pthread_mutex_unlock(&s->lock);
+		if (p->be.free(p->be.ctx, b->device, b->ptr, b->bytes) != GP_OK)
+			r->errors++;
+		atomic_fetch_add(&d->real_frees, 1);
+		atomic_fetch_sub(&d->reserved_bytes, b->bytes);
+		r->bytes += b->bytes;
+		r->blocks++;
+		free(b);
+		b = next;
+	}
+}
+
+/* Index of the class whose head was freed longest ago, or -1 when nothing is cached. */
+static int oldest_class(struct gp_dev *d)
+{
+	uint64_t best_t = UINT64_MAX, best_e = UINT64_MAX;
+	int best = -1;
+
+	for (unsigned i = 0; i < gp_pool_class_count(); i++) {
+		struct gp_class *c = &d->cls[i];
+		if (ld(&c->cached_blocks) == 0)
+			continue;
+		pthread_mutex_lock(&c->lock);
+		if (c->head != NULL &&
+		    (c->head->freed_ns < best_t ||
+		     (c->head->freed_ns == best_t && c->head->epoch < best_e))) {
+			best_t = c->head->freed_ns;
+			best_e = c->head->epoch;
+			best = (int)i;
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	return best;
+}
+
+static void release_dev(struct gp_pool *p, struct gp_dev *d, uint64_t target,
+			struct gp_release_result *r)
+{
+	if (target == 0) {
+		for (unsigned i = 0; i < gp_pool_class_count(); i++)
+			if (ld(&d->cls[i].cached_blocks) != 0)
+				free_blocks(p, d, detach(&d->cls[i], 0), r);
+		return;
+	}
+	while (cached_bytes(d) > target) {
+		int i = oldest_class(d);
+		if (i < 0)
+			break;
+		free_blocks(p, d, detach(&d->cls[i], 1), r);
+	}
+}
+
+int gp_pool_release(struct gp_pool *p, int device, uint64_t target, enum gp_release_cause cause,
+		    struct gp_release_result *res)
+{
+	struct gp_release_result r = { 0, 0, 0, 0 };
+	uint64_t t0 = now(p);
+
+	if (cause >= GP_CAUSE_COUNT || device >= GP_MAX_DEVICES)
+		return GP_EINVAL;
+	for (int i = 0; i < GP_MAX_DEVICES; i++) {
+		struct gp_dev *d;
+		if (device >= 0 && i != device)
+			continue;
+		d = dev_get(p, i, 0);
+		if (d != NULL)
+			release_dev(p, d, target, &r);
+	}
+	r.duration_ns = now(p) - t0;
+	atomic_fetch_add(&p->rel_count[cause], 1);
+	atomic_fetch_add(&p->rel_bytes[cause], r.bytes);
+	if (res)
+		*res = r;
+	return r.errors ? GP_EBACKEND : GP_OK;
+}
+
+/* ---- device reset ---------------------------------------------------------------------- */
+
+static int keep_other_device(void *val, void *arg)
+{
+	struct gp_block *b = val;
+	if (b->device != *(int *)arg)
+		return 1;
+	if (atomic_load(&b->state) == BLOCK_LIVE)
+		free(b);
+	return 0;
+}
+
+void gp_pool_forget_device(struct gp_pool *p, int device)
+{
+	struct gp_dev *d = dev_get(p, device, 0);
+
+	if (d == NULL)
+		return;
+	/* Cached blocks first (their metadata is freed from the lists), then the live ones. */
+	for (unsigned i = 0; i < gp_pool_class_count(); i++) {
+		struct gp_class *c = &d->cls[i];
+		struct gp_block *list = detach(c, 0);
+		for (struct gp_block *b = list; b != NULL; b = b->next) {
+			struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
+			pthread_mutex_lock(&s->lock);
+			gp_ptrmap_remove(s, (uintptr_t)b->ptr);
+			pthread_mutex_unlock(&s->lock);
+		}
+		free_list(list);
+	}
+	for (int i = 0; i < GP_PTRMAP_SHARDS; i++) {
+		struct gp_ptrmap_shard *s = &p->map.shard[i];
+		pthread_mutex_lock(&s->lock);
+		gp_ptrmap_filter(s, keep_other_device, &device);
+		pthread_mutex_unlock(&s->lock);
+	}
+	for (unsigned i = 0; i < gp_pool_class_count(); i++) {
+		struct gp_class *c = &d->cls[i];
+		pthread_mutex_lock(&c->lock);
+		atomic_store(&c->live_blocks, 0);
+		atomic_store(&c->live_bytes, 0);
+		atomic_store(&c->requested_bytes, 0);
+		pthread_mutex_unlock(&c->lock);
+	}
+	atomic_store(&d->live_bytes, 0);
+	atomic_store(&d->reserved_bytes, 0);
+}
+
+/* ---- stats ----------------------------------------------------------------------------- */
+
+uint64_t gp_pool_devices(struct gp_pool *p)
+{
+	uint64_t mask = 0;
+	for (int i = 0; i < GP_MAX_DEVICES; i++)
+		if (atomic_load(&p->dev[i]) != NULL)
+			mask |= 1ULL << i;
+	return mask;
+}
+
+int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o)
+{
+	struct gp_dev *d = dev_get(p, device, 0);
+	int ordered = atomic_load(&p->ordered);
+
+	memset(o, 0, sizeof(*o));
+	if (d == NULL)
+		return device >= 0 && device < GP_MAX_DEVICES ? GP_OK : GP_EINVAL;
+	for (unsigned i = 0; i < gp_pool_class_count(); i++) {
+		struct gp_class *c = &d->cls[i];
+		o->live_bytes += ld(&c->live_bytes);
+		o->live_blocks += ld(&c->live_blocks);
+		o->requested_bytes += ld(&c->requested_bytes);
+		o->allocs += ld(&c->allocs);
+		o->hits += ld(&c->hits);
+		o->frees += ld(&c->frees);
+		if (ld(&c->cached_blocks) == 0)
+			continue;
+		pthread_mutex_lock(&c->lock);
+		uint64_t done = atomic_load(&p->done_epoch);
+		for (struct gp_block *b = c->head; b != NULL; b = b->next) {
+			if (ordered || b->epoch < done) {
+				o->idle_bytes += b->bytes;
+				o->idle_blocks++;
+			} else {
+				o->pending_bytes += b->bytes;
+				o->pending_blocks++;
+			}
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	o->peak_live_bytes = ld(&d->peak_live);
+	o->peak_reserved_bytes = ld(&d->peak_reserved);
+	o->real_allocs = ld(&d->real_allocs);
+	o->real_frees = ld(&d->real_frees);
+	o->failed_allocs = ld(&d->failed_allocs);
+	o->bad_frees = ld(&d->bad_frees);
+	return GP_OK;
+}
+
+void gp_pool_release_counts(struct gp_pool *p, uint64_t counts[GP_CAUSE_COUNT],
+			    uint64_t bytes[GP_CAUSE_COUNT])
+{
+	for (int i = 0; i < GP_CAUSE_COUNT; i++) {
+		if (counts)
+			counts[i] = ld(&p->rel_count[i]);
+		if (bytes)
+			bytes[i] = ld(&p->rel_bytes[i]);
+	}
+}

@@ -1,0 +1,144 @@
+/* pool.h — the caching block pool: size classes, free lists, pointer->block map, fences, release.
+ * Pure C11 + pthreads. It never includes a CUDA header, reads the environment or logs: the GPU is
+ * reached only through struct gp_backend, and settings come in struct gp_pool_config.
+ * Contract: no backend call is ever made while a pool lock is held. */
+#ifndef GPUPOOL_POOL_H
+#define GPUPOOL_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GP_MAX_DEVICES 64
+
+/* Return codes of the pool and of backend calls. */
+enum gp_rc {
+	GP_OK = 0,
+	GP_ENOMEM = 1,   /* the device is out of memory (backend alloc) */
+	GP_EINVAL = 2,   /* bad argument: double free, pointer the pool does not own, bad device */
+	GP_ENOTOWNED = 3, /* free: the pointer was never handed out by the pool (pass it on) */
+	GP_EBACKEND = 4, /* the backend failed for another reason (the backend keeps the detail) */
+	GP_EAGAIN = 5,   /* fence: cannot be recorded now (e.g. a graph capture is underway) */
+};
+
+/* Why a release runs; used for accounting and for the caller's log line. */
+enum gp_release_cause {
+	GP_CAUSE_SIGNAL = 0,
+	GP_CAUSE_CAP,
+	GP_CAUSE_IDLE,
+	GP_CAUSE_PRESSURE,
+	GP_CAUSE_OOM,
+	GP_CAUSE_API,
+	GP_CAUSE_COUNT
+};
+
+/*
+ * The device as the pool sees it. Every function returns enum gp_rc (or, for fence_query,
+ * 1 = complete, 0 = not yet, negative = error). None is called with a pool lock held.
+ *
+ * alloc        one real device allocation of exactly `bytes` on `device`.
+ * free         give one allocation back to the driver; must be safe even while GPU work that
+ *              was issued before the block's free may still be running (cudaFree is: it waits).
+ * fence_record record a fence: it completes once every GPU operation issued before this call,
+ *              on every stream of every device, has completed. GP_EAGAIN: cannot now (capture).
+ *              The fence handle is opaque to the pool.
+ * fence_query  poll a recorded fence; never blocks.
+ * fence_wait   block until the fence completes (control thread and OOM path only).
+ * fence_destroy release the handle.
+ * now_ns       a monotonic clock (idle ages); tests inject a controllable one.
+ */
+struct gp_backend {
+	void *ctx;
+	int (*alloc)(void *ctx, int device, size_t bytes, void **out);
+	int (*free)(void *ctx, int device, void *ptr, size_t bytes);
+	int (*fence_record)(void *ctx, void **fence);
+	int (*fence_query)(void *ctx, void *fence);
+	int (*fence_wait)(void *ctx, void *fence);
+	void (*fence_destroy)(void *ctx, void *fence);
+	uint64_t (*now_ns)(void *ctx);
+};
+
+struct gp_pool_config {
+	/* A cached block is reused as soon as it is freed (no fence): only sound when all GPU work
+	 * is in one stream order. The shim turns this off for good when a stream is created. */
+	int ordered;
+};
+
+/* Per-device figures, summed over size classes. Bytes are real allocation sizes. */
+struct gp_pool_dev_stats {
+	uint64_t live_bytes;      /* handed out to the program */
+	uint64_t live_blocks;
+	uint64_t idle_bytes;      /* cached and safe to reuse */
+	uint64_t idle_blocks;
+	uint64_t pending_bytes;   /* cached, waiting for a fence (GPU work may still use them) */
+	uint64_t pending_blocks;
+	uint64_t requested_bytes; /* what the program asked for, of live_bytes */
+	uint64_t peak_live_bytes;
+	uint64_t peak_reserved_bytes; /* live + idle + pending */
+	uint64_t allocs;          /* successful gp_pool_alloc calls */
+	uint64_t hits;            /* served from the cache */
+	uint64_t real_allocs;     /* backend alloc calls that succeeded */
+	uint64_t real_frees;      /* backend free calls */
+	uint64_t failed_allocs;   /* gp_pool_alloc calls that returned an error */
+	uint64_t frees;           /* successful gp_pool_free calls */
+	uint64_t bad_frees;       /* double frees */
+};
+
+/* What one release did. */
+struct gp_release_result {
+	uint64_t bytes;     /* bytes given back to the driver */
+	uint64_t blocks;
+	uint64_t errors;    /* backend free failures (the block is forgotten, not retried) */
+	uint64_t duration_ns;
+};
+
+struct gp_pool;
+
+/* Size classes: a request of `bytes` is rounded up to class_bytes(class_of(bytes)), which
+ * wastes at most 12.5% over what a native allocation of `bytes` occupies on the device
+ * (the driver rounds requests above 1 MiB up to 2 MiB). */
+unsigned gp_pool_class_of(size_t bytes);
+size_t gp_pool_class_bytes(unsigned cls);
+unsigned gp_pool_class_count(void);
+
+int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config *cfg,
+		   struct gp_pool **out);
+/* Frees the pool's host memory only: never calls the backend (used at exit and in tests). */
+void gp_pool_destroy(struct gp_pool *pool);
+
+/* Hand out a block of at least `bytes` on `device`. A cache hit makes no backend call.
+ * On GP_ENOMEM from the backend the pool releases what it caches on that device (waiting for
+ * pending blocks through the backend's free) and retries once; *retried tells the caller. */
+int gp_pool_alloc(struct gp_pool *pool, int device, size_t bytes, void **out, int *retried);
+
+/* Take back a block. GP_ENOTOWNED: the pool never handed this pointer out (not an error of the
+ * pool: the caller passes it on). GP_EINVAL: double free. Never calls the backend. */
+int gp_pool_free(struct gp_pool *pool, void *ptr);
+
+/* Size of a live block the pool handed out (0 if not one). */
+size_t gp_pool_block_size(struct gp_pool *pool, const void *ptr, int *device);
+
+/* Give cached blocks back through backend->free: device < 0 means every device. `target` is
+ * the number of cached bytes that may stay (0 = release everything cached); the oldest freed
+ * blocks go first. Pending blocks are released too (backend free is safe for them).
+ * Concurrent releases are serialised; allocation and free go on meanwhile. */
+int gp_pool_release(struct gp_pool *pool, int device, uint64_t target,
+		    enum gp_release_cause cause, struct gp_release_result *res);
+
+/* Drive fences: poll recorded ones, record a new one if frees are not yet covered.
+ * Never blocks (`wait` = 0) or waits for all pending frees to be fenced (`wait` = 1). */
+int gp_pool_advance(struct gp_pool *pool, int wait);
+
+/* Turn immediate reuse off (for good) or on; see gp_pool_config.ordered. */
+void gp_pool_set_ordered(struct gp_pool *pool, int ordered);
+
+/* Forget every block of `device` without calling the backend (after cudaDeviceReset). */
+void gp_pool_forget_device(struct gp_pool *pool, int device);
+
+int gp_pool_dev_stats(struct gp_pool *pool, int device, struct gp_pool_dev_stats *out);
+/* Bitmask of devices the pool has seen, for iterating stats. */
+uint64_t gp_pool_devices(struct gp_pool *pool);
+/* Releases done per cause and bytes released per cause, since creation. */
+void gp_pool_release_counts(struct gp_pool *pool, uint64_t counts[GP_CAUSE_COUNT],
+			    uint64_t bytes[GP_CAUSE_COUNT]);
+
+#endif

@@ -1,0 +1,92 @@
+/* backend.c — struct gp_backend over the real runtime: cudaMalloc/cudaFree on a given device,
+ * fences from fence.c, a cheap clock. Called by the pool with no pool lock held. */
+#define _GNU_SOURCE
+#include "backend.h"
+#include "fence.h"
+#include "real.h"
+
+#include <time.h>
+
+static _Thread_local cudaError_t last_error;
+
+cudaError_t gp_backend_last_error(void)
+{
+	return last_error;
+}
+
+static int to_rc(cudaError_t e)
+{
+	if (e == cudaSuccess)
+		return GP_OK;
+	last_error = e;
+	return e == cudaErrorMemoryAllocation ? GP_ENOMEM : GP_EBACKEND;
+}
+
+/* Make `dev` current; *prev gets what to restore (-1: nothing to restore). */
+static int enter(int dev, int *prev)
+{
+	int cur;
+
+	*prev = -1;
+	if (gp_real.GetDevice(&cur) != cudaSuccess)
+		return -1;
+	if (cur == dev)
+		return 0;
+	if (gp_real.SetDevice(dev) != cudaSuccess)
+		return -1;
+	*prev = cur;
+	return 0;
+}
+
+static void leave(int prev)
+{
+	if (prev >= 0)
+		gp_real.SetDevice(prev);
+}
+
+static int be_alloc(void *ctx, int device, size_t bytes, void **out)
+{
+	int prev, rc;
+
+	(void)ctx;
+	if (enter(device, &prev) != 0)
+		return to_rc(cudaErrorInvalidDevice);
+	rc = to_rc(gp_real.Malloc(out, bytes));
+	leave(prev);
+	return rc;
+}
+
+static int be_free(void *ctx, int device, void *ptr, size_t bytes)
+{
+	int prev, rc;
+
+	(void)ctx;
+	(void)bytes;
+	if (enter(device, &prev) != 0)
+		return to_rc(cudaErrorInvalidDevice);
+	rc = to_rc(gp_real.Free(ptr));
+	leave(prev);
+	return rc;
+}
+
+/* Coarse on purpose: it is read on every free, and idle ages need milliseconds, not ns. */
+static uint64_t be_now(void *ctx)
+{
+	struct timespec ts;
+
+	(void)ctx;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void gp_backend_fill(struct gp_backend *be)
+{
+	be->ctx = NULL;
+	be->alloc = be_alloc;
+	be->free = be_free;
+	be->fence_record = gp_fence_record;
+	be->fence_query = gp_fence_query;
+	be->fence_wait = gp_fence_wait;
+	be->fence_destroy = gp_fence_destroy;
+	be->now_ns = be_now;
+}

@@ -1,0 +1,182 @@
+/* control.c — signal handling and the control thread.
+ * The handler sets a flag and posts a semaphore (both async-signal-safe) and does nothing else:
+ * no CUDA, no lock, no allocation, no fd. The control thread does the release, in relaxed
+ * capture mode, and defers it while a CUDA graph capture is underway anywhere. */
+#define _GNU_SOURCE
+#include "control.h"
+#include "fence.h"
+#include "log.h"
+#include "real.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFER_NS 10000000L /* retry a deferred release every 10 ms */
+
+static sem_t wake;
+static _Atomic int sem_ready;
+static volatile sig_atomic_t signalled;
+static _Atomic int requested, started, stopping, releasing;
+static struct gp_pool *the_pool;
+static pthread_t thread;
+
+static const char *const cause_names[] = { "signal", "cap", "idle", "pressure", "oom", "api" };
+
+static void on_signal(int sig)
+{
+	int saved = errno;
+
+	(void)sig;
+	signalled = 1;
+	if (atomic_load(&sem_ready))
+		sem_post(&wake);
+	errno = saved;
+}
+
+int gp_control_install_signal(int signo)
+{
+	struct sigaction sa;
+
+	if (!atomic_load(&sem_ready)) {
+		if (sem_init(&wake, 0, 0) != 0)
+			return -1;
+		atomic_store(&sem_ready, 1);
+	}
+	if (signo == 0)
+		return 0;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	return sigaction(signo, &sa, NULL);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void gp_control_release_now(struct gp_pool *pool, int device, enum gp_release_cause cause,
+			    struct gp_release_result *out)
+{
+	struct gp_release_result r;
+	uint64_t t0 = mono_ns();
+
+	atomic_fetch_add(&releasing, 1);
+	gp_pool_release(pool, device, 0, cause, &r);
+	atomic_fetch_sub(&releasing, 1);
+	r.duration_ns = mono_ns() - t0;
+	gp_log(GP_LOG_INFO, "released %.1f MiB in %llu blocks (%s) in %.3f ms%s",
+	       (double)r.bytes / 1048576.0, (unsigned long long)r.blocks, cause_names[cause],
+	       (double)r.duration_ns / 1e6, r.errors ? "; some frees failed" : "");
+	if (out)
+		*out = r;
+}
+
+static void wait_for_work(int deferred)
+{
+	int rc;
+
+	if (!deferred) {
+		while ((rc = sem_wait(&wake)) != 0 && errno == EINTR)
+			;
+		return;
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += DEFER_NS;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	while ((rc = sem_timedwait(&wake, &ts)) != 0 && errno == EINTR)
+		;
+}
+
+static void *control_main(void *arg)
+{
+	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+	int deferred = 0;
+
+	(void)arg;
+	if (gp_real.ThreadExchangeStreamCaptureMode)
+		gp_real.ThreadExchangeStreamCaptureMode(&mode);
+	for (;;) {
+		wait_for_work(deferred);
+		if (atomic_load(&stopping))
+			break;
+		if (signalled) {
+			signalled = 0;
+			deferred = 1;
+		}
+		if (atomic_exchange(&requested, 0))
+			deferred = 1;
+		if (!deferred)
+			continue;
+		if (gp_fence_capture_active())
+			continue; /* a graph capture is underway: try again shortly */
+		deferred = 0;
+		gp_control_release_now(the_pool, -1, GP_CAUSE_SIGNAL, NULL);
+	}
+	return NULL;
+}
+
+int gp_control_start(struct gp_pool *pool)
+{
+	sigset_t all, old;
+	int rc;
+
+	if (atomic_exchange(&started, 1))
+		return 0;
+	if (!atomic_load(&sem_ready) && gp_control_install_signal(0) != 0)
+		return -1;
+	the_pool = pool;
+	/* Signals go to the program's threads, never to ours. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&thread, NULL, control_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		gp_log(GP_LOG_ERROR, "cannot start the control thread (%s); releases only on OOM",
+		       strerror(rc));
+		return -1;
+	}
+	pthread_detach(thread);
+	pthread_setname_np(thread, "gpupool");
+	/* A signal that came before the thread existed is not lost. */
+	if (signalled)
+		sem_post(&wake);
+	return 0;
+}
+
+void gp_control_request(void)
+{
+	atomic_store(&requested, 1);
+	if (atomic_load(&sem_ready))
+		sem_post(&wake);
+}
+
+void gp_control_stop(void)
+{
+	if (!atomic_load(&started))
+		return;
+	atomic_store(&stopping, 1);
+	sem_post(&wake);
+	/* The runtime is torn down after us; do not let it go under a release in progress. */
+	for (int i = 0; i < 2000 && atomic_load(&releasing); i++)
+		usleep(1000);
+}
+
+void gp_control_forget(void)
+{
+	atomic_store(&started, 0);
+	atomic_store(&releasing, 0);
+}

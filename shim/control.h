@@ -1,0 +1,22 @@
+/* control.h — the release signal and the control thread that does every release.
+ * The handler only wakes the thread; the thread is started on first CUDA use. */
+#ifndef GPUPOOL_CONTROL_H
+#define GPUPOOL_CONTROL_H
+
+#include "pool.h"
+
+/* At load time: install the handler for `signo` (0: none). Starts nothing. */
+int gp_control_install_signal(int signo);
+/* At first CUDA use: start the control thread for `pool`. */
+int gp_control_start(struct gp_pool *pool);
+/* Ask for a release from ordinary code (not a signal handler). */
+void gp_control_request(void);
+/* At exit: stop starting releases; wait (bounded) for one in progress to end. */
+void gp_control_stop(void);
+/* After fork, in the child: there is no control thread there. */
+void gp_control_forget(void);
+/* One release on the calling thread, logged at info level. */
+void gp_control_release_now(struct gp_pool *pool, int device, enum gp_release_cause cause,
+			    struct gp_release_result *out);
+
+#endif

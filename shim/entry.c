@@ -1,0 +1,162 @@
+/* entry.c — the exported CUDA entry points. Each has the same shape: make sure the shim is
+ * initialised, pass through when it is not active, else call the logic in shim.c or the real
+ * function and note what it did. Nothing else in the library is visible (exports.map). */
+#include "shim.h"
+#include "control.h"
+#include "fence.h"
+#include "real.h"
+#include "../include/gpupool.h"
+
+#define GP_EXPORT __attribute__((visibility("default")))
+
+/* The real runtime is always needed: resolve it even when passing through. */
+static int ready(void)
+{
+	int active = gp_shim_active();
+	return active ? 1 : (gp_real_resolve(), 0);
+}
+
+GP_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+	if (!ready())
+		return gp_real.Malloc ? gp_real.Malloc(devPtr, size) : cudaErrorInitializationError;
+	return gp_shim_malloc(devPtr, size);
+}
+
+GP_EXPORT cudaError_t cudaFree(void *devPtr)
+{
+	if (!ready())
+		return gp_real.Free ? gp_real.Free(devPtr) : cudaErrorInitializationError;
+	return gp_shim_free(devPtr);
+}
+
+GP_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *s)
+{
+	int active = ready();
+	cudaError_t rc = gp_real.StreamCreate(s);
+	if (active)
+		gp_shim_stream_created(rc, s);
+	return rc;
+}
+
+GP_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
+{
+	int active = ready();
+	cudaError_t rc = gp_real.StreamCreateWithFlags(s, flags);
+	if (active)
+		gp_shim_stream_created(rc, s);
+	return rc;
+}
+
+GP_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int flags, int prio)
+{
+	int active = ready();
+	cudaError_t rc = gp_real.StreamCreateWithPriority(s, flags, prio);
+	if (active)
+		gp_shim_stream_created(rc, s);
+	return rc;
+}
+
+GP_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+	if (ready())
+		gp_fence_stream_destroying(s);
+	return gp_real.StreamDestroy(s);
+}
+
+GP_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
+{
+	int active = ready();
+	cudaError_t rc = gp_real.StreamBeginCapture(s, mode);
+	if (active && rc == cudaSuccess)
+		gp_fence_capture_begin(s);
+	return rc;
+}
+
+GP_EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t s, cudaGraph_t g,
+						    const cudaGraphNode_t *deps,
+						    const cudaGraphEdgeData *data, size_t n,
+						    enum cudaStreamCaptureMode mode)
+{
+	int active = ready();
+	cudaError_t rc = gp_real.StreamBeginCaptureToGraph(s, g, deps, data, n, mode);
+	if (active && rc == cudaSuccess)
+		gp_fence_capture_begin(s);
+	return rc;
+}
+
+GP_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
+{
+	int active = ready();
+	cudaError_t rc = gp_real.StreamEndCapture(s, g);
+	if (active)
+		gp_fence_capture_end(s);
+	return rc;
+}
+
+GP_EXPORT cudaError_t cudaSetDevice(int device)
+{
+	int active = ready();
+	cudaError_t rc = gp_real.SetDevice(device);
+	if (active && rc == cudaSuccess)
+		gp_shim_device_set(device);
+	return rc;
+}
+
+GP_EXPORT cudaError_t cudaDeviceReset(void)
+{
+	if (ready())
+		gp_shim_device_reset();
+	return gp_real.DeviceReset();
+}
+
+/* Per-thread default stream calls: their work is not in the legacy stream's order. */
+GP_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **args,
+					    size_t shm, cudaStream_t s)
+{
+	if (ready())
+		gp_shim_unordered();
+	return gp_real.LaunchKernel_ptsz(f, g, b, args, shm, s);
+}
+
+GP_EXPORT cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n,
+					   enum cudaMemcpyKind kind, cudaStream_t s)
+{
+	if (ready())
+		gp_shim_unordered();
+	return gp_real.MemcpyAsync_ptsz(dst, src, n, kind, s);
+}
+
+GP_EXPORT cudaError_t cudaMemsetAsync_ptsz(void *dst, int v, size_t n, cudaStream_t s)
+{
+	if (ready())
+		gp_shim_unordered();
+	return gp_real.MemsetAsync_ptsz(dst, v, n, s);
+}
+
+GP_EXPORT cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n,
+				      enum cudaMemcpyKind kind)
+{
+	if (ready())
+		gp_shim_unordered();
+	return gp_real.Memcpy_ptds(dst, src, n, kind);
+}
+
+GP_EXPORT cudaError_t cudaMemset_ptds(void *dst, int v, size_t n)
+{
+	if (ready())
+		gp_shim_unordered();
+	return gp_real.Memset_ptds(dst, v, n);
+}
+
+GP_EXPORT int gpupool_release(int device, unsigned long long *bytes)
+{
+	struct gp_release_result r = { 0, 0, 0, 0 };
+
+	if (!ready())
+		return -1;
+	gp_control_release_now(gp_shim_pool, device, GP_CAUSE_API, &r);
+	if (bytes)
+		*bytes = r.bytes;
+	return r.errors ? -1 : 0;
+}

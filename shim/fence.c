@@ -1,0 +1,285 @@
+/* fence.c — keeping pooled reuse as safe as native cudaFree without a stall per free.
+ * The registry lock guards the stream list and is held while events are recorded on those
+ * streams, so a stream is never used after its destroy; the hot path never takes it.
+ * Nothing here touches a thread's sticky CUDA error: calls are skipped while one is pending,
+ * and the errors they cause themselves (cudaErrorNotReady) are cleared. */
+#include "fence.h"
+#include "log.h"
+#include "pool.h"
+#include "real.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct stream_ent {
+	cudaStream_t s;
+	int dev;
+};
+
+struct ev {
+	cudaEvent_t e;
+	int dev;
+};
+
+struct fence {
+	int n, next; /* events, and the first not yet seen complete */
+	struct ev ev[];
+};
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct stream_ent *streams;
+static int nstreams, capstreams;
+static struct ev *retired; /* last events of destroyed streams, not yet in a fence */
+static int nretired, capretired;
+static struct ev *spare;   /* recycled events */
+static int nspare, capspare;
+static _Atomic uint64_t devmask;
+
+static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
+static cudaStream_t capturing[64];
+static _Atomic int ncapturing;
+
+static _Atomic int warned_query;
+
+static int push(void **arr, int *n, int *cap, size_t size, const void *item)
+{
+	if (*n == *cap) {
+		int ncap = *cap ? *cap * 2 : 16;
+		void *p = realloc(*arr, (size_t)ncap * size);
+		if (p == NULL)
+			return -1;
+		*arr = p;
+		*cap = ncap;
+	}
+	memcpy((char *)*arr + (size_t)*n * size, item, size);
+	(*n)++;
+	return 0;
+}
+
+void gp_fence_use_device(int device)
+{
+	uint64_t bit = 1ULL << (device & 63);
+	if (!(atomic_load_explicit(&devmask, memory_order_relaxed) & bit))
+		atomic_fetch_or(&devmask, bit);
+}
+
+static int current_device(void)
+{
+	int d = 0;
+	if (gp_real.GetDevice == NULL || gp_real.GetDevice(&d) != cudaSuccess)
+		return 0;
+	return d;
+}
+
+static void switch_to(int dev, int *cur)
+{
+	if (*cur != dev && gp_real.SetDevice(dev) == cudaSuccess)
+		*cur = dev;
+}
+
+/* With reg_lock held. The current device must be `dev` if a new event is created. */
+static int event_get(int dev, int *cur, cudaEvent_t *out)
+{
+	for (int i = nspare - 1; i >= 0; i--) {
+		if (spare[i].dev == dev) {
+			*out = spare[i].e;
+			spare[i] = spare[--nspare];
+			return 0;
+		}
+	}
+	switch_to(dev, cur);
+	return gp_real.EventCreateWithFlags(out, cudaEventDisableTiming) == cudaSuccess ? 0 : -1;
+}
+
+void gp_fence_stream_created(cudaStream_t s)
+{
+	struct stream_ent e = { s, current_device() };
+
+	pthread_mutex_lock(&reg_lock);
+	push((void **)&streams, &nstreams, &capstreams, sizeof(e), &e);
+	pthread_mutex_unlock(&reg_lock);
+}
+
+void gp_fence_stream_destroying(cudaStream_t s)
+{
+	int cur = current_device(), start = cur;
+
+	pthread_mutex_lock(&reg_lock);
+	for (int i = 0; i < nstreams; i++) {
+		struct ev r;
+		if (streams[i].s != s)
+			continue;
+		r.dev = streams[i].dev;
+		/* The work already queued on it must still be waited for by the next fence. */
+		if (!gp_fence_capture_active() && event_get(r.dev, &cur, &r.e) == 0) {
+			if (gp_real.EventRecord(r.e, s) == cudaSuccess)
+				push((void **)&retired, &nretired, &capretired, sizeof(r), &r);
+			else
+				gp_real.EventDestroy(r.e);
+		}
+		streams[i] = streams[--nstreams];
+		break;
+	}
+	pthread_mutex_unlock(&reg_lock);
+	switch_to(start, &cur);
+}
+
+void gp_fence_capture_begin(cudaStream_t s)
+{
+	pthread_mutex_lock(&cap_lock);
+	if (atomic_load(&ncapturing) < 64) {
+		capturing[atomic_load(&ncapturing)] = s;
+		atomic_fetch_add(&ncapturing, 1);
+	}
+	pthread_mutex_unlock(&cap_lock);
+}
+
+void gp_fence_capture_end(cudaStream_t s)
+{
+	pthread_mutex_lock(&cap_lock);
+	int n = atomic_load(&ncapturing);
+	for (int i = 0; i < n; i++) {
+		if (capturing[i] == s) {
+			capturing[i] = capturing[n - 1];
+			atomic_fetch_sub(&ncapturing, 1);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&cap_lock);
+}
+
+int gp_fence_capture_active(void)
+{
+	return atomic_load(&ncapturing) != 0;
+}
+
+/* A thread with a pending CUDA error keeps it: we make no call that could replace it. */
+static int error_pending(void)
+{
+	return gp_real.PeekAtLastError != NULL && gp_real.PeekAtLastError() != cudaSuccess;
+}
+
+int gp_fence_record(void *ctx, void **out)
+{
+	uint64_t mask = atomic_load(&devmask);
+	struct fence *f = NULL;
+	int cur, start, rc = GP_EAGAIN, failed = 0;
+
+	(void)ctx;
+	if (gp_fence_capture_active() || error_pending() || gp_real.EventRecord == NULL)
+		return GP_EAGAIN;
+	cur = start = current_device();
+	pthread_mutex_lock(&reg_lock);
+	f = malloc(sizeof(*f) + sizeof(struct ev) * (size_t)(__builtin_popcountll(mask) + nstreams +
+								 nretired));
+	if (f == NULL)
+		goto out;
+	f->n = f->next = 0;
+	for (int d = 0; d < 64; d++) {
+		struct ev *e = &f->ev[f->n];
+		if (!(mask & (1ULL << d)))
+			continue;
+		e->dev = d;
+		if (event_get(d, &cur, &e->e) != 0) {
+			failed = 1;
+			continue;
+		}
+		switch_to(d, &cur); /* the legacy stream is the current device's */
+		if (gp_real.EventRecord(e->e, cudaStreamLegacy) != cudaSuccess) {
+			gp_real.EventDestroy(e->e);
+			failed = 1;
+			continue;
+		}
+		f->n++;
+	}
+	for (int i = 0; i < nstreams; i++) {
+		struct ev *e = &f->ev[f->n];
+		e->dev = streams[i].dev;
+		if (event_get(e->dev, &cur, &e->e) != 0) {
+			failed = 1;
+			continue;
+		}
+		if (gp_real.EventRecord(e->e, streams[i].s) != cudaSuccess) {
+			gp_real.EventDestroy(e->e);
+			failed = 1;
+			continue;
+		}
+		f->n++;
+	}
+	if (failed) {
+		/* A fence that misses a stream would be unsafe: drop it, keep the retired events. */
+		for (int i = 0; i < f->n; i++)
+			push((void **)&spare, &nspare, &capspare, sizeof(struct ev), &f->ev[i]);
+		free(f);
+		f = NULL;
+		goto out;
+	}
+	for (int i = 0; i < nretired; i++)
+		f->ev[f->n++] = retired[i];
+	nretired = 0;
+	rc = GP_OK;
+out:
+	pthread_mutex_unlock(&reg_lock);
+	switch_to(start, &cur);
+	if (failed && gp_real.GetLastError)
+		gp_real.GetLastError();
+	*out = f;
+	return rc;
+}
+
+int gp_fence_query(void *ctx, void *fence)
+{
+	struct fence *f = fence;
+
+	(void)ctx;
+	if (gp_fence_capture_active() || error_pending())
+		return 0;
+	while (f->next < f->n) {
+		cudaError_t e = gp_real.EventQuery(f->ev[f->next].e);
+		if (e == cudaErrorNotReady) {
+			gp_real.GetLastError();
+			return 0;
+		}
+		if (e != cudaSuccess) {
+			/* A broken context runs nothing more: the work is as done as it will be. */
+			gp_log_capped(GP_LOG_WARN, &warned_query,
+				      "cudaEventQuery failed (error %d); fence treated as complete", (int)e);
+			gp_real.GetLastError();
+		}
+		f->next++;
+	}
+	return 1;
+}
+
+int gp_fence_wait(void *ctx, void *fence)
+{
+	struct fence *f = fence;
+
+	(void)ctx;
+	if (gp_fence_capture_active())
+		return GP_EAGAIN;
+	while (f->next < f->n) {
+		if (gp_real.EventSynchronize(f->ev[f->next].e) != cudaSuccess)
+			gp_real.GetLastError();
+		f->next++;
+	}
+	return GP_OK;
+}
+
+void gp_fence_destroy(void *ctx, void *fence)
+{
+	struct fence *f = fence;
+
+	(void)ctx;
+	if (f == NULL)
+		return;
+	pthread_mutex_lock(&reg_lock);
+	for (int i = 0; i < f->n; i++)
+		if (push((void **)&spare, &nspare, &capspare, sizeof(struct ev), &f->ev[i]) != 0)
+			gp_real.EventDestroy(f->ev[i].e);
+	pthread_mutex_unlock(&reg_lock);
+	free(f);
+}

@@ -1,0 +1,24 @@
+/* fence.h — stream registry, capture tracking and the fences the pool waits on.
+ * A fence is a set of events recorded on the legacy stream of every device in use and on every
+ * stream the process created through the runtime, plus the last events of destroyed streams:
+ * once all are complete, every GPU operation issued before the fence was recorded is done. */
+#ifndef GPUPOOL_FENCE_H
+#define GPUPOOL_FENCE_H
+
+#include <cuda_runtime_api.h>
+
+void gp_fence_stream_created(cudaStream_t s);
+void gp_fence_stream_destroying(cudaStream_t s);
+void gp_fence_use_device(int device);
+
+void gp_fence_capture_begin(cudaStream_t s);
+void gp_fence_capture_end(cudaStream_t s);
+int gp_fence_capture_active(void); /* any thread */
+
+/* The backend's fence operations (struct gp_backend). */
+int gp_fence_record(void *ctx, void **out);
+int gp_fence_query(void *ctx, void *fence);
+int gp_fence_wait(void *ctx, void *fence);
+void gp_fence_destroy(void *ctx, void *fence);
+
+#endif

@@ -1,0 +1,41 @@
+/* options.h — every GPUPOOL_* setting, in one table: name, type, default, one-line help.
+ * Parsed once from the environment; a bad value gets one line naming the variable, the value
+ * and the accepted form, and the default is used. The parser never aborts. */
+#ifndef GPUPOOL_OPTIONS_H
+#define GPUPOOL_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum gp_opt_type {
+	GP_OPT_BOOL,     /* 1/0, true/false, yes/no, on/off */
+	GP_OPT_LEVEL,    /* error|warn|info|debug */
+	GP_OPT_SIGNAL,   /* USR1, SIGUSR2, 10, none */
+};
+
+struct gp_options {
+	int log_level; /* enum gp_log_level */
+	int signo;     /* 0 = no release signal */
+	int disable;
+};
+
+struct gp_opt_def {
+	const char *name;
+	enum gp_opt_type type;
+	const char *def;    /* default, in the variable's own syntax */
+	const char *accepts; /* the accepted form, for messages and docs */
+	const char *help;
+	size_t offset;       /* into struct gp_options */
+};
+
+const struct gp_opt_def *gp_opt_table(size_t *count);
+
+/* Fill `o` from the environment. `warn` receives one line per bad value (may be NULL). */
+void gp_opt_load(struct gp_options *o, void (*warn)(const char *line));
+
+/* Parsers, exposed for tests. Return 0 on success, -1 on a bad value. */
+int gp_opt_parse_bool(const char *s, int *out);
+int gp_opt_parse_level(const char *s, int *out);
+int gp_opt_parse_signal(const char *s, int *out);
+
+#endif

@@ -1,0 +1,189 @@
+/* shim.c — initialisation (at load: options and the signal only; at first CUDA use: the real
+ * runtime, the pool, the control thread) and the pooled cudaMalloc/cudaFree.
+ * Never aborts the program: anything unexpected falls back to the real runtime. */
+#define _GNU_SOURCE
+#include "shim.h"
+#include "backend.h"
+#include "control.h"
+#include "fence.h"
+#include "log.h"
+#include "options.h"
+#include "real.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+_Atomic int gp_shim_state = GP_UNINIT;
+struct gp_pool *gp_shim_pool;
+
+static struct gp_options opts;
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local int in_init;
+static int single_device; /* one visible device: the current device is always 0 */
+static _Atomic uint64_t seen_devices;
+
+static void warn_line(const char *line)
+{
+	gp_log(GP_LOG_WARN, "%s", line);
+}
+
+static void on_fork_child(void)
+{
+	/* CUDA does not survive fork: the child passes everything through. */
+	atomic_store(&gp_shim_state, GP_PASSTHROUGH);
+	gp_control_forget();
+}
+
+static void on_exit_handler(void)
+{
+	gp_control_stop();
+}
+
+__attribute__((constructor)) static void gp_shim_load(void)
+{
+	gp_opt_load(&opts, NULL); /* quietly: a program that never uses CUDA hears nothing */
+	pthread_atfork(NULL, NULL, on_fork_child);
+	if (opts.disable)
+		return;
+	if (gp_control_install_signal(opts.signo) != 0)
+		opts.signo = 0;
+}
+
+static int init_locked(void)
+{
+	struct gp_backend be;
+	struct gp_pool_config cfg = { .ordered = 1 };
+	int ndev = 0;
+
+	if (gp_real_resolve() != 0) {
+		gp_log(GP_LOG_ERROR, "the CUDA runtime (libcudart) was not found; passing through");
+		return GP_PASSTHROUGH;
+	}
+	gp_opt_load(&opts, warn_line);
+	gp_log_set_level(opts.log_level);
+	if (opts.disable) {
+		gp_log(GP_LOG_INFO, "GPUPOOL_DISABLE is set: passing every call through");
+		return GP_PASSTHROUGH;
+	}
+	if (gp_real.GetDeviceCount(&ndev) != cudaSuccess || ndev <= 0) {
+		gp_real.GetLastError();
+		gp_log(GP_LOG_INFO, "no CUDA device: passing through");
+		return GP_PASSTHROUGH;
+	}
+	single_device = ndev == 1;
+	gp_backend_fill(&be);
+	if (gp_pool_create(&be, &cfg, &gp_shim_pool) != GP_OK) {
+		gp_log(GP_LOG_ERROR, "cannot create the pool; passing through");
+		return GP_PASSTHROUGH;
+	}
+	if (opts.signo != 0)
+		gp_control_start(gp_shim_pool);
+	atexit(on_exit_handler);
+	gp_log(GP_LOG_INFO, "active: %d device(s), release signal %d", ndev, opts.signo);
+	return GP_ACTIVE;
+}
+
+int gp_shim_init_slow(void)
+{
+	int s;
+
+	if (in_init)
+		return 0; /* the runtime called back into us while we initialise: pass through */
+	in_init = 1;
+	pthread_mutex_lock(&init_lock);
+	s = atomic_load(&gp_shim_state);
+	if (s == GP_UNINIT) {
+		s = init_locked();
+		atomic_store_explicit(&gp_shim_state, s, memory_order_release);
+	}
+	pthread_mutex_unlock(&init_lock);
+	in_init = 0;
+	return s == GP_ACTIVE;
+}
+
+/* Reuse without fences is only sound while all work is in one stream order on one device. */
+void gp_shim_unordered(void)
+{
+	gp_pool_set_ordered(gp_shim_pool, 0);
+}
+
+static void note_device(int dev)
+{
+	uint64_t bit = 1ULL << (dev & 63);
+	uint64_t seen = atomic_load_explicit(&seen_devices, memory_order_relaxed);
+
+	if (seen & bit)
+		return;
+	seen = atomic_fetch_or(&seen_devices, bit) | bit;
+	gp_fence_use_device(dev);
+	if (seen != bit)
+		gp_shim_unordered();
+}
+
+void gp_shim_device_set(int device)
+{
+	if (device >= 0 && device < GP_MAX_DEVICES)
+		note_device(device);
+}
+
+static int current_device(int *dev)
+{
+	if (single_device) {
+		*dev = 0;
+		return 0;
+	}
+	return gp_real.GetDevice(dev) == cudaSuccess ? 0 : -1;
+}
+
+cudaError_t gp_shim_malloc(void **ptr, size_t size)
+{
+	int dev, retried, rc;
+
+	if (ptr == NULL || size == 0 || current_device(&dev) != 0)
+		return gp_real.Malloc(ptr, size);
+	note_device(dev);
+	rc = gp_pool_alloc(gp_shim_pool, dev, size, ptr, &retried);
+	switch (rc) {
+	case GP_OK:
+		if (retried)
+			gp_real.GetLastError(); /* the failed first try left a sticky error */
+		return cudaSuccess;
+	case GP_ENOMEM:
+		return cudaErrorMemoryAllocation;
+	case GP_EBACKEND:
+		return gp_backend_last_error();
+	default:
+		return gp_real.Malloc(ptr, size); /* a size the pool does not serve */
+	}
+}
+
+cudaError_t gp_shim_free(void *ptr)
+{
+	if (ptr == NULL)
+		return cudaSuccess;
+	switch (gp_pool_free(gp_shim_pool, ptr)) {
+	case GP_OK:
+		return cudaSuccess;
+	case GP_ENOTOWNED:
+		return gp_real.Free(ptr); /* allocated before us, or by another allocator */
+	default:
+		return cudaErrorInvalidValue; /* double free: the pool is unchanged */
+	}
+}
+
+void gp_shim_stream_created(cudaError_t rc, cudaStream_t *s)
+{
+	if (rc != cudaSuccess || s == NULL)
+		return;
+	gp_fence_stream_created(*s);
+	gp_shim_unordered();
+}
+
+void gp_shim_device_reset(void)
+{
+	int dev;
+
+	if (gp_real.GetDevice(&dev) != cudaSuccess)
+		return;
+	gp_pool_forget_device(gp_shim_pool, dev);
+}
