@@ -398,7 +398,7 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	}
 
 	rc = real_alloc(p, d, device, cls, bytes, out);
-	if (rc == GP_ENOMEM) {
+	if (rc == GP_ENOMEM && (p->be.may_release == NULL || p->be.may_release(p->be.ctx))) {
 		/* Give this device's cache back (backend free waits for pending work) and retry. */
 		gp_pool_release(p, device, 0, GP_CAUSE_OOM, NULL);
 		if (retried)

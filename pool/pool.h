@@ -45,6 +45,8 @@ enum gp_release_cause {
  * fence_wait   block until the fence completes (control thread and OOM path only).
  * fence_destroy release the handle.
  * now_ns       a monotonic clock (idle ages); tests inject a controllable one.
+ * may_release  optional: 0 when real frees must not happen now on this thread (a CUDA graph
+ *              capture is underway); the OOM path then fails instead of releasing.
  */
 struct gp_backend {
 	void *ctx;
@@ -55,6 +57,7 @@ struct gp_backend {
 	int (*fence_wait)(void *ctx, void *fence);
 	void (*fence_destroy)(void *ctx, void *fence);
 	uint64_t (*now_ns)(void *ctx);
+	int (*may_release)(void *ctx);
 };
 
 struct gp_pool_config {

@@ -79,6 +79,13 @@ static uint64_t be_now(void *ctx)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* A real cudaFree while a graph is being captured would invalidate the capture. */
+static int be_may_release(void *ctx)
+{
+	(void)ctx;
+	return !gp_fence_capture_active();
+}
+
 void gp_backend_fill(struct gp_backend *be)
 {
 	be->ctx = NULL;
@@ -89,4 +96,5 @@ void gp_backend_fill(struct gp_backend *be)
 	be->fence_wait = gp_fence_wait;
 	be->fence_destroy = gp_fence_destroy;
 	be->now_ns = be_now;
+	be->may_release = be_may_release;
 }
