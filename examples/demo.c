@@ -1,6 +1,7 @@
 /* demo.c — what gpupool does, in one run: allocate, free (the memory stays cached), then wait
  * for the release signal and show the device memory coming back while the program runs on.
  * Links against whatever libcudart the build chose: the real one or the stand-in. */
+#define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <time.h>

@@ -41,6 +41,8 @@ struct gp_dev {
 	_Atomic uint64_t live_bytes, reserved_bytes; /* reserved = live + cached, real bytes */
 	_Atomic uint64_t peak_live, peak_reserved;
 	_Atomic uint64_t real_allocs, real_frees, failed_allocs, bad_frees;
+	_Atomic uint64_t cap;      /* bytes of cache allowed, 0 = no cap */
+	_Atomic int cap_notified;  /* over_cap was called and no release ran since */
 };
 
 struct fence_slot {
@@ -50,6 +52,7 @@ struct fence_slot {
 
 struct gp_pool {
 	struct gp_backend be;
+	struct gp_pool_config cfg;
 	_Atomic int ordered;
 	struct gp_dev *_Atomic dev[GP_MAX_DEVICES];
 	pthread_mutex_t dev_lock; /* creating a device's state */
@@ -129,7 +132,9 @@ int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config
 		return GP_ENOMEM;
 	memset(p, 0, sizeof(*p));
 	p->be = *backend;
-	atomic_store(&p->ordered, cfg ? cfg->ordered : 0);
+	if (cfg)
+		p->cfg = *cfg;
+	atomic_store(&p->ordered, p->cfg.ordered);
 	if (gp_ptrmap_init(&p->map) != 0) {
 		free(p);
 		return GP_ENOMEM;
@@ -174,11 +179,7 @@ void gp_pool_destroy(struct gp_pool *p)
 		}
 		free(d);
 	}
-	for (unsigned i = 0; i < p->ring_count; i++) {
-		struct fence_slot *f = &p->ring[(p->ring_head + i) % MAX_FENCES];
-		if (p->be.fence_destroy)
-			p->be.fence_destroy(p->be.ctx, f->handle);
-	}
+	/* Fences still in flight are abandoned: their handles belong to the backend. */
 	gp_ptrmap_fini(&p->map);
 	pthread_mutex_destroy(&p->dev_lock);
 	pthread_mutex_destroy(&p->fence_lock);
@@ -410,14 +411,33 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	return rc;
 }
 
+static uint64_t dev_cached(struct gp_dev *d)
+{
+	uint64_t reserved = ld(&d->reserved_bytes), live = ld(&d->live_bytes);
+	return reserved > live ? reserved - live : 0;
+}
+
+static void check_cap(struct gp_pool *p, struct gp_dev *d, int device)
+{
+	uint64_t cap = ld(&d->cap);
+
+	if (cap == 0 || p->cfg.over_cap == NULL || dev_cached(d) <= cap)
+		return;
+	if (atomic_load_explicit(&d->cap_notified, memory_order_relaxed) ||
+	    atomic_exchange(&d->cap_notified, 1))
+		return;
+	p->cfg.over_cap(p->cfg.arg, device);
+}
+
 int gp_pool_free(struct gp_pool *p, void *ptr)
 {
 	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)ptr);
 	struct gp_block *b;
 	struct gp_class *c;
 	struct gp_dev *d;
-	int expected = BLOCK_LIVE;
+	int expected = BLOCK_LIVE, device;
 	uint64_t t;
+	size_t bytes;
 
 	if (ptr == NULL)
 		return GP_ENOTOWNED;
@@ -436,8 +456,11 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 	}
 	pthread_mutex_unlock(&s->lock);
 
-	/* The block is ours alone now: cached but on no list, invisible to alloc and release. */
-	d = dev_get(p, b->device, 0);
+	/* The block is ours alone now: cached but on no list, invisible to alloc and release.
+	 * Once it is on the list it may be reused or released at once: read it before that. */
+	device = b->device;
+	bytes = b->bytes;
+	d = dev_get(p, device, 0);
 	c = &d->cls[b->cls];
 	t = now(p);
 	pthread_mutex_lock(&c->lock);
@@ -458,7 +481,8 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 	pthread_mutex_unlock(&c->lock);
 	if (!atomic_load_explicit(&p->dirty, memory_order_relaxed))
 		atomic_store(&p->dirty, 1);
-	account_live(d, -(int64_t)b->bytes);
+	account_live(d, -(int64_t)bytes);
+	check_cap(p, d, device);
 	return GP_OK;
 }
 
@@ -514,6 +538,27 @@ static struct gp_block *detach(struct gp_class *c, size_t n)
 	if (c->head == NULL)
 		c->tail = NULL;
 	last->next = NULL;
+	pthread_mutex_unlock(&c->lock);
+	return first;
+}
+
+/* Unlink up to `n` head blocks freed before `before`. */
+static struct gp_block *detach_older(struct gp_class *c, size_t n, uint64_t before)
+{
+	struct gp_block *first = NULL, **tail = &first;
+
+	pthread_mutex_lock(&c->lock);
+	while (n-- > 0 && c->head != NULL && c->head->freed_ns < before) {
+		struct gp_block *b = c->head;
+		c->head = b->next;
+		b->next = NULL;
+		*tail = b;
+		tail = &b->next;
+		bump(&c->cached_blocks, -1);
+		bump(&c->cached_bytes, -(int64_t)b->bytes);
+	}
+	if (c->head == NULL)
+		c->tail = NULL;
 	pthread_mutex_unlock(&c->lock);
 	return first;
 }
@@ -593,8 +638,10 @@ int gp_pool_release(struct gp_pool *p, int device, uint64_t target, enum gp_rele
 		if (device >= 0 && i != device)
 			continue;
 		d = dev_get(p, i, 0);
-		if (d != NULL)
-			release_dev(p, d, target, &r);
+		if (d == NULL)
+			continue;
+		atomic_store(&d->cap_notified, 0);
+		release_dev(p, d, target, &r);
 	}
 	r.duration_ns = now(p) - t0;
 	atomic_fetch_add(&p->rel_count[cause], 1);
@@ -602,6 +649,57 @@ int gp_pool_release(struct gp_pool *p, int device, uint64_t target, enum gp_rele
 	if (res)
 		*res = r;
 	return r.errors ? GP_EBACKEND : GP_OK;
+}
+
+int gp_pool_release_idle(struct gp_pool *p, int device, uint64_t freed_before_ns,
+			 enum gp_release_cause cause, struct gp_release_result *res)
+{
+	struct gp_release_result r = { 0, 0, 0, 0 };
+	uint64_t t0 = now(p);
+
+	if (cause >= GP_CAUSE_COUNT || device >= GP_MAX_DEVICES)
+		return GP_EINVAL;
+	for (int i = 0; i < GP_MAX_DEVICES; i++) {
+		struct gp_dev *d;
+		if (device >= 0 && i != device)
+			continue;
+		d = dev_get(p, i, 0);
+		if (d == NULL)
+			continue;
+		/* Each class list is in free order: old blocks are at its head. */
+		for (unsigned c = 0; c < gp_pool_class_count(); c++) {
+			struct gp_class *cl = &d->cls[c];
+			if (ld(&cl->cached_blocks) != 0)
+				free_blocks(p, d, detach_older(cl, SIZE_MAX, freed_before_ns), &r);
+		}
+	}
+	r.duration_ns = now(p) - t0;
+	if (r.blocks > 0) {
+		atomic_fetch_add(&p->rel_count[cause], 1);
+		atomic_fetch_add(&p->rel_bytes[cause], r.bytes);
+	}
+	if (res)
+		*res = r;
+	return r.errors ? GP_EBACKEND : GP_OK;
+}
+
+void gp_pool_set_cap(struct gp_pool *p, int device, uint64_t bytes)
+{
+	struct gp_dev *d = dev_get(p, device, 1);
+	if (d != NULL)
+		atomic_store(&d->cap, bytes);
+}
+
+uint64_t gp_pool_cap(struct gp_pool *p, int device)
+{
+	struct gp_dev *d = dev_get(p, device, 0);
+	return d ? ld(&d->cap) : 0;
+}
+
+uint64_t gp_pool_cached_bytes(struct gp_pool *p, int device)
+{
+	struct gp_dev *d = dev_get(p, device, 0);
+	return d ? dev_cached(d) : 0;
 }
 
 /* ---- device reset ---------------------------------------------------------------------- */

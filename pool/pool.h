@@ -64,6 +64,10 @@ struct gp_pool_config {
 	/* A cached block is reused as soon as it is freed (no fence): only sound when all GPU work
 	 * is in one stream order. The shim turns this off for good when a stream is created. */
 	int ordered;
+	/* Called (no lock held) by the free that takes a device's cached bytes above its cap
+	 * (gp_pool_set_cap); once, until gp_pool_release runs for that device. May be NULL. */
+	void (*over_cap)(void *arg, int device);
+	void *arg;
 };
 
 /* Per-device figures, summed over size classes. Bytes are real allocation sizes. */
@@ -105,7 +109,8 @@ unsigned gp_pool_class_count(void);
 
 int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config *cfg,
 		   struct gp_pool **out);
-/* Frees the pool's host memory only: never calls the backend (used at exit and in tests). */
+/* Frees the pool's host memory only: never calls the backend, so fences still in flight are
+ * abandoned to it (used in tests; the shim keeps its pool for the life of the process). */
 void gp_pool_destroy(struct gp_pool *pool);
 
 /* Hand out a block of at least `bytes` on `device`. A cache hit makes no backend call.
@@ -126,6 +131,17 @@ size_t gp_pool_block_size(struct gp_pool *pool, const void *ptr, int *device);
  * Concurrent releases are serialised; allocation and free go on meanwhile. */
 int gp_pool_release(struct gp_pool *pool, int device, uint64_t target,
 		    enum gp_release_cause cause, struct gp_release_result *res);
+
+/* Give back the cached blocks of `device` (< 0: all) freed before `freed_before_ns` (backend
+ * clock): the idle-age policy. */
+int gp_pool_release_idle(struct gp_pool *pool, int device, uint64_t freed_before_ns,
+			 enum gp_release_cause cause, struct gp_release_result *res);
+
+/* Cap on a device's cached bytes (0 = none); see gp_pool_config.over_cap. */
+void gp_pool_set_cap(struct gp_pool *pool, int device, uint64_t bytes);
+uint64_t gp_pool_cap(struct gp_pool *pool, int device);
+/* Cached bytes of a device (idle + pending), cheap: two atomic loads. */
+uint64_t gp_pool_cached_bytes(struct gp_pool *pool, int device);
 
 /* Drive fences: poll recorded ones, record a new one if frees are not yet covered.
  * Never blocks (`wait` = 0) or waits for all pending frees to be fenced (`wait` = 1). */

@@ -15,12 +15,26 @@
 
 static const struct gp_opt_def table[] = {
 	{ "GPUPOOL_LOG", GP_OPT_LEVEL, "error", "error|warn|info|debug",
-	  "What the shim writes to stderr (one line per message, `gpupool:` prefix).", OPT(log_level) },
+	  "What the shim writes to stderr (one line per message, `gpupool:` prefix).", OPT(log_level), 0 },
 	{ "GPUPOOL_SIGNAL", GP_OPT_SIGNAL, "USR1", "a signal name (USR1, SIGUSR2) or number, or none",
-	  "The signal that makes the process give idle GPU memory back.", OPT(signo) },
+	  "The signal that makes the process give idle GPU memory back.", OPT(signo), 0 },
 	{ "GPUPOOL_DISABLE", GP_OPT_BOOL, "0", "1|0|true|false|yes|no|on|off",
 	  "Pass every call straight through to the CUDA runtime (for bisecting problems).",
-	  OPT(disable) },
+	  OPT(disable), 0 },
+	{ "GPUPOOL_MAX_CACHED", GP_OPT_SIZE, "0",
+	  "a size (512MiB, 2GB, 1.5GiB, bytes) or a percentage of the device's memory (30%); 0 = no cap",
+	  "Per device: idle cached memory above this is released, oldest first.", OPT(max_cached), 0 },
+	{ "GPUPOOL_IDLE_TIMEOUT", GP_OPT_DURATION, "0", "a duration (500ms, 30s, 5min); 0 = off",
+	  "A cached block unused for longer than this is released.", OPT(idle_timeout_ns), 0 },
+	{ "GPUPOOL_MIN_FREE", GP_OPT_SIZE, "0",
+	  "a size (4GiB, 8GB, bytes) or a percentage of the device's memory (30%); 0 = off",
+	  "Per device: while the device's free memory is below this, cached blocks are released.",
+	  OPT(min_free), 0 },
+	{ "GPUPOOL_POLL_INTERVAL", GP_OPT_DURATION, "100ms", "a duration (50ms, 1s), at least 1ms",
+	  "How often free device memory is checked for GPUPOOL_MIN_FREE.", OPT(poll_interval_ns), 1 },
+	{ "GPUPOOL_REPORT_CACHED_AS_FREE", GP_OPT_BOOL, "1", "1|0|true|false|yes|no|on|off",
+	  "cudaMemGetInfo counts this process's cached blocks as free (they are, for its next cudaMalloc).",
+	  OPT(report_cached_as_free), 0 },
 };
 
 const struct gp_opt_def *gp_opt_table(size_t *count)
@@ -93,6 +107,118 @@ int gp_opt_parse_signal(const char *s, int *out)
 	return -1;
 }
 
+/* A non-negative decimal with an optional fraction; *end is left after it. */
+static int parse_number(const char *s, double *out, const char **end)
+{
+	double v = 0, scale = 1;
+	int digits = 0;
+
+	for (; *s >= '0' && *s <= '9'; s++, digits++)
+		v = v * 10 + (*s - '0');
+	if (*s == '.') {
+		for (s++; *s >= '0' && *s <= '9'; s++, digits++) {
+			scale /= 10;
+			v += (*s - '0') * scale;
+		}
+	}
+	*out = v;
+	*end = s;
+	return digits > 0 ? 0 : -1;
+}
+
+static const char *skip_space(const char *s)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	return s;
+}
+
+int gp_opt_parse_size(const char *s, struct gp_size *out)
+{
+	static const struct {
+		const char *unit;
+		double mult;
+	} units[] = { { "", 1 },
+		      { "B", 1 },
+		      { "K", 1e3 },
+		      { "KB", 1e3 },
+		      { "M", 1e6 },
+		      { "MB", 1e6 },
+		      { "G", 1e9 },
+		      { "GB", 1e9 },
+		      { "T", 1e12 },
+		      { "TB", 1e12 },
+		      { "KiB", 1024.0 },
+		      { "MiB", 1048576.0 },
+		      { "GiB", 1073741824.0 },
+		      { "TiB", 1099511627776.0 } };
+	const char *u;
+	double v;
+
+	s = skip_space(s);
+	if (parse_number(s, &v, &u) != 0)
+		return -1;
+	u = skip_space(u);
+	if (u[0] == '%' && *skip_space(u + 1) == '\0') {
+		if (v > 100)
+			return -1;
+		out->bytes = 0;
+		out->percent = v;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		size_t n = strlen(units[i].unit);
+		if (strncasecmp(u, units[i].unit, n) != 0 || *skip_space(u + n) != '\0')
+			continue;
+		/* Case matters between KB (1000) and KiB (1024) only through the 'i'. */
+		if (n == 3 && (u[1] | 0x20) != 'i')
+			continue;
+		v *= units[i].mult;
+		if (v >= 18446744073709549568.0) /* the largest double below 2^64 */
+			return -1;
+		out->bytes = (uint64_t)v;
+		out->percent = 0;
+		return 0;
+	}
+	return -1;
+}
+
+int gp_opt_parse_duration(const char *s, uint64_t *ns)
+{
+	static const struct {
+		const char *unit;
+		double mult;
+	} units[] = { { "ms", 1e6 }, { "s", 1e9 }, { "min", 60e9 } };
+	const char *u;
+	double v;
+
+	s = skip_space(s);
+	if (parse_number(s, &v, &u) != 0)
+		return -1;
+	u = skip_space(u);
+	if (*u == '\0' && v == 0) {
+		*ns = 0;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcasecmp(u, units[i].unit) != 0)
+			continue;
+		v *= units[i].mult;
+		if (v >= 9.2e18)
+			return -1;
+		*ns = (uint64_t)v;
+		return 0;
+	}
+	return -1;
+}
+
+uint64_t gp_opt_size_bytes(const struct gp_size *s, uint64_t total)
+{
+	if (s->percent > 0)
+		return (uint64_t)((double)total * s->percent / 100.0);
+	return s->bytes;
+}
+
 static int parse(const struct gp_opt_def *d, const char *s, struct gp_options *o)
 {
 	int *field = (int *)((char *)o + d->offset);
@@ -104,6 +230,12 @@ static int parse(const struct gp_opt_def *d, const char *s, struct gp_options *o
 		return gp_opt_parse_level(s, field);
 	case GP_OPT_SIGNAL:
 		return gp_opt_parse_signal(s, field);
+	case GP_OPT_SIZE:
+		return gp_opt_parse_size(s, (struct gp_size *)(void *)field);
+	case GP_OPT_DURATION:
+		if (gp_opt_parse_duration(s, (uint64_t *)(void *)field) != 0)
+			return -1;
+		return d->nonzero && *(uint64_t *)(void *)field < 1000000 ? -1 : 0;
 	}
 	return -1;
 }

@@ -11,12 +11,25 @@ enum gp_opt_type {
 	GP_OPT_BOOL,     /* 1/0, true/false, yes/no, on/off */
 	GP_OPT_LEVEL,    /* error|warn|info|debug */
 	GP_OPT_SIGNAL,   /* USR1, SIGUSR2, 10, none */
+	GP_OPT_SIZE,     /* 512MiB, 2GB, 1.5GiB, 4096, 30% (of the device's memory), 0 = off */
+	GP_OPT_DURATION, /* 250ms, 30s, 5min, 0 = off */
+};
+
+/* A size as given: bytes, or a share of the device's total memory. */
+struct gp_size {
+	uint64_t bytes;
+	double percent; /* > 0: a share of the device's total memory, in percent */
 };
 
 struct gp_options {
 	int log_level; /* enum gp_log_level */
 	int signo;     /* 0 = no release signal */
 	int disable;
+	struct gp_size max_cached;      /* per device; 0 = no cap */
+	uint64_t idle_timeout_ns;       /* 0 = off */
+	struct gp_size min_free;        /* per device; 0 = off */
+	uint64_t poll_interval_ns;
+	int report_cached_as_free;
 };
 
 struct gp_opt_def {
@@ -26,6 +39,7 @@ struct gp_opt_def {
 	const char *accepts; /* the accepted form, for messages and docs */
 	const char *help;
 	size_t offset;       /* into struct gp_options */
+	int nonzero;         /* durations: 0 is not allowed, nor below 1 ms */
 };
 
 const struct gp_opt_def *gp_opt_table(size_t *count);
@@ -37,5 +51,9 @@ void gp_opt_load(struct gp_options *o, void (*warn)(const char *line));
 int gp_opt_parse_bool(const char *s, int *out);
 int gp_opt_parse_level(const char *s, int *out);
 int gp_opt_parse_signal(const char *s, int *out);
+int gp_opt_parse_size(const char *s, struct gp_size *out);
+int gp_opt_parse_duration(const char *s, uint64_t *ns);
+/* A size in bytes for a device with `total` bytes of memory. */
+uint64_t gp_opt_size_bytes(const struct gp_size *s, uint64_t total);
 
 #endif
