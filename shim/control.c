@@ -6,6 +6,7 @@
 #include "control.h"
 #include "fence.h"
 #include "log.h"
+#include "policy.h"
 #include "real.h"
 
 #include <errno.h>
@@ -17,12 +18,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFER_NS 10000000L /* retry a deferred release every 10 ms */
+#define DEFER_NS 10000000ULL /* retry a deferred release every 10 ms */
 
 static sem_t wake;
 static _Atomic int sem_ready;
 static volatile sig_atomic_t signalled;
-static _Atomic int requested, started, stopping, releasing;
+static _Atomic int requested, policy_due, started, stopping, releasing;
 static struct gp_pool *the_pool;
 static pthread_t thread;
 
@@ -64,35 +65,69 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void gp_control_release_now(struct gp_pool *pool, int device, enum gp_release_cause cause,
-			    struct gp_release_result *out)
+static void log_release(const struct gp_release_result *r, enum gp_release_cause cause)
+{
+	gp_log(GP_LOG_INFO, "released %.1f MiB in %llu blocks (%s) in %.3f ms%s",
+	       (double)r->bytes / 1048576.0, (unsigned long long)r->blocks, cause_names[cause],
+	       (double)r->duration_ns / 1e6, r->errors ? "; some frees failed" : "");
+}
+
+static void release(struct gp_pool *pool, int device, uint64_t target,
+		    enum gp_release_cause cause, struct gp_release_result *out)
 {
 	struct gp_release_result r;
 	uint64_t t0 = mono_ns();
 
 	atomic_fetch_add(&releasing, 1);
-	gp_pool_release(pool, device, 0, cause, &r);
+	gp_pool_release(pool, device, target, cause, &r);
 	atomic_fetch_sub(&releasing, 1);
 	r.duration_ns = mono_ns() - t0;
-	gp_log(GP_LOG_INFO, "released %.1f MiB in %llu blocks (%s) in %.3f ms%s",
-	       (double)r.bytes / 1048576.0, (unsigned long long)r.blocks, cause_names[cause],
-	       (double)r.duration_ns / 1e6, r.errors ? "; some frees failed" : "");
+	/* Asked-for releases always say what they did; automatic ones only when they did it. */
+	if (r.blocks > 0 || cause == GP_CAUSE_SIGNAL || cause == GP_CAUSE_API)
+		log_release(&r, cause);
 	if (out)
 		*out = r;
 }
 
-static void wait_for_work(int deferred)
+void gp_control_release_now(struct gp_pool *pool, int device, enum gp_release_cause cause,
+			    struct gp_release_result *out)
 {
+	release(pool, device, 0, cause, out);
+}
+
+void gp_control_release(struct gp_pool *pool, int device, uint64_t target,
+			enum gp_release_cause cause)
+{
+	release(pool, device, target, cause, NULL);
+}
+
+void gp_control_release_idle(struct gp_pool *pool, uint64_t before_ns)
+{
+	struct gp_release_result r;
+	uint64_t t0 = mono_ns();
+
+	atomic_fetch_add(&releasing, 1);
+	gp_pool_release_idle(pool, -1, before_ns, GP_CAUSE_IDLE, &r);
+	atomic_fetch_sub(&releasing, 1);
+	r.duration_ns = mono_ns() - t0;
+	if (r.blocks > 0)
+		log_release(&r, GP_CAUSE_IDLE);
+}
+
+/* Sleep until woken, or at most `ns` when it is not 0. */
+static void wait_for_work(uint64_t ns)
+{
+	struct timespec ts;
 	int rc;
 
-	if (!deferred) {
+	if (ns == 0) {
 		while ((rc = sem_wait(&wake)) != 0 && errno == EINTR)
 			;
 		return;
 	}
-	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += DEFER_NS;
+	ts.tv_sec += (time_t)(ns / 1000000000u);
+	ts.tv_nsec += (long)(ns % 1000000000u);
 	if (ts.tv_nsec >= 1000000000L) {
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000L;
@@ -104,27 +139,35 @@ static void wait_for_work(int deferred)
 static void *control_main(void *arg)
 {
 	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-	int deferred = 0;
+	uint64_t period = gp_policy_period_ns();
+	int release_due = 0;
 
 	(void)arg;
 	if (gp_real.ThreadExchangeStreamCaptureMode)
 		gp_real.ThreadExchangeStreamCaptureMode(&mode);
 	for (;;) {
-		wait_for_work(deferred);
+		int deferred = release_due || atomic_load(&policy_due);
+		uint64_t sleep_ns = period;
+
+		if (deferred && (sleep_ns == 0 || sleep_ns > DEFER_NS))
+			sleep_ns = DEFER_NS;
+		wait_for_work(sleep_ns);
 		if (atomic_load(&stopping))
 			break;
 		if (signalled) {
 			signalled = 0;
-			deferred = 1;
+			release_due = 1;
 		}
 		if (atomic_exchange(&requested, 0))
-			deferred = 1;
-		if (!deferred)
-			continue;
+			release_due = 1;
 		if (gp_fence_capture_active())
-			continue; /* a graph capture is underway: try again shortly */
-		deferred = 0;
-		gp_control_release_now(the_pool, -1, GP_CAUSE_SIGNAL, NULL);
+			continue; /* a graph capture is underway: no real frees; try again shortly */
+		if (release_due) {
+			release_due = 0;
+			release(the_pool, -1, 0, GP_CAUSE_SIGNAL, NULL);
+		}
+		atomic_store(&policy_due, 0);
+		gp_policy_run();
 	}
 	return NULL;
 }
@@ -155,6 +198,13 @@ int gp_control_start(struct gp_pool *pool)
 	if (signalled)
 		sem_post(&wake);
 	return 0;
+}
+
+void gp_control_request_policy(void)
+{
+	atomic_store(&policy_due, 1);
+	if (atomic_load(&sem_ready) && atomic_load(&started))
+		sem_post(&wake);
 }
 
 void gp_control_request(void)

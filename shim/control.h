@@ -15,8 +15,14 @@ void gp_control_request(void);
 void gp_control_stop(void);
 /* After fork, in the child: there is no control thread there. */
 void gp_control_forget(void);
-/* One release on the calling thread, logged at info level. */
+/* A policy wants the control thread to run (the free path crossed a cap). */
+void gp_control_request_policy(void);
+/* One release on the calling thread down to `target` cached bytes, logged at info level. */
+void gp_control_release(struct gp_pool *pool, int device, uint64_t target,
+			enum gp_release_cause cause);
 void gp_control_release_now(struct gp_pool *pool, int device, enum gp_release_cause cause,
 			    struct gp_release_result *out);
+/* Release blocks freed before `before_ns` (the backend's coarse clock). */
+void gp_control_release_idle(struct gp_pool *pool, uint64_t before_ns);
 
 #endif

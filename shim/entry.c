@@ -103,6 +103,15 @@ GP_EXPORT cudaError_t cudaSetDevice(int device)
 	return rc;
 }
 
+GP_EXPORT cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b)
+{
+	int active = ready();
+	cudaError_t rc = gp_real.MemGetInfo(free_b, total_b);
+	if (active && rc == cudaSuccess)
+		gp_shim_adjust_meminfo(free_b, total_b);
+	return rc;
+}
+
 GP_EXPORT cudaError_t cudaDeviceReset(void)
 {
 	if (ready())

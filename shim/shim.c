@@ -8,6 +8,7 @@
 #include "fence.h"
 #include "log.h"
 #include "options.h"
+#include "policy.h"
 #include "real.h"
 
 #include <pthread.h>
@@ -52,7 +53,7 @@ __attribute__((constructor)) static void gp_shim_load(void)
 static int init_locked(void)
 {
 	struct gp_backend be;
-	struct gp_pool_config cfg = { .ordered = 1 };
+	struct gp_pool_config cfg = { .ordered = 1, .over_cap = gp_policy_over_cap, .arg = NULL };
 	int ndev = 0;
 
 	if (gp_real_resolve() != 0) {
@@ -76,7 +77,8 @@ static int init_locked(void)
 		gp_log(GP_LOG_ERROR, "cannot create the pool; passing through");
 		return GP_PASSTHROUGH;
 	}
-	if (opts.signo != 0)
+	gp_policy_init(gp_shim_pool, &opts);
+	if (opts.signo != 0 || gp_policy_needs_thread())
 		gp_control_start(gp_shim_pool);
 	atexit(on_exit_handler);
 	gp_log(GP_LOG_INFO, "active: %d device(s), release signal %d", ndev, opts.signo);
@@ -114,8 +116,12 @@ static void note_device(int dev)
 
 	if (seen & bit)
 		return;
-	seen = atomic_fetch_or(&seen_devices, bit) | bit;
-	gp_fence_use_device(dev);
+	gp_fence_use_device(dev); /* before the bit: no fence may miss this device */
+	seen = atomic_fetch_or(&seen_devices, bit);
+	if (seen & bit)
+		return; /* another thread got here first */
+	seen |= bit;
+	gp_policy_device_seen(dev);
 	if (seen != bit)
 		gp_shim_unordered();
 }
@@ -177,6 +183,19 @@ void gp_shim_stream_created(cudaError_t rc, cudaStream_t *s)
 		return;
 	gp_fence_stream_created(*s);
 	gp_shim_unordered();
+}
+
+/* Cached blocks are free memory for this process's next cudaMalloc (a miss releases them). */
+void gp_shim_adjust_meminfo(size_t *free_b, size_t *total_b)
+{
+	int dev;
+	uint64_t cached;
+
+	if (!opts.report_cached_as_free || free_b == NULL || total_b == NULL ||
+	    current_device(&dev) != 0)
+		return;
+	cached = gp_pool_cached_bytes(gp_shim_pool, dev);
+	*free_b = *free_b + cached > *total_b ? *total_b : *free_b + cached;
 }
 
 void gp_shim_device_reset(void)

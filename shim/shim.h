@@ -31,6 +31,7 @@ cudaError_t gp_shim_free(void *ptr);
 void gp_shim_stream_created(cudaError_t rc, cudaStream_t *s);
 void gp_shim_device_set(int device);
 void gp_shim_device_reset(void);
+void gp_shim_adjust_meminfo(size_t *free_b, size_t *total_b);
 void gp_shim_unordered(void);
 
 #endif
