@@ -51,7 +51,16 @@ static int be_alloc(void *ctx, int device, size_t bytes, void **out)
 	(void)ctx;
 	if (enter(device, &prev) != 0)
 		return to_rc(cudaErrorInvalidDevice);
-	rc = to_rc(gp_real.Malloc(out, bytes));
+	if (gp_fence_capture_active() && gp_real.ThreadExchangeStreamCaptureMode) {
+		/* A miss must work like a hit during a capture: allocate in relaxed mode, as
+		 * PyTorch does, so the capture is not invalidated. */
+		enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+		gp_real.ThreadExchangeStreamCaptureMode(&mode);
+		rc = to_rc(gp_real.Malloc(out, bytes));
+		gp_real.ThreadExchangeStreamCaptureMode(&mode);
+	} else {
+		rc = to_rc(gp_real.Malloc(out, bytes));
+	}
 	leave(prev);
 	return rc;
 }

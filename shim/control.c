@@ -22,7 +22,7 @@
 
 static sem_t wake;
 static _Atomic int sem_ready;
-static volatile sig_atomic_t signalled;
+static _Atomic int signalled; /* lock-free: safe in a handler, and across threads */
 static _Atomic int requested, policy_due, started, stopping, releasing;
 static struct gp_pool *the_pool;
 static pthread_t thread;
@@ -34,7 +34,7 @@ static void on_signal(int sig)
 	int saved = errno;
 
 	(void)sig;
-	signalled = 1;
+	atomic_store(&signalled, 1);
 	if (atomic_load(&sem_ready))
 		sem_post(&wake);
 	errno = saved;
@@ -154,10 +154,8 @@ static void *control_main(void *arg)
 		wait_for_work(sleep_ns);
 		if (atomic_load(&stopping))
 			break;
-		if (signalled) {
-			signalled = 0;
+		if (atomic_exchange(&signalled, 0))
 			release_due = 1;
-		}
 		if (atomic_exchange(&requested, 0))
 			release_due = 1;
 		if (gp_fence_capture_active())
@@ -195,7 +193,7 @@ int gp_control_start(struct gp_pool *pool)
 	pthread_detach(thread);
 	pthread_setname_np(thread, "gpupool");
 	/* A signal that came before the thread existed is not lost. */
-	if (signalled)
+	if (atomic_load(&signalled))
 		sem_post(&wake);
 	return 0;
 }

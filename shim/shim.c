@@ -23,9 +23,10 @@ static _Thread_local int in_init;
 static int single_device; /* one visible device: the current device is always 0 */
 static _Atomic uint64_t seen_devices;
 
+/* A bad setting is the user's to fix: said even at the default level (errors only). */
 static void warn_line(const char *line)
 {
-	gp_log(GP_LOG_WARN, "%s", line);
+	gp_log(GP_LOG_ERROR, "%s", line);
 }
 
 static void on_fork_child(void)
@@ -60,8 +61,9 @@ static int init_locked(void)
 		gp_log(GP_LOG_ERROR, "the CUDA runtime (libcudart) was not found; passing through");
 		return GP_PASSTHROUGH;
 	}
-	gp_opt_load(&opts, warn_line);
+	gp_opt_load(&opts, NULL);
 	gp_log_set_level(opts.log_level);
+	gp_opt_load(&opts, warn_line); /* again, now that the level is known, to say what was wrong */
 	if (opts.disable) {
 		gp_log(GP_LOG_INFO, "GPUPOOL_DISABLE is set: passing every call through");
 		return GP_PASSTHROUGH;

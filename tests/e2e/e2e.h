@@ -1,0 +1,74 @@
+/* e2e.h — small helpers shared by the end-to-end programs: checks that print what they prove and
+ * exit non-zero with a clear message, stand-in counters, polling, block patterns, and running
+ * this same program again as a child (to watch its exit, signals and stderr from outside).
+ * Plain functions only: a failed check calls exit(1) itself, visibly. */
+#ifndef GPUPOOL_E2E_H
+#define GPUPOOL_E2E_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cuda_runtime_api.h>
+
+#include "standin.h"
+
+#define E2E_KIB ((size_t)1024)
+#define E2E_MIB ((size_t)1024 * 1024)
+
+/* Name shown in every message (set once from main). */
+void e2e_start(const char *name);
+
+/* Print "FAIL <name>: <message>" on stderr and exit(1). */
+void e2e_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* ok: print "ok   <message>" on stdout; not ok: e2e_fail(message). */
+void e2e_check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The three below talk to the runtime (e2e_rt.c); the rest never does (e2e.c). */
+
+/* A CUDA call that must succeed: fails with the error's name otherwise. */
+void e2e_cuda(cudaError_t rc, const char *what);
+
+/* Print an informational line on stdout. */
+void e2e_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Counters of the stand-in runtime, device 0. */
+struct standin_counters e2e_counters(void);
+
+/* Poll (every ~1 ms) until pred(arg) is true or timeout_ms passes; returns the last pred(). */
+int e2e_poll(int (*pred)(void *arg), void *arg, int timeout_ms);
+
+/* Poll until the stand-in's live allocations and bytes on device 0 are what is given. */
+int e2e_wait_live(uint64_t allocs, uint64_t bytes, int timeout_ms);
+
+void e2e_sleep_ms(int ms);
+uint64_t e2e_now_ms(void);
+
+/* Write / check a pattern derived from `seed`: one 8-byte word every 4 KiB and the last 8 bytes
+ * (every byte below 16 B); cheap even for large blocks. e2e_verify returns 1 if intact. */
+void e2e_fill(void *p, size_t bytes, uint64_t seed);
+int e2e_verify(const void *p, size_t bytes, uint64_t seed);
+
+/* Threads of this process, from /proc/self/status (-1 if unreadable). */
+int e2e_threads(void);
+
+/* What the e2e programs run as a child of themselves reports back. */
+struct e2e_child {
+	int status;       /* as from waitpid */
+	int timed_out;    /* killed after timeout_ms */
+	char err[16384];  /* its stderr (truncated) */
+	size_t err_len;
+};
+
+/* Run this program again (/proc/self/exe) with `args` (NULL-terminated, without argv[0]) and the
+ * current environment changed by `env` (NULL-terminated; "NAME=value" sets, "NAME" unsets), its
+ * stdout shared, its stderr captured. Kills it after timeout_ms. Returns 0, or -1 if it could
+ * not be started. */
+int e2e_run_self(const char *const *args, const char *const *env, int timeout_ms,
+		 struct e2e_child *out);
+
+/* Describe a waitpid status ("exited with 3", "killed by signal 10 (User defined signal 1)"). */
+const char *e2e_status_text(int status, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,89 @@
+/* streams.c — proves reuse is as safe as native cudaFree (run with STANDIN_MANUAL_EVENTS=1, so
+ * the stand-in's events complete only when told). --stream: once the program has created a
+ * stream, a freed block is not handed out again while the runtime's events are incomplete (a
+ * second request of that size gets a new real allocation); after standin_complete_events() the
+ * next request of that size is served from the cache. --nostream: with no stream created all
+ * work is in one stream order, and a freed block comes straight back (same pointer, 1 malloc). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "e2e.h"
+
+#define BYTES (4 * E2E_MIB)
+
+static uint64_t records_before;
+
+static int fence_recorded(void *arg)
+{
+	(void)arg;
+	return e2e_counters().event_records > records_before;
+}
+
+static void run_nostream(void)
+{
+	struct standin_counters c;
+	void *p = NULL, *q = NULL;
+
+	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
+	e2e_fill(p, BYTES, 1);
+	e2e_cuda(cudaFree(p), "cudaFree");
+	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc again");
+	c = e2e_counters();
+	e2e_check(q == p && c.mallocs == 1,
+		  "no stream created, events incomplete: a freed block comes straight back (same pointer: %s, "
+		  "real cudaMalloc: %llu)", q == p ? "yes" : "no", (unsigned long long)c.mallocs);
+	e2e_cuda(cudaFree(q), "cudaFree");
+	printf("PASS e2e_nostream\n");
+}
+
+static void run_stream(void)
+{
+	struct standin_counters c;
+	cudaStream_t s = NULL;
+	void *p = NULL, *q = NULL, *r = NULL;
+
+	e2e_cuda(cudaStreamCreate(&s), "cudaStreamCreate");
+	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc(p)");
+	e2e_fill(p, BYTES, 1);
+	records_before = e2e_counters().event_records;
+	e2e_cuda(cudaFree(p), "cudaFree(p)");
+	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc(q) while events are incomplete");
+	c = e2e_counters();
+	e2e_check(q != p && c.mallocs == 2,
+		  "a stream exists and the runtime's events are incomplete: the freed block is not handed out "
+		  "again (q %s p, real cudaMalloc: %llu, want 2)", q == p ? "==" : "!=",
+		  (unsigned long long)c.mallocs);
+	e2e_fill(q, BYTES, 2);
+	e2e_cuda(cudaFree(q), "cudaFree(q)");
+	/* Give a shim that records its fences from another thread the chance to do so. */
+	if (!e2e_poll(fence_recorded, NULL, 1000))
+		e2e_note("no event was recorded within 1 s of the frees");
+	c = e2e_counters();
+	e2e_note("events recorded since the first free: %llu, queried in all: %llu",
+		 (unsigned long long)(c.event_records - records_before),
+		 (unsigned long long)c.event_queries);
+	standin_complete_events();
+	e2e_cuda(cudaMalloc(&r, BYTES), "cudaMalloc(r) after the events completed");
+	c = e2e_counters();
+	e2e_check(c.mallocs == 2 && (r == p || r == q),
+		  "after the events completed the next request of that size is served from the cache "
+		  "(real cudaMalloc: %llu, want 2)", (unsigned long long)c.mallocs);
+	e2e_cuda(cudaFree(r), "cudaFree(r)");
+	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+	e2e_check(e2e_counters().frees == 0, "no real cudaFree was needed");
+	printf("PASS e2e_streams\n");
+}
+
+int main(int argc, char **argv)
+{
+	int nostream = argc > 1 && strcmp(argv[1], "--nostream") == 0;
+
+	e2e_start(nostream ? "e2e_nostream" : "e2e_streams");
+	if (getenv("STANDIN_MANUAL_EVENTS") == NULL || strcmp(getenv("STANDIN_MANUAL_EVENTS"), "1") != 0)
+		e2e_fail("run me with STANDIN_MANUAL_EVENTS=1");
+	if (nostream)
+		run_nostream();
+	else
+		run_stream();
+	return 0;
+}

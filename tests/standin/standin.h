@@ -1,0 +1,66 @@
+/* standin.h — control and inspection API of the stand-in CUDA runtime (tests/standin), for the
+ * e2e test programs. These functions live in the stand-in libcudart.so.13 itself, so a program
+ * sees the counters of the runtime that really served its calls (under LD_PRELOAD: what got
+ * past the shim). Never used by the shim or the pool. */
+/*
+ * Environment, read once:
+ *   STANDIN_DEVICES=n        devices (default 1, at most 8)
+ *   STANDIN_CAPACITY=bytes   per-device capacity, K/M/G suffixes allowed (default 1 GiB)
+ *   STANDIN_MANUAL_EVENTS=1  events complete only when told (see standin_set_manual_events)
+ *   STANDIN_REPORT=path      the counters summed over devices, `name=value` a line, written there
+ *                            when the library is unloaded at exit (and rewritten after any later call)
+ *   STANDIN_TRACE=1          name on stderr every call that broke the stream-capture rules
+ * The stand-in applies the runtime's capture rules (cudaThreadExchangeStreamCaptureMode): during a
+ * global-mode capture, cudaMalloc, cudaFree, event/stream queries and synchronisation from a
+ * thread not in relaxed mode fail with cudaErrorStreamCaptureUnsupported, touching the legacy
+ * stream fails with cudaErrorStreamCaptureImplicit, and either invalidates the capture.
+ */
+#ifndef GPUPOOL_STANDIN_H
+#define GPUPOOL_STANDIN_H
+
+#include <stdint.h>
+
+/* What reached the runtime, per device. Every cuda* call of the stand-in counts here. */
+struct standin_counters {
+	uint64_t mallocs;         /* successful cudaMalloc calls */
+	uint64_t frees;           /* successful cudaFree calls on a non-NULL pointer */
+	uint64_t failed_mallocs;  /* cudaMalloc/cudaMallocAsync calls that returned an error */
+	uint64_t bad_frees;       /* cudaFree/cudaFreeAsync of a pointer that is not a live allocation */
+	uint64_t async_mallocs;   /* successful cudaMallocAsync calls */
+	uint64_t async_frees;     /* successful cudaFreeAsync calls on a non-NULL pointer */
+	uint64_t live_allocs;     /* allocations now live (both kinds) */
+	uint64_t live_bytes;      /* bytes the live allocations cost on the "device" (see standin_charge) */
+	uint64_t event_records;   /* cudaEventRecord calls */
+	uint64_t event_queries;   /* cudaEventQuery calls */
+	uint64_t syncs;           /* cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize */
+	uint64_t stream_creates;  /* successful cudaStreamCreate* calls */
+	uint64_t stream_destroys; /* successful cudaStreamDestroy calls */
+	uint64_t mem_get_info;    /* cudaMemGetInfo calls */
+	uint64_t pool_trims;      /* cudaMemPoolTrimTo calls */
+};
+
+/* A copy of the counters of `device`; device -1 sums all devices. An invalid device gives zeros. */
+void standin_get(int device, struct standin_counters *out);
+
+/* Capacity of `device` in bytes (default: STANDIN_CAPACITY, else 1 GiB). */
+void standin_set_capacity(int device, uint64_t bytes);
+
+/* 1: a recorded event stays not ready until standin_complete_events() or a synchronizing call
+ * (cudaDeviceSynchronize, cudaFree, cudaStreamSynchronize, cudaEventSynchronize). 0 (default,
+ * unless STANDIN_MANUAL_EVENTS=1): an event completes as soon as it is recorded. */
+void standin_set_manual_events(int on);
+
+/* Complete every recorded event (the "GPU" catches up with all work issued so far). */
+void standin_complete_events(void);
+
+/* 1 if p is the start of a live allocation of the stand-in, else 0. */
+int standin_owns(const void *p);
+
+/* The size that was asked of the runtime for the live allocation that starts at p, else 0. */
+uint64_t standin_size(const void *p);
+
+/* What an allocation of `bytes` costs on the device, as the driver accounts it: up to 1 MiB the
+ * request rounded up to 512 B, above 1 MiB the request rounded up to a multiple of 2 MiB. */
+uint64_t standin_charge(uint64_t bytes);
+
+#endif
