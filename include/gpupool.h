@@ -3,6 +3,8 @@
 #ifndef GPUPOOL_H
 #define GPUPOOL_H
 
+#include <sys/types.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -11,6 +13,14 @@ extern "C" {
  * *bytes (may be NULL) gets how much was released. Returns 0, or -1 when the shim is not
  * active (passing through) or a real free failed. */
 int gpupool_release(int device, unsigned long long *bytes);
+
+/* PyTorch's pluggable allocator, for programs that can change one line:
+ *   torch.cuda.memory.change_current_allocator(torch.cuda.memory.CUDAPluggableAllocator(
+ *       "/path/to/libgpupool.so", "gpupool_torch_alloc", "gpupool_torch_free"))
+ * Signatures as PyTorch calls them (size is ssize_t there). Returns NULL when out of memory. */
+struct CUstream_st; /* cudaStream_t, without needing the CUDA headers */
+void *gpupool_torch_alloc(ssize_t size, int device, struct CUstream_st *stream);
+void gpupool_torch_free(void *ptr, ssize_t size, int device, struct CUstream_st *stream);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "control.h"
 #include "fence.h"
+#include "framework.h"
 #include "log.h"
 #include "policy.h"
 #include "real.h"
@@ -25,6 +26,7 @@ static _Atomic int sem_ready;
 static _Atomic int signalled; /* lock-free: safe in a handler, and across threads */
 static _Atomic int requested, policy_due, started, stopping, releasing;
 static struct gp_pool *the_pool;
+static int flush_frameworks;
 static pthread_t thread;
 
 static const char *const cause_names[] = { "signal", "cap", "idle", "pressure", "oom", "api" };
@@ -72,15 +74,37 @@ static void log_release(const struct gp_release_result *r, enum gp_release_cause
 	       (double)r->duration_ns / 1e6, r->errors ? "; some frees failed" : "");
 }
 
+void gp_control_configure(int framework_flush)
+{
+	flush_frameworks = framework_flush;
+}
+
+/* Frameworks empty their caches into the pool first, so their segments go back too. Only on
+ * the control thread (a user thread may be inside PyTorch's allocator, holding its lock), and
+ * only for releases that mean "give memory back now", not for the cap or idle policies,
+ * which would empty PyTorch's whole cache again and again. */
+static int wants_flush(enum gp_release_cause cause)
+{
+	return flush_frameworks && pthread_equal(pthread_self(), thread) &&
+	       (cause == GP_CAUSE_SIGNAL || cause == GP_CAUSE_PRESSURE);
+}
+
 static void release(struct gp_pool *pool, int device, uint64_t target,
 		    enum gp_release_cause cause, struct gp_release_result *out)
 {
 	struct gp_release_result r;
 	uint64_t t0 = mono_ns();
+	int flushed = 0;
 
 	atomic_fetch_add(&releasing, 1);
+	if (wants_flush(cause))
+		flushed = gp_framework_flush();
 	gp_pool_release(pool, device, target, cause, &r);
+	if (cause == GP_CAUSE_SIGNAL)
+		gp_framework_trim_async_pools();
 	atomic_fetch_sub(&releasing, 1);
+	if (flushed)
+		gp_log(GP_LOG_DEBUG, "framework caches flushed before the release");
 	r.duration_ns = mono_ns() - t0;
 	/* Asked-for releases always say what they did; automatic ones only when they did it. */
 	if (r.blocks > 0 || cause == GP_CAUSE_SIGNAL || cause == GP_CAUSE_API)

@@ -7,6 +7,8 @@
 
 /* At load time: install the handler for `signo` (0: none). Starts nothing. */
 int gp_control_install_signal(int signo);
+/* Before start: whether releases on the control thread first flush framework caches. */
+void gp_control_configure(int framework_flush);
 /* At first CUDA use: start the control thread for `pool`. */
 int gp_control_start(struct gp_pool *pool);
 /* Ask for a release from ordinary code (not a signal handler). */

@@ -2,6 +2,7 @@
  * initialised, pass through when it is not active, else call the logic in shim.c or the real
  * function and note what it did. Nothing else in the library is visible (exports.map). */
 #include "shim.h"
+#include <sys/types.h>
 #include "control.h"
 #include "fence.h"
 #include "real.h"
@@ -156,6 +157,40 @@ GP_EXPORT cudaError_t cudaMemset_ptds(void *dst, int v, size_t n)
 	if (ready())
 		gp_shim_unordered();
 	return gp_real.Memset_ptds(dst, v, n);
+}
+
+/* PyTorch's pluggable allocator (torch.cuda.memory.CUDAPluggableAllocator). The stream is not
+ * needed: reuse is fenced against every stream, as for cudaMalloc/cudaFree. */
+GP_EXPORT void *gpupool_torch_alloc(ssize_t size, int device, cudaStream_t stream)
+{
+	void *p = NULL;
+
+	(void)stream;
+	if (size <= 0)
+		return NULL;
+	if (!ready()) {
+		int prev = -1;
+		if (gp_real.GetDevice(&prev) == cudaSuccess && prev != device)
+			gp_real.SetDevice(device);
+		if (gp_real.Malloc(&p, (size_t)size) != cudaSuccess)
+			p = NULL;
+		if (prev >= 0 && prev != device)
+			gp_real.SetDevice(prev);
+		return p;
+	}
+	return gp_shim_malloc_on(device, &p, (size_t)size) == cudaSuccess ? p : NULL;
+}
+
+GP_EXPORT void gpupool_torch_free(void *ptr, ssize_t size, int device, cudaStream_t stream)
+{
+	(void)size;
+	(void)device;
+	(void)stream;
+	if (!ready()) {
+		gp_real.Free(ptr);
+		return;
+	}
+	gp_shim_free(ptr);
 }
 
 GP_EXPORT int gpupool_release(int device, unsigned long long *bytes)

@@ -86,15 +86,37 @@ int gp_framework_flush(void)
 	return 1;
 }
 
-void gp_framework_trim_async_pools(unsigned long long mask)
+/* Devices whose primary context is active, from the driver (never creates a context). */
+static unsigned long long active_devices(void)
+{
+	int (*dev_get)(int *, int);
+	int (*ctx_state)(int, unsigned *, int *);
+	unsigned long long mask = 0;
+	int n = 0;
+
+	if (!copy_fn(&dev_get, "cuDeviceGet") || !copy_fn(&ctx_state, "cuDevicePrimaryCtxGetState") ||
+	    gp_real.GetDeviceCount(&n) != cudaSuccess)
+		return 0;
+	for (int d = 0; d < n && d < 64; d++) {
+		int dev, active = 0;
+		unsigned flags;
+		if (dev_get(&dev, d) == 0 && ctx_state(dev, &flags, &active) == 0 && active)
+			mask |= 1ULL << d;
+	}
+	return mask;
+}
+
+void gp_framework_trim_async_pools(void)
 {
 	cudaError_t (*get_pool)(cudaMemPool_t *, int);
 	cudaError_t (*get_attr)(cudaMemPool_t, enum cudaMemPoolAttr, void *);
 	cudaError_t (*trim)(cudaMemPool_t, size_t);
+	unsigned long long mask;
 
 	if (!copy_fn(&get_pool, "cudaDeviceGetDefaultMemPool") ||
 	    !copy_fn(&get_attr, "cudaMemPoolGetAttribute") || !copy_fn(&trim, "cudaMemPoolTrimTo"))
 		return;
+	mask = active_devices();
 	for (int d = 0; mask != 0; d++, mask >>= 1) {
 		cudaMemPool_t pool;
 		unsigned long long reserved = 0;
@@ -107,6 +129,8 @@ void gp_framework_trim_async_pools(unsigned long long mask)
 		if (gp_real.SetDevice(d) == cudaSuccess)
 			gp_real.DeviceSynchronize();
 		trim(pool, 0);
+		gp_log(GP_LOG_DEBUG, "device %d: trimmed the runtime's default memory pool (%.1f MiB "
+				     "reserved before)", d, (double)reserved / 1048576.0);
 	}
 	gp_real.GetLastError();
 }

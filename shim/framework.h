@@ -12,6 +12,6 @@ void gp_framework_check_config(void);
  * ran the flush, 0 if there is no (live) interpreter. */
 int gp_framework_flush(void);
 /* On the control thread: trim the runtime's stream-ordered pools (cudaMallocAsync). */
-void gp_framework_trim_async_pools(unsigned long long device_mask);
+void gp_framework_trim_async_pools(void);
 
 #endif

@@ -35,6 +35,12 @@ static const struct gp_opt_def table[] = {
 	{ "GPUPOOL_REPORT_CACHED_AS_FREE", GP_OPT_BOOL, "1", "1|0|true|false|yes|no|on|off",
 	  "cudaMemGetInfo counts this process's cached blocks as free (they are, for its next cudaMalloc).",
 	  OPT(report_cached_as_free), 0 },
+	{ "GPUPOOL_FRAMEWORK_FLUSH", GP_OPT_CHOICE, "auto", "auto|off",
+	  "On a release, first empty the caches of PyTorch and CuPy if the process runs them.",
+	  OPT(framework_flush), 0 },
+	{ "GPUPOOL_TORCH", GP_OPT_CHOICE, "default", "default|takeover",
+	  "takeover: set PYTORCH_NO_CUDA_MEMORY_CACHING=1 (unless set) so the pool is PyTorch's only cache.",
+	  OPT(torch), 0 },
 };
 
 const struct gp_opt_def *gp_opt_table(size_t *count)
@@ -212,6 +218,23 @@ int gp_opt_parse_duration(const char *s, uint64_t *ns)
 	return -1;
 }
 
+int gp_opt_parse_choice(const char *s, const char *choices, int *out)
+{
+	size_t n = strlen(s);
+	int i = 0;
+
+	for (const char *c = choices; *c; i++) {
+		const char *bar = strchr(c, '|');
+		size_t len = bar ? (size_t)(bar - c) : strlen(c);
+		if (n == len && n > 0 && strncasecmp(s, c, n) == 0) {
+			*out = i;
+			return 0;
+		}
+		c += len + (bar != NULL);
+	}
+	return -1;
+}
+
 uint64_t gp_opt_size_bytes(const struct gp_size *s, uint64_t total)
 {
 	if (s->percent > 0)
@@ -232,6 +255,8 @@ static int parse(const struct gp_opt_def *d, const char *s, struct gp_options *o
 		return gp_opt_parse_signal(s, field);
 	case GP_OPT_SIZE:
 		return gp_opt_parse_size(s, (struct gp_size *)(void *)field);
+	case GP_OPT_CHOICE:
+		return gp_opt_parse_choice(s, d->accepts, field);
 	case GP_OPT_DURATION:
 		if (gp_opt_parse_duration(s, (uint64_t *)(void *)field) != 0)
 			return -1;

@@ -13,7 +13,11 @@ enum gp_opt_type {
 	GP_OPT_SIGNAL,   /* USR1, SIGUSR2, 10, none */
 	GP_OPT_SIZE,     /* 512MiB, 2GB, 1.5GiB, 4096, 30% (of the device's memory), 0 = off */
 	GP_OPT_DURATION, /* 250ms, 30s, 5min, 0 = off */
+	GP_OPT_CHOICE,   /* one of the words of `accepts` ("a|b|c"), stored as its index */
 };
+
+enum gp_torch_mode { GP_TORCH_DEFAULT = 0, GP_TORCH_TAKEOVER };
+enum gp_flush_mode { GP_FLUSH_AUTO = 0, GP_FLUSH_OFF };
 
 /* A size as given: bytes, or a share of the device's total memory. */
 struct gp_size {
@@ -30,6 +34,8 @@ struct gp_options {
 	struct gp_size min_free;        /* per device; 0 = off */
 	uint64_t poll_interval_ns;
 	int report_cached_as_free;
+	int framework_flush; /* enum gp_flush_mode */
+	int torch;           /* enum gp_torch_mode */
 };
 
 struct gp_opt_def {
@@ -53,6 +59,7 @@ int gp_opt_parse_level(const char *s, int *out);
 int gp_opt_parse_signal(const char *s, int *out);
 int gp_opt_parse_size(const char *s, struct gp_size *out);
 int gp_opt_parse_duration(const char *s, uint64_t *ns);
+int gp_opt_parse_choice(const char *s, const char *choices, int *out);
 /* A size in bytes for a device with `total` bytes of memory. */
 uint64_t gp_opt_size_bytes(const struct gp_size *s, uint64_t total);
 

@@ -6,6 +6,7 @@
 #include "backend.h"
 #include "control.h"
 #include "fence.h"
+#include "framework.h"
 #include "log.h"
 #include "options.h"
 #include "policy.h"
@@ -47,6 +48,7 @@ __attribute__((constructor)) static void gp_shim_load(void)
 	pthread_atfork(NULL, NULL, on_fork_child);
 	if (opts.disable)
 		return;
+	gp_framework_load(opts.torch == GP_TORCH_TAKEOVER); /* before PyTorch reads it */
 	if (gp_control_install_signal(opts.signo) != 0)
 		opts.signo = 0;
 }
@@ -79,7 +81,9 @@ static int init_locked(void)
 		gp_log(GP_LOG_ERROR, "cannot create the pool; passing through");
 		return GP_PASSTHROUGH;
 	}
+	gp_framework_check_config();
 	gp_policy_init(gp_shim_pool, &opts);
+	gp_control_configure(opts.framework_flush == GP_FLUSH_AUTO);
 	if (opts.signo != 0 || gp_policy_needs_thread())
 		gp_control_start(gp_shim_pool);
 	atexit(on_exit_handler);
@@ -145,10 +149,17 @@ static int current_device(int *dev)
 
 cudaError_t gp_shim_malloc(void **ptr, size_t size)
 {
-	int dev, retried, rc;
+	int dev;
 
 	if (ptr == NULL || size == 0 || current_device(&dev) != 0)
 		return gp_real.Malloc(ptr, size);
+	return gp_shim_malloc_on(dev, ptr, size);
+}
+
+cudaError_t gp_shim_malloc_on(int dev, void **ptr, size_t size)
+{
+	int retried, rc;
+
 	note_device(dev);
 	rc = gp_pool_alloc(gp_shim_pool, dev, size, ptr, &retried);
 	switch (rc) {

@@ -27,6 +27,8 @@ static inline int gp_shim_active(void)
 }
 
 cudaError_t gp_shim_malloc(void **ptr, size_t size);
+/* The same, on a given device (the pool switches to it for a real allocation). */
+cudaError_t gp_shim_malloc_on(int device, void **ptr, size_t size);
 cudaError_t gp_shim_free(void *ptr);
 void gp_shim_stream_created(cudaError_t rc, cudaStream_t *s);
 void gp_shim_device_set(int device);
