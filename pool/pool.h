@@ -113,13 +113,13 @@ int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config
  * abandoned to it (used in tests; the shim keeps its pool for the life of the process). */
 void gp_pool_destroy(struct gp_pool *pool);
 
-/* Hand out a block of at least `bytes` on `device`. A cache hit makes no backend call.
+/* Hand out a block of at least `bytes` (0 or above the largest class: GP_EINVAL) on `device`. A cache hit makes no backend call.
  * On GP_ENOMEM from the backend the pool releases what it caches on that device (waiting for
  * pending blocks through the backend's free) and retries once; *retried tells the caller. */
 int gp_pool_alloc(struct gp_pool *pool, int device, size_t bytes, void **out, int *retried);
 
-/* Take back a block. GP_ENOTOWNED: the pool never handed this pointer out (not an error of the
- * pool: the caller passes it on). GP_EINVAL: double free. Never calls the backend. */
+/* Take back a block. GP_ENOTOWNED: the pool never handed this pointer out, or NULL (not an
+ * error of the pool: the caller passes it on). GP_EINVAL: double free. Never calls the backend. */
 int gp_pool_free(struct gp_pool *pool, void *ptr);
 
 /* Size of a live block the pool handed out (0 if not one). */
@@ -131,6 +131,9 @@ size_t gp_pool_block_size(struct gp_pool *pool, const void *ptr, int *device);
  * Concurrent releases are serialised; allocation and free go on meanwhile. */
 int gp_pool_release(struct gp_pool *pool, int device, uint64_t target,
 		    enum gp_release_cause cause, struct gp_release_result *res);
+/* Both return GP_EBACKEND when a backend free failed (the block is forgotten all the same).
+ * gp_pool_release counts every call under its cause; gp_pool_release_idle only calls that
+ * released something (it runs on a timer). */
 
 /* Give back the cached blocks of `device` (< 0: all) freed before `freed_before_ns` (backend
  * clock): the idle-age policy. */
@@ -144,7 +147,8 @@ uint64_t gp_pool_cap(struct gp_pool *pool, int device);
 uint64_t gp_pool_cached_bytes(struct gp_pool *pool, int device);
 
 /* Drive fences: poll recorded ones, record a new one if frees are not yet covered.
- * Never blocks (`wait` = 0) or waits for all pending frees to be fenced (`wait` = 1). */
+ * Never blocks (`wait` = 0; GP_EAGAIN when another thread is driving them) or waits for all
+ * pending frees to be fenced (`wait` = 1). */
 int gp_pool_advance(struct gp_pool *pool, int wait);
 
 /* Turn immediate reuse off (for good) or on; see gp_pool_config.ordered. */

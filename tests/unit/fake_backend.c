@@ -1,0 +1,560 @@
+/* fake_backend.c — the pool's backend table implemented on host memory for unit tests.
+ * Every breach of the backend contract it can see (freeing what it did not hand out, the wrong
+ * device or size, touching a destroyed fence) is counted in misuse so tests can assert zero.
+ * It must never call the pool: only a test hook does that, and the hook runs with no lock held. */
+#include "fake_backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct fake_block {
+	struct fake_block *next;
+	void *ptr;
+	size_t bytes;
+	int device;
+};
+
+struct fake_fence {
+	size_t seq;
+	unsigned queries;
+	int complete;
+	int destroyed;
+};
+
+#define FAKE_NBUCKETS 8192
+
+static size_t bucket_of(const struct fake_backend *f, const void *ptr)
+{
+	uintptr_t v = (uintptr_t)ptr >> 4;
+
+	return (size_t)((v * UINT64_C(0x9E3779B97F4A7C15)) >> 17) % f->nbuckets;
+}
+
+static int valid_device(int device)
+{
+	return device >= 0 && device < GP_MAX_DEVICES;
+}
+
+static void run_hook(struct fake_backend *f, enum fake_op op)
+{
+	fake_hook_fn fn;
+	void *arg;
+
+	pthread_mutex_lock(&f->lock);
+	f->counts.calls[op]++;
+	fn = f->hook;
+	arg = f->hook_arg;
+	pthread_mutex_unlock(&f->lock);
+	if (fn)
+		fn(arg, op);
+}
+
+static int fake_alloc(void *ctx, int device, size_t bytes, void **out)
+{
+	struct fake_backend *f = ctx;
+	struct fake_block *b = NULL;
+	void *mem = NULL;
+	int rc = GP_OK;
+
+	run_hook(f, FAKE_OP_ALLOC);
+	pthread_mutex_lock(&f->lock);
+	if (!valid_device(device) || !out) {
+		f->counts.misuse++;
+		rc = GP_EINVAL;
+		goto out;
+	}
+	f->last_alloc_bytes = bytes;
+	f->last_alloc_device = device;
+	if (f->capacity[device] != UINT64_MAX &&
+	    (bytes > f->capacity[device] || f->used[device] > f->capacity[device] - bytes)) {
+		f->counts.allocs_nomem++;
+		rc = GP_ENOMEM;
+		goto out;
+	}
+	mem = malloc(bytes ? bytes : 1);
+	b = malloc(sizeof(*b));
+	if (!mem || !b) {
+		free(mem);
+		free(b);
+		f->counts.allocs_nomem++;
+		rc = GP_ENOMEM;
+		goto out;
+	}
+	b->ptr = mem;
+	b->bytes = bytes;
+	b->device = device;
+	b->next = f->buckets[bucket_of(f, mem)];
+	f->buckets[bucket_of(f, mem)] = b;
+	f->used[device] += bytes;
+	f->blocks++;
+	f->counts.allocs_ok++;
+	*out = mem;
+out:
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+static int fake_free(void *ctx, int device, void *ptr, size_t bytes)
+{
+	struct fake_backend *f = ctx;
+	struct fake_block **pp, *b = NULL;
+	int rc;
+
+	run_hook(f, FAKE_OP_FREE);
+	pthread_mutex_lock(&f->lock);
+	for (pp = &f->buckets[bucket_of(f, ptr)]; *pp; pp = &(*pp)->next) {
+		if ((*pp)->ptr == ptr) {
+			b = *pp;
+			*pp = b->next;
+			break;
+		}
+	}
+	if (!b) {
+		f->counts.misuse++;
+		rc = GP_EINVAL;
+		goto out;
+	}
+	if (b->device != device || b->bytes != bytes)
+		f->counts.misuse++;
+	f->used[b->device] -= b->bytes;
+	f->blocks--;
+	f->counts.frees_ok++;
+	f->counts.frees_by_dev[b->device]++;
+	if (f->free_log_len < f->free_log_cap) {
+		f->free_log[f->free_log_len] = ptr;
+		f->free_log_dev[f->free_log_len] = device;
+		f->free_log_len++;
+	}
+	free(b->ptr);
+	free(b);
+	rc = f->free_rc;
+out:
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+static int fake_fence_record(void *ctx, void **fence)
+{
+	struct fake_backend *f = ctx;
+	struct fake_fence *fe = NULL;
+	int rc;
+
+	run_hook(f, FAKE_OP_FENCE_RECORD);
+	pthread_mutex_lock(&f->lock);
+	rc = f->fence_record_rc;
+	if (rc != GP_OK)
+		goto out;
+	if (f->nfences == f->capfences) {
+		size_t cap = f->capfences ? 2 * f->capfences : 64;
+		struct fake_fence **n = realloc(f->fences, cap * sizeof(*n));
+
+		if (!n) {
+			rc = GP_EBACKEND;
+			goto out;
+		}
+		f->fences = n;
+		f->capfences = cap;
+	}
+	fe = calloc(1, sizeof(*fe));
+	if (!fe) {
+		rc = GP_EBACKEND;
+		goto out;
+	}
+	fe->seq = f->nfences + 1;
+	f->fences[f->nfences++] = fe;
+	*fence = fe;
+out:
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+static int fake_fence_query(void *ctx, void *fence)
+{
+	struct fake_backend *f = ctx;
+	struct fake_fence *fe = fence;
+	int rc;
+
+	run_hook(f, FAKE_OP_FENCE_QUERY);
+	pthread_mutex_lock(&f->lock);
+	if (!fe || fe->destroyed) {
+		f->counts.misuse++;
+		rc = -1;
+		goto out;
+	}
+	fe->queries++;
+	if (f->fence_auto && fe->queries >= f->fence_auto)
+		fe->complete = 1;
+	rc = fe->complete;
+out:
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+/* The fake cannot block for GPU work, so a wait completes the fence. */
+static int fake_fence_wait(void *ctx, void *fence)
+{
+	struct fake_backend *f = ctx;
+	struct fake_fence *fe = fence;
+	int rc = GP_OK;
+
+	run_hook(f, FAKE_OP_FENCE_WAIT);
+	pthread_mutex_lock(&f->lock);
+	if (!fe || fe->destroyed) {
+		f->counts.misuse++;
+		rc = GP_EINVAL;
+		goto out;
+	}
+	fe->complete = 1;
+out:
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+static void fake_fence_destroy(void *ctx, void *fence)
+{
+	struct fake_backend *f = ctx;
+	struct fake_fence *fe = fence;
+
+	run_hook(f, FAKE_OP_FENCE_DESTROY);
+	pthread_mutex_lock(&f->lock);
+	if (!fe || fe->destroyed)
+		f->counts.misuse++;
+	else
+		fe->destroyed = 1;
+	pthread_mutex_unlock(&f->lock);
+}
+
+static uint64_t fake_now_ns(void *ctx)
+{
+	struct fake_backend *f = ctx;
+	uint64_t t;
+
+	run_hook(f, FAKE_OP_NOW);
+	pthread_mutex_lock(&f->lock);
+	f->clock_ns += f->tick_ns;
+	t = f->clock_ns;
+	pthread_mutex_unlock(&f->lock);
+	return t;
+}
+
+static int fake_may_release(void *ctx)
+{
+	struct fake_backend *f = ctx;
+	int v;
+
+	run_hook(f, FAKE_OP_MAY_RELEASE);
+	pthread_mutex_lock(&f->lock);
+	v = f->may_release;
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
+void fake_init(struct fake_backend *f)
+{
+	int i;
+
+	memset(f, 0, sizeof(*f));
+	pthread_mutex_init(&f->lock, NULL);
+	for (i = 0; i < GP_MAX_DEVICES; i++)
+		f->capacity[i] = UINT64_MAX;
+	f->nbuckets = FAKE_NBUCKETS;
+	f->buckets = calloc(f->nbuckets, sizeof(*f->buckets));
+	f->free_log_cap = 4096;
+	f->free_log = calloc(f->free_log_cap, sizeof(*f->free_log));
+	f->free_log_dev = calloc(f->free_log_cap, sizeof(*f->free_log_dev));
+	if (!f->buckets || !f->free_log || !f->free_log_dev)
+		abort();
+	f->clock_ns = 1000000000ull;
+	f->fence_record_rc = GP_OK;
+	f->free_rc = GP_OK;
+	f->may_release = 1;
+	f->be.ctx = f;
+	f->be.alloc = fake_alloc;
+	f->be.free = fake_free;
+	f->be.fence_record = fake_fence_record;
+	f->be.fence_query = fake_fence_query;
+	f->be.fence_wait = fake_fence_wait;
+	f->be.fence_destroy = fake_fence_destroy;
+	f->be.now_ns = fake_now_ns;
+	f->be.may_release = fake_may_release;
+}
+
+void fake_fini(struct fake_backend *f)
+{
+	size_t i;
+
+	for (i = 0; i < f->nbuckets; i++) {
+		struct fake_block *b = f->buckets[i];
+
+		while (b) {
+			struct fake_block *next = b->next;
+
+			free(b->ptr);
+			free(b);
+			b = next;
+		}
+	}
+	for (i = 0; i < f->nfences; i++)
+		free(f->fences[i]);
+	free(f->fences);
+	free(f->buckets);
+	free(f->free_log);
+	free(f->free_log_dev);
+	pthread_mutex_destroy(&f->lock);
+	memset(f, 0, sizeof(*f));
+}
+
+void fake_set_capacity(struct fake_backend *f, int device, uint64_t bytes)
+{
+	pthread_mutex_lock(&f->lock);
+	f->capacity[device] = bytes;
+	pthread_mutex_unlock(&f->lock);
+}
+
+uint64_t fake_used(struct fake_backend *f, int device)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&f->lock);
+	v = f->used[device];
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
+uint64_t fake_used_total(struct fake_backend *f)
+{
+	uint64_t v = 0;
+	int i;
+
+	pthread_mutex_lock(&f->lock);
+	for (i = 0; i < GP_MAX_DEVICES; i++)
+		v += f->used[i];
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
+uint64_t fake_blocks(struct fake_backend *f)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&f->lock);
+	v = f->blocks;
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
+int fake_holds(struct fake_backend *f, const void *ptr, int *device, size_t *bytes)
+{
+	struct fake_block *b;
+	int found = 0;
+
+	pthread_mutex_lock(&f->lock);
+	for (b = f->buckets[bucket_of(f, ptr)]; b; b = b->next) {
+		if (b->ptr == ptr) {
+			found = 1;
+			if (device)
+				*device = b->device;
+			if (bytes)
+				*bytes = b->bytes;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+	return found;
+}
+
+void fake_get_counts(struct fake_backend *f, struct fake_counts *out)
+{
+	pthread_mutex_lock(&f->lock);
+	*out = f->counts;
+	pthread_mutex_unlock(&f->lock);
+}
+
+uint64_t fake_calls(struct fake_backend *f, enum fake_op op)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&f->lock);
+	v = f->counts.calls[op];
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
+uint64_t fake_misuse(struct fake_backend *f)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&f->lock);
+	v = f->counts.misuse;
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
+size_t fake_fences_recorded(struct fake_backend *f)
+{
+	size_t v;
+
+	pthread_mutex_lock(&f->lock);
+	v = f->nfences;
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
+void fake_complete_fence(struct fake_backend *f, size_t seq)
+{
+	pthread_mutex_lock(&f->lock);
+	if (seq >= 1 && seq <= f->nfences)
+		f->fences[seq - 1]->complete = 1;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fake_complete_all_fences(struct fake_backend *f)
+{
+	size_t i;
+
+	pthread_mutex_lock(&f->lock);
+	for (i = 0; i < f->nfences; i++)
+		f->fences[i]->complete = 1;
+	pthread_mutex_unlock(&f->lock);
+}
+
+int fake_fence_complete(struct fake_backend *f, size_t seq)
+{
+	int v = 0;
+
+	pthread_mutex_lock(&f->lock);
+	if (seq >= 1 && seq <= f->nfences)
+		v = f->fences[seq - 1]->complete;
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
+int fake_fence_destroyed(struct fake_backend *f, size_t seq)
+{
+	int v = 0;
+
+	pthread_mutex_lock(&f->lock);
+	if (seq >= 1 && seq <= f->nfences)
+		v = f->fences[seq - 1]->destroyed;
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
+void fake_set_fence_record_rc(struct fake_backend *f, int rc)
+{
+	pthread_mutex_lock(&f->lock);
+	f->fence_record_rc = rc;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fake_set_fence_auto(struct fake_backend *f, unsigned polls)
+{
+	pthread_mutex_lock(&f->lock);
+	f->fence_auto = polls;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fake_set_free_rc(struct fake_backend *f, int rc)
+{
+	pthread_mutex_lock(&f->lock);
+	f->free_rc = rc;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fake_set_may_release(struct fake_backend *f, int yes)
+{
+	pthread_mutex_lock(&f->lock);
+	f->may_release = yes;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fake_set_clock(struct fake_backend *f, uint64_t ns)
+{
+	pthread_mutex_lock(&f->lock);
+	f->clock_ns = ns;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fake_advance_clock(struct fake_backend *f, uint64_t ns)
+{
+	pthread_mutex_lock(&f->lock);
+	f->clock_ns += ns;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fake_set_tick(struct fake_backend *f, uint64_t ns)
+{
+	pthread_mutex_lock(&f->lock);
+	f->tick_ns = ns;
+	pthread_mutex_unlock(&f->lock);
+}
+
+uint64_t fake_clock(struct fake_backend *f)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&f->lock);
+	v = f->clock_ns;
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
+size_t fake_free_log_len(struct fake_backend *f)
+{
+	size_t v;
+
+	pthread_mutex_lock(&f->lock);
+	v = f->free_log_len;
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
+void *fake_free_log_at(struct fake_backend *f, size_t i, int *device)
+{
+	void *p = NULL;
+
+	pthread_mutex_lock(&f->lock);
+	if (i < f->free_log_len) {
+		p = f->free_log[i];
+		if (device)
+			*device = f->free_log_dev[i];
+	}
+	pthread_mutex_unlock(&f->lock);
+	return p;
+}
+
+long fake_free_log_find(struct fake_backend *f, const void *ptr)
+{
+	long pos = -1;
+	size_t i;
+
+	pthread_mutex_lock(&f->lock);
+	for (i = f->free_log_len; i > 0; i--) {
+		if (f->free_log[i - 1] == ptr) {
+			pos = (long)(i - 1);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+	return pos;
+}
+
+size_t fake_last_alloc_bytes(struct fake_backend *f, int *device)
+{
+	size_t v;
+
+	pthread_mutex_lock(&f->lock);
+	v = f->last_alloc_bytes;
+	if (device)
+		*device = f->last_alloc_device;
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
+void fake_set_hook(struct fake_backend *f, fake_hook_fn fn, void *arg)
+{
+	pthread_mutex_lock(&f->lock);
+	f->hook = fn;
+	f->hook_arg = arg;
+	pthread_mutex_unlock(&f->lock);
+}

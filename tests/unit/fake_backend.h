@@ -1,0 +1,117 @@
+/* fake_backend.h — a stand-in device for pool unit tests: host memory from malloc, call counters,
+ * a per-device capacity that makes alloc answer GP_ENOMEM, fences completed by hand (or after a
+ * number of polls), a clock the test moves, and a hook run inside every backend call.
+ * It never calls the pool itself; only a test's hook may. Thread-safe: one mutex, never held
+ * while the hook runs. */
+#ifndef GPUPOOL_FAKE_BACKEND_H
+#define GPUPOOL_FAKE_BACKEND_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pool.h"
+
+enum fake_op {
+	FAKE_OP_ALLOC = 0,
+	FAKE_OP_FREE,
+	FAKE_OP_FENCE_RECORD,
+	FAKE_OP_FENCE_QUERY,
+	FAKE_OP_FENCE_WAIT,
+	FAKE_OP_FENCE_DESTROY,
+	FAKE_OP_NOW,
+	FAKE_OP_MAY_RELEASE,
+	FAKE_OP_COUNT
+};
+
+/* Runs at the start of a backend call, in the calling thread, with no fake lock held. */
+typedef void (*fake_hook_fn)(void *arg, enum fake_op op);
+
+/* Counters since fake_init (or fake_reset_counts). */
+struct fake_counts {
+	uint64_t calls[FAKE_OP_COUNT]; /* every call, successful or not */
+	uint64_t allocs_ok;            /* alloc calls that returned GP_OK */
+	uint64_t allocs_nomem;         /* alloc calls answered GP_ENOMEM */
+	uint64_t frees_ok;             /* free calls of a block the fake had handed out */
+	uint64_t frees_by_dev[GP_MAX_DEVICES];
+	uint64_t misuse;               /* contract breaches seen: unknown or double free, wrong
+					* device or size on free, use of a destroyed fence, bad device */
+};
+
+struct fake_block;
+struct fake_fence;
+
+struct fake_backend {
+	struct gp_backend be; /* pass &fake.be to gp_pool_create */
+
+	pthread_mutex_t lock;
+	uint64_t capacity[GP_MAX_DEVICES]; /* bytes; UINT64_MAX = unlimited */
+	uint64_t used[GP_MAX_DEVICES];     /* bytes held by blocks not yet freed */
+	uint64_t blocks;                   /* blocks held, all devices */
+	struct fake_block **buckets;       /* pointer -> block hash */
+	size_t nbuckets;
+	struct fake_counts counts;
+
+	int fence_record_rc;    /* what fence_record answers; GP_OK records a fence */
+	unsigned fence_auto;    /* >0: a fence completes on its fence_auto-th query */
+	int free_rc;            /* what free answers (the memory is freed either way) */
+	int may_release;        /* what may_release answers; 1 unless a test sets it */
+	struct fake_fence **fences; /* every fence recorded, by sequence - 1 */
+	size_t nfences, capfences;
+
+	uint64_t clock_ns;
+	uint64_t tick_ns;       /* added to the clock on every now_ns call */
+
+	void **free_log;        /* pointers freed, in call order (first free_log_cap kept) */
+	int *free_log_dev;
+	size_t free_log_len, free_log_cap;
+
+	size_t last_alloc_bytes;
+	int last_alloc_device;
+
+	fake_hook_fn hook;
+	void *hook_arg;
+};
+
+void fake_init(struct fake_backend *f);
+/* Frees whatever host memory and fences are still held (a pool destroyed with blocks). */
+void fake_fini(struct fake_backend *f);
+
+void fake_set_capacity(struct fake_backend *f, int device, uint64_t bytes);
+uint64_t fake_used(struct fake_backend *f, int device);
+uint64_t fake_used_total(struct fake_backend *f);
+uint64_t fake_blocks(struct fake_backend *f);
+/* 1 if ptr is a block the fake handed out and has not had back; fills device and bytes. */
+int fake_holds(struct fake_backend *f, const void *ptr, int *device, size_t *bytes);
+void fake_get_counts(struct fake_backend *f, struct fake_counts *out);
+uint64_t fake_calls(struct fake_backend *f, enum fake_op op);
+uint64_t fake_misuse(struct fake_backend *f);
+
+/* Fences are numbered 1, 2, ... in recording order. */
+size_t fake_fences_recorded(struct fake_backend *f);
+void fake_complete_fence(struct fake_backend *f, size_t seq);
+void fake_complete_all_fences(struct fake_backend *f);
+int fake_fence_complete(struct fake_backend *f, size_t seq);
+int fake_fence_destroyed(struct fake_backend *f, size_t seq);
+void fake_set_fence_record_rc(struct fake_backend *f, int rc);
+void fake_set_fence_auto(struct fake_backend *f, unsigned polls);
+
+void fake_set_free_rc(struct fake_backend *f, int rc);
+void fake_set_may_release(struct fake_backend *f, int yes);
+
+void fake_set_clock(struct fake_backend *f, uint64_t ns);
+void fake_advance_clock(struct fake_backend *f, uint64_t ns);
+void fake_set_tick(struct fake_backend *f, uint64_t ns);
+/* The clock as it stands, without ticking it or counting a call. */
+uint64_t fake_clock(struct fake_backend *f);
+
+size_t fake_free_log_len(struct fake_backend *f);
+void *fake_free_log_at(struct fake_backend *f, size_t i, int *device);
+/* Position of the last free of ptr in the log (host addresses get reused), or -1. */
+long fake_free_log_find(struct fake_backend *f, const void *ptr);
+
+size_t fake_last_alloc_bytes(struct fake_backend *f, int *device);
+
+void fake_set_hook(struct fake_backend *f, fake_hook_fn fn, void *arg);
+
+#endif

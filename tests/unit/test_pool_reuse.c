@@ -1,0 +1,350 @@
+/* test_pool_reuse.c — when a freed block may be handed out again: by size class, at once in
+ * ordered mode, and in unordered mode only after a fence recorded after its free has completed
+ * (fences taken in recording order; a fence that cannot be recorded means no reuse, nothing
+ * worse). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "pool_fixture.h"
+
+/* Proves: alloc/free/alloc of one size returns the same pointer with a single backend alloc, of
+ * exactly the class size, counted as a hit; and free makes no backend call. */
+static void test_same_size_reuses_block(void **state)
+{
+	struct fx *fx = *state;
+	struct gp_pool_dev_stats s;
+	int dev = -1;
+	void *a, *b;
+
+	a = fx_alloc(fx, 0, 1000);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
+	assert_int_equal(fake_last_alloc_bytes(&fx->fake, &dev), cb(1000));
+	assert_int_equal(dev, 0);
+	assert_int_equal(gp_pool_block_size(fx->pool, a, &dev), cb(1000));
+	fx_free(fx, a);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_FREE), 0);
+	b = fx_alloc(fx, 0, 1000);
+	assert_ptr_equal(a, b);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
+	s = fx_stats(fx, 0);
+	assert_int_equal(s.hits, 1);
+	assert_int_equal(s.real_allocs, 1);
+	fx_free(fx, b);
+}
+
+/* Proves: a request of a smaller class does not take a cached block of a bigger class; it gets a
+ * new backend allocation of its own class size. */
+static void test_smaller_class_does_not_take_bigger_block(void **state)
+{
+	struct fx *fx = *state;
+	unsigned c = gp_pool_class_of(MiB);
+	size_t small = gp_pool_class_bytes(c - 1);
+	void *big, *p;
+
+	assert_true(c > 0);
+	big = fx_alloc(fx, 0, MiB);
+	fx_free(fx, big);
+	p = fx_alloc(fx, 0, small);
+	assert_ptr_not_equal(p, big);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
+	assert_int_equal(fake_last_alloc_bytes(&fx->fake, NULL), small);
+	assert_int_equal(fx_stats(fx, 0).hits, 0);
+	fx_free(fx, p);
+}
+
+/* Proves: different request sizes within one class share blocks: the smallest and the largest
+ * request of a class each reuse the block the other freed. */
+static void test_same_class_different_sizes_reuse(void **state)
+{
+	struct fx *fx = *state;
+	unsigned c = gp_pool_class_of(3 * MiB);
+	size_t lo = gp_pool_class_bytes(c - 1) + 1, hi = gp_pool_class_bytes(c);
+	void *a, *b, *d;
+
+	assert_int_equal(gp_pool_class_of(lo), c);
+	a = fx_alloc(fx, 0, lo);
+	fx_free(fx, a);
+	b = fx_alloc(fx, 0, hi);
+	assert_ptr_equal(a, b);
+	fx_free(fx, b);
+	d = fx_alloc(fx, 0, lo);
+	assert_ptr_equal(a, d);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
+	assert_int_equal(fx_stats(fx, 0).hits, 2);
+	fx_free(fx, d);
+}
+
+/* Proves: in ordered mode a freed block is reused at once and no fence is ever recorded. */
+static void test_ordered_reuses_without_fence(void **state)
+{
+	struct fx *fx = *state;
+	void *a, *b;
+	int i;
+
+	a = fx_alloc(fx, 0, 64 * KiB);
+	for (i = 0; i < 100; i++) {
+		fx_free(fx, a);
+		b = fx_alloc(fx, 0, 64 * KiB);
+		assert_ptr_equal(a, b);
+	}
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_FENCE_RECORD), 0);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
+	fx_free(fx, a);
+}
+
+/* Proves: in unordered mode a freed block is not handed out while no fence covers its free (the
+ * pool allocates anew, without waiting on any fence), and is handed out once a fence recorded
+ * after the free has completed and been polled. */
+static void test_unordered_needs_completed_fence(void **state)
+{
+	struct fx *fx = *state;
+	struct gp_pool_dev_stats s;
+	void *a, *b, *c;
+
+	a = fx_alloc(fx, 0, 4096);
+	fx_free(fx, a);
+	s = fx_stats(fx, 0);
+	assert_int_equal(s.pending_blocks, 1);
+	assert_int_equal(s.idle_blocks, 0);
+	b = fx_alloc(fx, 0, 4096);
+	assert_ptr_not_equal(a, b);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
+	/* nothing completed yet: polling alone must not make it reusable */
+	assert_int_equal(gp_pool_advance(fx->pool, 0), GP_OK);
+	assert_true(fake_fences_recorded(&fx->fake) >= 1);
+	c = fx_alloc(fx, 0, 4096);
+	assert_ptr_not_equal(c, a);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 3);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_FENCE_WAIT), 0);
+
+	fake_complete_all_fences(&fx->fake);
+	assert_int_equal(gp_pool_advance(fx->pool, 0), GP_OK);
+	s = fx_stats(fx, 0);
+	assert_int_equal(s.pending_blocks, 0);
+	assert_int_equal(s.idle_blocks, 1);
+	assert_ptr_equal(fx_alloc(fx, 0, 4096), a);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 3);
+	fx_free(fx, a);
+	fx_free(fx, b);
+	fx_free(fx, c);
+}
+
+/* Proves: the allocation miss path polls fences itself: after a fence covering a free completes,
+ * the next allocation of that class reuses the block without an explicit gp_pool_advance. */
+static void test_unordered_miss_path_polls_fences(void **state)
+{
+	struct fx *fx = *state;
+	void *a, *b, *c;
+
+	a = fx_alloc(fx, 0, 8192);
+	fx_free(fx, a);
+	b = fx_alloc(fx, 0, 8192); /* a miss: may record the fence that covers a's free */
+	assert_ptr_not_equal(a, b);
+	if (fake_fences_recorded(&fx->fake) == 0)
+		assert_int_equal(gp_pool_advance(fx->pool, 0), GP_OK);
+	assert_true(fake_fences_recorded(&fx->fake) >= 1);
+	fake_complete_all_fences(&fx->fake);
+	c = fx_alloc(fx, 0, 8192);
+	assert_ptr_equal(a, c);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
+	fx_free(fx, b);
+	fx_free(fx, c);
+}
+
+/* Proves: only a fence recorded after a free releases that block: a fence that was recorded
+ * before the free (and completes) makes the earlier-freed block reusable but not this one. */
+static void test_fence_recorded_before_free_does_not_cover_it(void **state)
+{
+	struct fx *fx = *state;
+	void *a, *b, *p, *q;
+	size_t f1;
+
+	a = fx_alloc(fx, 0, 20000);
+	b = fx_alloc(fx, 0, 20000);
+	fx_free(fx, b);
+	assert_int_equal(gp_pool_advance(fx->pool, 0), GP_OK);
+	f1 = fake_fences_recorded(&fx->fake);
+	assert_true(f1 >= 1);
+	fx_free(fx, a);
+	fake_complete_fence(&fx->fake, f1); /* the fence that covers b only */
+	assert_int_equal(gp_pool_advance(fx->pool, 0), GP_OK);
+	p = fx_alloc(fx, 0, 20000);
+	assert_ptr_equal(p, b);
+	q = fx_alloc(fx, 0, 20000);
+	assert_ptr_not_equal(q, a);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 3);
+	fx_settle(fx);
+	assert_ptr_equal(fx_alloc(fx, 0, 20000), a);
+	fx_free(fx, a);
+	fx_free(fx, p);
+	fx_free(fx, q);
+}
+
+/* Proves: fences are taken in recording order: when a later fence completes before an earlier
+ * one, blocks covered only by the earlier, incomplete fence stay pending. */
+static void test_fences_complete_in_order(void **state)
+{
+	struct fx *fx = *state;
+	void *a, *b, *p[2];
+	size_t f1, f2;
+	int i;
+
+	a = fx_alloc(fx, 0, 100000);
+	b = fx_alloc(fx, 0, 100000);
+	fx_free(fx, a);
+	assert_int_equal(gp_pool_advance(fx->pool, 0), GP_OK);
+	f1 = fake_fences_recorded(&fx->fake);
+	fx_free(fx, b);
+	assert_int_equal(gp_pool_advance(fx->pool, 0), GP_OK);
+	f2 = fake_fences_recorded(&fx->fake);
+	assert_true(f1 >= 1);
+	assert_true(f2 > f1); /* b's free was not covered, so advance recorded a new fence */
+	fake_complete_fence(&fx->fake, f2);
+	assert_int_equal(gp_pool_advance(fx->pool, 0), GP_OK);
+	assert_true(fx_stats(fx, 0).pending_blocks >= 1);
+	for (i = 0; i < 2; i++) {
+		p[i] = fx_alloc(fx, 0, 100000);
+		assert_ptr_not_equal(p[i], a);
+	}
+	fake_complete_fence(&fx->fake, f1);
+	assert_int_equal(gp_pool_advance(fx->pool, 0), GP_OK);
+	fx_settle(fx);
+	assert_int_equal(fx_stats(fx, 0).pending_blocks, 0);
+	assert_true(fx_stats(fx, 0).idle_blocks >= 1);
+	for (i = 0; i < 2; i++)
+		fx_free(fx, p[i]);
+}
+
+/* Proves: when fence_record answers GP_EAGAIN (a graph capture), unfenced blocks are not reused,
+ * calls still succeed, and once recording works again the blocks are fenced and reused. */
+static void test_fence_eagain_means_no_reuse(void **state)
+{
+	struct fx *fx = *state;
+	struct gp_pool_dev_stats s;
+	void *a, *b, *c;
+
+	fake_set_fence_record_rc(&fx->fake, GP_EAGAIN);
+	a = fx_alloc(fx, 0, 300000);
+	fx_free(fx, a);
+	gp_pool_advance(fx->pool, 0);
+	fake_complete_all_fences(&fx->fake);
+	gp_pool_advance(fx->pool, 0);
+	b = fx_alloc(fx, 0, 300000);
+	assert_ptr_not_equal(a, b);
+	fx_free(fx, b);
+	gp_pool_advance(fx->pool, 0);
+	s = fx_stats(fx, 0);
+	assert_int_equal(s.pending_blocks, 2);
+	assert_int_equal(s.idle_blocks, 0);
+	assert_int_equal(s.live_blocks, 0);
+	assert_int_equal(fake_fences_recorded(&fx->fake), 0);
+
+	fake_set_fence_record_rc(&fx->fake, GP_OK);
+	fx_settle(fx);
+	s = fx_stats(fx, 0);
+	assert_int_equal(s.pending_blocks, 0);
+	assert_int_equal(s.idle_blocks, 2);
+	c = fx_alloc(fx, 0, 300000);
+	assert_true(c == a || c == b);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
+	fx_free(fx, c);
+}
+
+/* Proves: gp_pool_advance(pool, 1) waits (through fence_wait) until every pending free is fenced,
+ * so the blocks are idle afterwards without completing anything by hand. */
+static void test_advance_wait_makes_pending_idle(void **state)
+{
+	struct fx *fx = *state;
+	struct gp_pool_dev_stats s;
+	void *a, *b;
+
+	a = fx_alloc(fx, 0, 5000);
+	b = fx_alloc(fx, 0, 7 * MiB);
+	fx_free(fx, a);
+	fx_free(fx, b);
+	assert_int_equal(gp_pool_advance(fx->pool, 1), GP_OK);
+	assert_true(fake_calls(&fx->fake, FAKE_OP_FENCE_WAIT) >= 1);
+	s = fx_stats(fx, 0);
+	assert_int_equal(s.pending_blocks, 0);
+	assert_int_equal(s.idle_blocks, 2);
+	assert_ptr_equal(fx_alloc(fx, 0, 5000), a);
+	assert_ptr_equal(fx_alloc(fx, 0, 7 * MiB), b);
+	fx_free(fx, a);
+	fx_free(fx, b);
+}
+
+/* Proves: every fence the pool has recorded and seen complete is destroyed (no leaked events). */
+static void test_completed_fences_are_destroyed(void **state)
+{
+	struct fx *fx = *state;
+	size_t i, n;
+	void *a;
+
+	for (i = 0; i < 5; i++) {
+		a = fx_alloc(fx, 0, 4096);
+		fx_free(fx, a);
+		fx_settle(fx);
+	}
+	n = fake_fences_recorded(&fx->fake);
+	assert_true(n >= 1);
+	for (i = 1; i <= n; i++) {
+		if (!fake_fence_destroyed(&fx->fake, i))
+			fail_msg("fence %zu of %zu is complete and polled but never destroyed", i, n);
+	}
+}
+
+/* Proves: blocks freed in ordered mode need a fence once ordered mode is turned off. */
+static void test_set_unordered_fences_earlier_frees(void **state)
+{
+	struct fx *fx = *state;
+	void *a, *b;
+
+	a = fx_alloc(fx, 0, 2 * MiB);
+	fx_free(fx, a);
+	gp_pool_set_ordered(fx->pool, 0);
+	b = fx_alloc(fx, 0, 2 * MiB);
+	assert_ptr_not_equal(a, b);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
+	fx_settle(fx);
+	assert_ptr_equal(fx_alloc(fx, 0, 2 * MiB), a);
+	fx_free(fx, b);
+	/* still unordered: b waits for a fence */
+	assert_ptr_not_equal(fx_alloc(fx, 0, 2 * MiB), b);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 3);
+	fx_free(fx, a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_same_size_reuses_block, fx_setup_ordered,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_smaller_class_does_not_take_bigger_block,
+						fx_setup_ordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_same_class_different_sizes_reuse,
+						fx_setup_ordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_ordered_reuses_without_fence, fx_setup_ordered,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_unordered_needs_completed_fence,
+						fx_setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_unordered_miss_path_polls_fences,
+						fx_setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_fence_recorded_before_free_does_not_cover_it,
+						fx_setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_fences_complete_in_order, fx_setup_unordered,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_fence_eagain_means_no_reuse, fx_setup_unordered,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_advance_wait_makes_pending_idle,
+						fx_setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_completed_fences_are_destroyed,
+						fx_setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_set_unordered_fences_earlier_frees,
+						fx_setup_ordered, fx_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
