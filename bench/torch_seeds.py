@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""torch_seeds.py — the seed articles' PyTorch workloads, side by side in one run.
+
+Configurations (each a fresh process; the same workload, weights from a fixed seed, no download):
+  default      PyTorch's caching allocator, no shim
+  uncached     PYTORCH_NO_CUDA_MEMORY_CACHING=1, no shim
+  shim         PyTorch default + LD_PRELOAD=libgpupool.so (release flushes PyTorch's cache)
+  takeover     LD_PRELOAD=libgpupool.so GPUPOOL_TORCH=takeover (the pool is the only cache)
+
+Workloads:
+  growing      seed 1: 12 bf16 transformer layers, d=2048, torch.no_grad(), input lengths
+               growing 256 -> 8192 tokens; the sweep runs WARM+TIMED times. Then the model stays
+               (live tensors), everything else is dropped, the process idles, and (shim configs)
+               SIGUSR1 is sent; memory after it and the time until it came back are measured.
+  reload       seed 2: a loop that builds a model, runs inference and `del`s it without
+               empty_cache(); device memory per iteration.
+
+Device memory is the device-wide figure (total - free from the CUDA runtime's own
+cudaMemGetInfo, as any other process sees it), sampled every ~2 ms by a thread of the child, so
+peaks inside a forward are seen. Output: a markdown table on stdout and JSON (with the time
+series) for scripts/plot-torch-seeds.
+
+Usage: python3 bench/torch_seeds.py --lib build/shim/libgpupool.so --out DIR [--quick]
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+MIB = 1 << 20
+CONFIGS = ["default", "uncached", "shim", "takeover"]
+
+
+def config_env(name, lib, extra=None):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("GPUPOOL_") and k not in ("LD_PRELOAD", "PYTORCH_NO_CUDA_MEMORY_CACHING")}
+    if name == "uncached":
+        env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
+    if name in ("shim", "takeover"):
+        env["LD_PRELOAD"] = os.path.abspath(lib)
+    if name == "takeover":
+        env["GPUPOOL_TORCH"] = "takeover"
+    env.update(extra or {})
+    return env
+
+
+# ---- child side -----------------------------------------------------------------------------
+
+def runtime_meminfo():
+    """The runtime's own cudaMemGetInfo (never the shim's, which counts its cache as free)."""
+    import ctypes
+    names = ["libcudart.so.13"]
+    with open("/proc/self/maps") as f:
+        names += sorted({ln.split()[-1] for ln in f if "/libcudart.so" in ln})
+    for name in names:
+        try:
+            fn = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY).cudaMemGetInfo
+        except (OSError, AttributeError):
+            continue
+        fn.argtypes = [ctypes.POINTER(ctypes.c_size_t)] * 2
+        fn.restype = ctypes.c_int
+
+        def used(fn=fn):
+            free, total = ctypes.c_size_t(), ctypes.c_size_t()
+            fn(ctypes.byref(free), ctypes.byref(total))
+            return total.value - free.value
+        return used
+    raise RuntimeError("libcudart not found in the process")
+
+
+class Sampler:
+    """Device-wide used memory every ~2 ms, with a phase label."""
+
+    def __init__(self, used):
+        self.used, self.t0, self.samples, self.phase = used, time.monotonic(), [], "start"
+        self.stop = False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop:
+            self.samples.append((time.monotonic() - self.t0, self.used(), self.phase))
+            time.sleep(0.002)
+
+    def peak(self, phases):
+        return max((u for _, u, p in self.samples if p in phases), default=0)
+
+    def finish(self):
+        self.stop = True
+        self.thread.join()
+        # Thin out the series for the JSON: keep every sample that changes, at most ~4000.
+        out, last = [], None
+        for t, u, p in self.samples:
+            if u != last:
+                out.append((round(t, 4), u, p))
+                last = u
+        step = max(1, len(out) // 4000)
+        out = out[::step]
+        if self.samples:  # the end of the run, so flat tails show
+            t, u, p = self.samples[-1]
+            out.append((round(t, 4), u, p))
+        return out
+
+
+def build_model(torch, d, layers, heads, ff):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d, heads, ff, batch_first=True, dropout=0.0,
+                                             device="cuda", dtype=torch.bfloat16)
+    return torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False).eval()
+
+
+def child_growing(args):
+    import torch
+    used = runtime_meminfo()
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    ctx = used()  # the CUDA context and what torch set up: the floor
+    s = Sampler(used)
+    lengths = list(range(256, 8193, 256 if not args.quick else 1024))
+    model = build_model(torch, 2048, 12, 16, 8192)
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    torch.manual_seed(1)
+    steps, fwd_ms = [], []
+    with torch.no_grad():
+        for rep in range(args.warm + args.timed):
+            s.phase = "warm" if rep < args.warm else "timed"
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for n in lengths:
+                x = torch.randn(1, n, 2048, device="cuda", dtype=torch.bfloat16)
+                y = model(x)
+                del x, y
+                if rep == 0:
+                    torch.cuda.synchronize()
+                    steps.append({"len": n, "used": used(),
+                                  "allocated": torch.cuda.memory_allocated(),
+                                  "reserved": torch.cuda.memory_reserved()})
+            torch.cuda.synchronize()
+            if rep >= args.warm:
+                fwd_ms.append((time.perf_counter() - t0) * 1000 / len(lengths))
+    s.phase = "idle"
+    torch.cuda.synchronize()
+    live = max(torch.cuda.memory_allocated(), params)
+    time.sleep(0.5)
+    before = used()
+    after, back_ms = before, None
+    if args.signal:
+        s.phase = "release"
+        t0 = time.monotonic()
+        os.kill(os.getpid(), signal.SIGUSR1)
+        # Until it stops falling: 100 ms without change after a drop, or 10 s.
+        last, last_change = before, time.monotonic()
+        while time.monotonic() - t0 < 10:
+            time.sleep(0.002)
+            u = used()
+            if u != last:
+                last, last_change = u, time.monotonic()
+                back_ms = (last_change - t0) * 1000
+            elif u < before and time.monotonic() - last_change > 0.1:
+                break
+        after = last
+        s.phase = "after"
+        time.sleep(0.2)
+    series = s.finish()
+    return {"ctx": ctx, "params": params, "live": live, "fwd_ms": fwd_ms,
+            "peak": s.peak({"timed"}), "peak_all": s.peak({"warm", "timed"}),
+            "before_signal": before, "after_signal": after, "back_ms": back_ms,
+            "steps": steps, "series": series}
+
+
+def child_reload(args):
+    import torch
+    used = runtime_meminfo()
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    ctx = used()
+    s = Sampler(used)
+    per_iter = []
+    with torch.no_grad():
+        for i in range(args.iters):
+            s.phase = f"iter{i}"
+            model = build_model(torch, 1024, 8, 16, 4096)
+            x = torch.randn(8, 512, 1024, device="cuda", dtype=torch.bfloat16)
+            y = model(x)
+            torch.cuda.synchronize()
+            live = sum(p.numel() * p.element_size() for p in model.parameters())
+            del model, x, y
+            torch.cuda.synchronize()
+            time.sleep(args.pause)
+            per_iter.append({"iter": i, "used_after_del": used(), "model_bytes": live,
+                             "reserved": torch.cuda.memory_reserved()})
+    series = s.finish()
+    return {"ctx": ctx, "iters": per_iter, "series": series}
+
+
+# ---- parent side ----------------------------------------------------------------------------
+
+def run_child(workload, config, lib, args, extra_env=None, label=None):
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", workload,
+           "--warm", str(args.warm), "--timed", str(args.timed), "--iters", str(args.iters),
+           "--pause", str(args.pause)]
+    if config in ("shim", "takeover") and workload == "growing":
+        cmd.append("--signal")
+    if args.quick:
+        cmd.append("--quick")
+    env = config_env(config, lib, extra_env)
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    if p.returncode != 0:
+        sys.stderr.write(p.stderr.decode()[-3000:])
+        return {"config": label or config, "error": p.returncode}
+    res = json.loads(p.stdout.decode().strip().splitlines()[-1])
+    res["config"] = label or config
+    res["wall_s"] = round(time.monotonic() - t0, 1)
+    res["gpupool_log"] = [ln for ln in p.stderr.decode().splitlines() if ln.startswith("gpupool:")][-5:]
+    return res
+
+
+def mib(b):
+    return "-" if b is None else f"{b / MIB:.0f}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--child")
+    ap.add_argument("--lib", default="build/shim/libgpupool.so")
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--warm", type=int, default=1)
+    ap.add_argument("--timed", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=8)
+    ap.add_argument("--pause", type=float, default=0.2)
+    ap.add_argument("--signal", action="store_true")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    if args.child:
+        res = child_growing(args) if args.child == "growing" else child_reload(args)
+        print(json.dumps(res))
+        return 0
+
+    os.makedirs(args.out, exist_ok=True)
+    growing = [run_child("growing", c, args.lib, args) for c in CONFIGS]
+    growing.append(run_child("growing", "takeover", args.lib, args, {"GPUPOOL_MAX_CACHED": "1GiB"},
+                             label="takeover+MAX_CACHED=1GiB"))
+    reload_runs = [
+        run_child("reload", "default", args.lib, args),
+        run_child("reload", "shim", args.lib, args),
+        run_child("reload", "takeover", args.lib, args, {"GPUPOOL_MAX_CACHED": "256MiB"},
+                  label="takeover+MAX_CACHED=256MiB"),
+    ]
+    with open(os.path.join(args.out, "torch_seeds.json"), "w") as f:
+        json.dump({"growing": growing, "reload": reload_runs}, f)
+
+    base = next((r for r in growing if r["config"] == "default" and "error" not in r), None)
+    # The floor: what the uncached run (no cache anywhere) holds at its end: context, loaded
+    # kernels, library workspaces and the live model.
+    unc = next((r for r in growing if r["config"] == "uncached" and "error" not in r), None)
+    floor = unc["before_signal"] if unc else None
+    print("### Seed 1: growing inputs (12 bf16 layers, d=2048, 256 -> 8192 tokens)\n")
+    print("| configuration | ms per forward | vs default | peak device MiB | vs default | before release MiB "
+          "| after SIGUSR1 MiB | over the floor | SIGUSR1 -> memory back |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in growing:
+        if "error" in r:
+            print(f"| {r['config']} | failed (exit {r['error']}) |||||||")
+            continue
+        ms = sorted(r["fwd_ms"])[len(r["fwd_ms"]) // 2]
+        rel = "" if base is None else f"{(ms / (sorted(base['fwd_ms'])[len(base['fwd_ms']) // 2]) - 1) * 100:+.1f}%"
+        signalled = r["back_ms"] is not None
+        after = mib(r["after_signal"]) if signalled else "(no signal)"
+        over = (f"{(r['after_signal'] - floor) / MIB:+.0f} MiB ({(r['after_signal'] / floor - 1) * 100:+.1f}%)"
+                if signalled and floor else "-")
+        back = f"{r['back_ms']:.0f} ms" if signalled else "-"
+        prel = "" if base is None else f"{(r['peak'] / base['peak'] - 1) * 100:+.1f}%"
+        print(f"| {r['config']} | {ms:.2f} | {rel} | {mib(r['peak'])} | {prel} | {mib(r['before_signal'])} "
+              f"| {after} | {over} | {back} |")
+    print("\nms per forward: median over the timed sweeps (each the mean over all lengths); peak: "
+          "device-wide used memory during the timed sweeps; floor: device memory the uncached run "
+          f"holds at its end ({mib(floor)} MiB: CUDA context, kernels loaded on first use, library "
+          "workspaces, the live model of "
+          f"{mib(growing[0].get('params'))} MiB); no signal is sent to runs without the shim.\n")
+    print("### Seed 2: rebuild a model per item, `del` it, no empty_cache()\n")
+    print("| configuration | " + " | ".join(f"iter {i}" for i in range(args.iters)) + " |")
+    print("|---|" + "---|" * args.iters)
+    for r in reload_runs:
+        if "error" in r:
+            print(f"| {r['config']} | failed (exit {r['error']}) |")
+            continue
+        print(f"| {r['config']} | " + " | ".join(mib(it["used_after_del"]) for it in r["iters"]) + " |")
+    print("\ndevice MiB in use after each iteration's `del` (model "
+          f"{mib(reload_runs[0]['iters'][0]['model_bytes']) if 'iters' in reload_runs[0] else '?'} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
