@@ -12,26 +12,30 @@
 
 static int taker(double share)
 {
-	size_t total = 0, want, got = 0;
+	size_t total = 0, want, got = 0, free_b, last_free;
 	void *p;
-	uint64_t first_fail = 0, last_ok = 0, t0 = gt_now_ns();
+	uint64_t t0 = gt_now_ns(), t_below = 0, t_back = 0;
 
 	gt_test = "gpu_pressure_taker";
-	gt_mem_free(&total);
+	last_free = gt_mem_free(&total);
 	want = (size_t)(share * (double)total) / GT_GIB;
+	/* A's reaction: from the moment free memory fell below its 30% threshold to the first
+	 * time free memory rose between two of our reads (only A frees anything). */
 	while (got < want && gt_now_ns() - t0 < 10000000000ull) {
-		if (cudaMalloc(&p, GT_GIB) == cudaSuccess) {
+		if (cudaMalloc(&p, GT_GIB) == cudaSuccess)
 			got++;
-			last_ok = gt_now_ns();
-			continue;
-		}
-		cudaGetLastError();
-		if (first_fail == 0)
-			first_fail = gt_now_ns();
-		usleep(5000);
+		else
+			cudaGetLastError();
+		free_b = gt_mem_free(NULL);
+		if (t_below == 0 && free_b < (size_t)(0.3 * (double)total))
+			t_below = gt_now_ns();
+		if (t_below != 0 && t_back == 0 && free_b > last_free)
+			t_back = gt_now_ns();
+		last_free = free_b;
 	}
-	printf("TAKER got=%zu want=%zu react_ms=%.1f\n", got, want,
-	       first_fail ? (double)(last_ok - first_fail) / 1e6 : 0.0);
+	printf("INFO gpu_pressure taker: got %zu of %zu GiB in %.0f ms; holder reacted %s%.1f ms "
+	       "after free memory fell below 30%%\n", got, want, (double)(gt_now_ns() - t0) / 1e6,
+	       t_back ? "" : "(never) ", t_back ? (double)(t_back - t_below) / 1e6 : 0.0);
 	fflush(stdout);
 	return got == want ? 0 : 1;
 }
