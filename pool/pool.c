@@ -3,6 +3,7 @@
  * makes no backend call; frees look the block up in the sharded pointer map. Backend calls
  * (alloc, free, fences) are always made with no pool lock held. */
 #include "pool.h"
+#include "lock.h"
 #include "ptrmap.h"
 
 #include <pthread.h>
@@ -29,7 +30,7 @@ struct gp_block {
 
 /* Counters are atomics so stats can read them without the lock; writers hold the class lock. */
 struct gp_class {
-	pthread_mutex_t lock;
+	struct gp_lock lock;
 	struct gp_block *head, *tail; /* cached blocks in free order */
 	_Atomic uint64_t cached_blocks, cached_bytes;
 	_Atomic uint64_t live_blocks, live_bytes, requested_bytes;
@@ -110,7 +111,7 @@ static struct gp_dev *dev_get(struct gp_pool *p, int device, int create)
 		if (d != NULL) {
 			memset(d, 0, sizeof(*d));
 			for (unsigned i = 0; i < gp_pool_class_count(); i++)
-				pthread_mutex_init(&d->cls[i].lock, NULL);
+				gp_lock_init(&d->cls[i].lock);
 			atomic_store_explicit(&p->dev[device], d, memory_order_release);
 		}
 	}
@@ -175,7 +176,6 @@ void gp_pool_destroy(struct gp_pool *p)
 			continue;
 		for (unsigned c = 0; c < gp_pool_class_count(); c++) {
 			free_list(d->cls[c].head);
-			pthread_mutex_destroy(&d->cls[c].lock);
 		}
 		free(d);
 	}
@@ -296,7 +296,7 @@ static struct gp_block *take_cached(struct gp_pool *p, struct gp_class *c, size_
 {
 	struct gp_block *b;
 
-	pthread_mutex_lock(&c->lock);
+	gp_lock(&c->lock);
 	b = c->head;
 	*waiting = b != NULL;
 	if (b != NULL && reusable(p, b)) {
@@ -316,7 +316,7 @@ static struct gp_block *take_cached(struct gp_pool *p, struct gp_class *c, size_
 	} else {
 		b = NULL;
 	}
-	pthread_mutex_unlock(&c->lock);
+	gp_unlock(&c->lock);
 	return b;
 }
 
@@ -351,18 +351,18 @@ static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned 
 	b->cls = cls;
 	atomic_store(&b->state, BLOCK_LIVE);
 	s = gp_ptrmap_shard(&p->map, (uintptr_t)ptr);
-	pthread_mutex_lock(&s->lock);
+	gp_lock(&s->lock);
 	rc = gp_ptrmap_insert(s, (uintptr_t)ptr, b);
-	pthread_mutex_unlock(&s->lock);
+	gp_unlock(&s->lock);
 	if (rc != 0)
 		goto undo;
 
-	pthread_mutex_lock(&c->lock);
+	gp_lock(&c->lock);
 	bump(&c->live_blocks, 1);
 	bump(&c->live_bytes, (int64_t)cbytes);
 	bump(&c->requested_bytes, (int64_t)bytes);
 	bump(&c->allocs, 1);
-	pthread_mutex_unlock(&c->lock);
+	gp_unlock(&c->lock);
 	atomic_fetch_add(&d->real_allocs, 1);
 	raise_peak(&d->peak_reserved, atomic_fetch_add(&d->reserved_bytes, cbytes) + cbytes);
 	account_live(d, (int64_t)cbytes);
@@ -441,20 +441,20 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 
 	if (ptr == NULL)
 		return GP_ENOTOWNED;
-	pthread_mutex_lock(&s->lock);
+	gp_lock(&s->lock);
 	b = gp_ptrmap_find(s, (uintptr_t)ptr);
 	if (b == NULL) {
-		pthread_mutex_unlock(&s->lock);
+		gp_unlock(&s->lock);
 		return GP_ENOTOWNED;
 	}
 	if (!atomic_compare_exchange_strong(&b->state, &expected, BLOCK_CACHED)) {
 		d = dev_get(p, b->device, 0);
-		pthread_mutex_unlock(&s->lock);
+		gp_unlock(&s->lock);
 		if (d != NULL)
 			atomic_fetch_add(&d->bad_frees, 1);
 		return GP_EINVAL;
 	}
-	pthread_mutex_unlock(&s->lock);
+	gp_unlock(&s->lock);
 
 	/* The block is ours alone now: cached but on no list, invisible to alloc and release.
 	 * Once it is on the list it may be reused or released at once: read it before that. */
@@ -463,7 +463,7 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 	d = dev_get(p, device, 0);
 	c = &d->cls[b->cls];
 	t = now(p);
-	pthread_mutex_lock(&c->lock);
+	gp_lock(&c->lock);
 	b->epoch = atomic_load(&p->epoch);
 	b->freed_ns = t;
 	b->next = NULL;
@@ -478,7 +478,7 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 	bump(&c->cached_blocks, 1);
 	bump(&c->cached_bytes, (int64_t)b->bytes);
 	bump(&c->frees, 1);
-	pthread_mutex_unlock(&c->lock);
+	gp_unlock(&c->lock);
 	if (!atomic_load_explicit(&p->dirty, memory_order_relaxed))
 		atomic_store(&p->dirty, 1);
 	account_live(d, -(int64_t)bytes);
@@ -492,14 +492,14 @@ size_t gp_pool_block_size(struct gp_pool *p, const void *ptr, int *device)
 	struct gp_block *b;
 	size_t n = 0;
 
-	pthread_mutex_lock(&s->lock);
+	gp_lock(&s->lock);
 	b = gp_ptrmap_find(s, (uintptr_t)ptr);
 	if (b != NULL && atomic_load(&b->state) == BLOCK_LIVE) {
 		n = b->bytes;
 		if (device)
 			*device = b->device;
 	}
-	pthread_mutex_unlock(&s->lock);
+	gp_unlock(&s->lock);
 	return n;
 }
 
@@ -519,10 +519,10 @@ static struct gp_block *detach(struct gp_class *c, size_t n)
 	struct gp_block *first, *last;
 	size_t k = 1;
 
-	pthread_mutex_lock(&c->lock);
+	gp_lock(&c->lock);
 	first = c->head;
 	if (first == NULL) {
-		pthread_mutex_unlock(&c->lock);
+		gp_unlock(&c->lock);
 		return NULL;
 	}
 	last = first;
@@ -538,7 +538,7 @@ static struct gp_block *detach(struct gp_class *c, size_t n)
 	if (c->head == NULL)
 		c->tail = NULL;
 	last->next = NULL;
-	pthread_mutex_unlock(&c->lock);
+	gp_unlock(&c->lock);
 	return first;
 }
 
@@ -547,7 +547,7 @@ static struct gp_block *detach_older(struct gp_class *c, size_t n, uint64_t befo
 {
 	struct gp_block *first = NULL, **tail = &first;
 
-	pthread_mutex_lock(&c->lock);
+	gp_lock(&c->lock);
 	while (n-- > 0 && c->head != NULL && c->head->freed_ns < before) {
 		struct gp_block *b = c->head;
 		c->head = b->next;
@@ -559,7 +559,7 @@ static struct gp_block *detach_older(struct gp_class *c, size_t n, uint64_t befo
 	}
 	if (c->head == NULL)
 		c->tail = NULL;
-	pthread_mutex_unlock(&c->lock);
+	gp_unlock(&c->lock);
 	return first;
 }
 
@@ -571,9 +571,9 @@ static void free_blocks(struct gp_pool *p, struct gp_dev *d, struct gp_block *b,
 		struct gp_block *next = b->next;
 		struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
 
-		pthread_mutex_lock(&s->lock);
+		gp_lock(&s->lock);
 		gp_ptrmap_remove(s, (uintptr_t)b->ptr);
-		pthread_mutex_unlock(&s->lock);
+		gp_unlock(&s->lock);
 		if (p->be.free(p->be.ctx, b->device, b->ptr, b->bytes) != GP_OK)
 			r->errors++;
 		atomic_fetch_add(&d->real_frees, 1);
@@ -595,7 +595,7 @@ static int oldest_class(struct gp_dev *d)
 		struct gp_class *c = &d->cls[i];
 		if (ld(&c->cached_blocks) == 0)
 			continue;
-		pthread_mutex_lock(&c->lock);
+		gp_lock(&c->lock);
 		if (c->head != NULL &&
 		    (c->head->freed_ns < best_t ||
 		     (c->head->freed_ns == best_t && c->head->epoch < best_e))) {
@@ -603,7 +603,7 @@ static int oldest_class(struct gp_dev *d)
 			best_e = c->head->epoch;
 			best = (int)i;
 		}
-		pthread_mutex_unlock(&c->lock);
+		gp_unlock(&c->lock);
 	}
 	return best;
 }
@@ -726,25 +726,25 @@ void gp_pool_forget_device(struct gp_pool *p, int device)
 		struct gp_block *list = detach(c, 0);
 		for (struct gp_block *b = list; b != NULL; b = b->next) {
 			struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
-			pthread_mutex_lock(&s->lock);
+			gp_lock(&s->lock);
 			gp_ptrmap_remove(s, (uintptr_t)b->ptr);
-			pthread_mutex_unlock(&s->lock);
+			gp_unlock(&s->lock);
 		}
 		free_list(list);
 	}
 	for (int i = 0; i < GP_PTRMAP_SHARDS; i++) {
 		struct gp_ptrmap_shard *s = &p->map.shard[i];
-		pthread_mutex_lock(&s->lock);
+		gp_lock(&s->lock);
 		gp_ptrmap_filter(s, keep_other_device, &device);
-		pthread_mutex_unlock(&s->lock);
+		gp_unlock(&s->lock);
 	}
 	for (unsigned i = 0; i < gp_pool_class_count(); i++) {
 		struct gp_class *c = &d->cls[i];
-		pthread_mutex_lock(&c->lock);
+		gp_lock(&c->lock);
 		atomic_store(&c->live_blocks, 0);
 		atomic_store(&c->live_bytes, 0);
 		atomic_store(&c->requested_bytes, 0);
-		pthread_mutex_unlock(&c->lock);
+		gp_unlock(&c->lock);
 	}
 	atomic_store(&d->live_bytes, 0);
 	atomic_store(&d->reserved_bytes, 0);
@@ -779,7 +779,7 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 		o->frees += ld(&c->frees);
 		if (ld(&c->cached_blocks) == 0)
 			continue;
-		pthread_mutex_lock(&c->lock);
+		gp_lock(&c->lock);
 		uint64_t done = atomic_load(&p->done_epoch);
 		for (struct gp_block *b = c->head; b != NULL; b = b->next) {
 			if (ordered || b->epoch < done) {
@@ -790,7 +790,7 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 				o->pending_blocks++;
 			}
 		}
-		pthread_mutex_unlock(&c->lock);
+		gp_unlock(&c->lock);
 	}
 	o->peak_live_bytes = ld(&d->peak_live);
 	o->peak_reserved_bytes = ld(&d->peak_reserved);

@@ -22,8 +22,7 @@ int gp_ptrmap_init(struct gp_ptrmap *m)
 		s->vals = NULL;
 		s->cap = 0;
 		s->count = 0;
-		if (pthread_mutex_init(&s->lock, NULL) != 0)
-			return -1;
+		gp_lock_init(&s->lock);
 	}
 	return 0;
 }
@@ -33,7 +32,6 @@ void gp_ptrmap_fini(struct gp_ptrmap *m)
 	for (int i = 0; i < GP_PTRMAP_SHARDS; i++) {
 		free(m->shard[i].keys);
 		free(m->shard[i].vals);
-		pthread_mutex_destroy(&m->shard[i].lock);
 	}
 }
 

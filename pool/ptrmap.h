@@ -5,20 +5,20 @@
 #ifndef GPUPOOL_PTRMAP_H
 #define GPUPOOL_PTRMAP_H
 
-#include <pthread.h>
+#include "lock.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
 #define GP_PTRMAP_SHARDS 64
 
 struct gp_ptrmap_shard {
-	pthread_mutex_t lock;
+	struct gp_lock lock;
 	uintptr_t *keys; /* 0 = empty slot */
 	void **vals;
 	size_t cap;      /* slots, a power of two (0 before the first insert) */
 	size_t count;
-	char pad[8];
-};
+} __attribute__((aligned(64)));
 
 struct gp_ptrmap {
 	struct gp_ptrmap_shard shard[GP_PTRMAP_SHARDS];
