@@ -25,11 +25,17 @@ struct gp_block {
 	struct gp_block *next; /* class free list, oldest first */
 	int device;
 	unsigned cls;
+	unsigned list;        /* index of its home list in the device (class and stripe) */
 	_Atomic int state;
 };
 
-/* Counters are atomics so stats can read them without the lock; writers hold the class lock. */
-struct gp_class {
+/* Each size class has GP_STRIPES lists; a thread uses the stripe its id hashes to, so threads
+ * allocating the same size rarely share a lock. A block goes back to the list it came from.
+ * Counters are atomics so stats can read them without the lock; writers hold the list lock. */
+#define GP_STRIPES 8
+#define MAX_CLASSES 288 /* >= gp_pool_class_count(), checked at create */
+
+struct gp_list {
 	struct gp_lock lock;
 	struct gp_block *head, *tail; /* cached blocks in free order */
 	_Atomic uint64_t cached_blocks, cached_bytes;
@@ -37,10 +43,16 @@ struct gp_class {
 	_Atomic uint64_t allocs, hits, frees;
 } __attribute__((aligned(64)));
 
+/* Bytes in use, per stripe, so that threads do not share one counter's cache line. */
+struct gp_stripe_acct {
+	_Atomic uint64_t live, peak;
+} __attribute__((aligned(64)));
+
 struct gp_dev {
-	struct gp_class cls[128 * 3]; /* >= gp_pool_class_count(), checked at create */
-	_Atomic uint64_t live_bytes, reserved_bytes; /* reserved = live + cached, real bytes */
-	_Atomic uint64_t peak_live, peak_reserved;
+	struct gp_list list[MAX_CLASSES * GP_STRIPES]; /* class c, stripe s: [c * GP_STRIPES + s] */
+	struct gp_stripe_acct acct[GP_STRIPES];
+	_Atomic uint64_t reserved_bytes; /* live + cached, real bytes */
+	_Atomic uint64_t peak_reserved;
 	_Atomic uint64_t real_allocs, real_frees, failed_allocs, bad_frees;
 	_Atomic uint64_t cap;      /* bytes of cache allowed, 0 = no cap */
 	_Atomic int cap_notified;  /* over_cap was called and no release ran since */
@@ -70,6 +82,20 @@ struct gp_pool {
 
 	_Atomic uint64_t rel_count[GP_CAUSE_COUNT], rel_bytes[GP_CAUSE_COUNT];
 };
+
+static unsigned nlists(void)
+{
+	return gp_pool_class_count() * GP_STRIPES;
+}
+
+/* The calling thread's stripe: its id, mixed. No thread-local state needed. */
+static unsigned my_stripe(void)
+{
+	uint64_t t = (uint64_t)pthread_self();
+	t ^= t >> 17;
+	t *= 0x9E3779B97F4A7C15ULL;
+	return (unsigned)(t >> 61); /* GP_STRIPES == 8 */
+}
 
 static uint64_t ld(_Atomic uint64_t *c)
 {
@@ -110,8 +136,8 @@ static struct gp_dev *dev_get(struct gp_pool *p, int device, int create)
 		d = aligned_alloc(64, sizeof(*d));
 		if (d != NULL) {
 			memset(d, 0, sizeof(*d));
-			for (unsigned i = 0; i < gp_pool_class_count(); i++)
-				gp_lock_init(&d->cls[i].lock);
+			for (unsigned i = 0; i < nlists(); i++)
+				gp_lock_init(&d->list[i].lock);
 			atomic_store_explicit(&p->dev[device], d, memory_order_release);
 		}
 	}
@@ -126,7 +152,7 @@ int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config
 
 	if (backend == NULL || backend->alloc == NULL || backend->free == NULL || out == NULL)
 		return GP_EINVAL;
-	if (gp_pool_class_count() > sizeof(((struct gp_dev *)0)->cls) / sizeof(struct gp_class))
+	if (gp_pool_class_count() > MAX_CLASSES)
 		return GP_EINVAL;
 	p = aligned_alloc(64, (sizeof(*p) + 63) / 64 * 64);
 	if (p == NULL)
@@ -174,9 +200,8 @@ void gp_pool_destroy(struct gp_pool *p)
 		struct gp_dev *d = atomic_load(&p->dev[i]);
 		if (d == NULL)
 			continue;
-		for (unsigned c = 0; c < gp_pool_class_count(); c++) {
-			free_list(d->cls[c].head);
-		}
+		for (unsigned i = 0; i < nlists(); i++)
+			free_list(d->list[i].head);
 		free(d);
 	}
 	/* Fences still in flight are abandoned: their handles belong to the backend. */
@@ -289,16 +314,18 @@ static int reusable(struct gp_pool *p, const struct gp_block *b)
 	       b->epoch < atomic_load_explicit(&p->done_epoch, memory_order_acquire);
 }
 
-/* Pop the oldest cached block of a class if it may be reused. *waiting: one is cached but
- * still fenced. */
-static struct gp_block *take_cached(struct gp_pool *p, struct gp_class *c, size_t bytes,
+/* Pop the oldest cached block of a list if it may be reused. *waiting: one is cached there
+ * but still fenced. */
+static struct gp_block *take_cached(struct gp_pool *p, struct gp_list *c, size_t bytes,
 				    int *waiting)
 {
 	struct gp_block *b;
 
+	if (ld(&c->cached_blocks) == 0)
+		return NULL; /* racy peek: a miss costs a real allocation anyway */
 	gp_lock(&c->lock);
 	b = c->head;
-	*waiting = b != NULL;
+	*waiting |= b != NULL;
 	if (b != NULL && reusable(p, b)) {
 		c->head = b->next;
 		if (c->head == NULL)
@@ -320,18 +347,60 @@ static struct gp_block *take_cached(struct gp_pool *p, struct gp_class *c, size_
 	return b;
 }
 
-static void account_live(struct gp_dev *d, int64_t bytes)
+/* This thread's stripe of the class first, then the others. A block taken from another
+ * stripe moves to this thread's stripe (its counters with it), so that its next free and
+ * reuse stay on this thread's lock. */
+static struct gp_block *take_any(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0,
+				 size_t bytes, int *waiting)
 {
-	uint64_t v = atomic_fetch_add_explicit(&d->live_bytes, (uint64_t)bytes,
-					       memory_order_relaxed) + (uint64_t)bytes;
+	struct gp_list *base = &d->list[cls * GP_STRIPES], *own = &base[s0], *src;
+	struct gp_block *b = take_cached(p, own, bytes, waiting);
+
+	for (unsigned i = 1; b == NULL && i < GP_STRIPES; i++) {
+		src = &base[(s0 + i) % GP_STRIPES];
+		b = take_cached(p, src, bytes, waiting);
+		if (b == NULL)
+			continue;
+		gp_lock(&src->lock);
+		bump(&src->live_blocks, -1);
+		bump(&src->live_bytes, -(int64_t)b->bytes);
+		bump(&src->requested_bytes, -(int64_t)bytes);
+		gp_unlock(&src->lock);
+		gp_lock(&own->lock);
+		bump(&own->live_blocks, 1);
+		bump(&own->live_bytes, (int64_t)b->bytes);
+		bump(&own->requested_bytes, (int64_t)bytes);
+		gp_unlock(&own->lock);
+		b->list = cls * GP_STRIPES + s0;
+	}
+	return b;
+}
+
+static uint64_t live_total(struct gp_dev *d)
+{
+	uint64_t sum = 0;
+	for (unsigned s = 0; s < GP_STRIPES; s++)
+		sum += ld(&d->acct[s].live);
+	return sum;
+}
+
+/* In-use bytes are counted per stripe (each on its own cache line) and so is their peak; the
+ * device's peak is the sum of the stripes' peaks: exact while one thread allocates, an upper
+ * bound when several do. */
+static void account_live(struct gp_dev *d, unsigned stripe, int64_t bytes)
+{
+	struct gp_stripe_acct *a = &d->acct[stripe];
+	uint64_t v = atomic_fetch_add_explicit(&a->live, (uint64_t)bytes, memory_order_relaxed) +
+		     (uint64_t)bytes;
 	if (bytes > 0)
-		raise_peak(&d->peak_live, v);
+		raise_peak(&a->peak, v);
 }
 
 static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
-		      size_t bytes, void **out)
+		      unsigned s0, size_t bytes, void **out)
 {
-	struct gp_class *c = &d->cls[cls];
+	unsigned list = cls * GP_STRIPES + s0;
+	struct gp_list *c = &d->list[list];
 	size_t cbytes = gp_pool_class_bytes(cls);
 	struct gp_ptrmap_shard *s;
 	struct gp_block *b;
@@ -349,6 +418,7 @@ static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned 
 	b->requested = bytes;
 	b->device = device;
 	b->cls = cls;
+	b->list = list;
 	atomic_store(&b->state, BLOCK_LIVE);
 	s = gp_ptrmap_shard(&p->map, (uintptr_t)ptr);
 	gp_lock(&s->lock);
@@ -365,7 +435,7 @@ static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned 
 	gp_unlock(&c->lock);
 	atomic_fetch_add(&d->real_allocs, 1);
 	raise_peak(&d->peak_reserved, atomic_fetch_add(&d->reserved_bytes, cbytes) + cbytes);
-	account_live(d, (int64_t)cbytes);
+	account_live(d, s0, (int64_t)cbytes);
 	*out = ptr;
 	return GP_OK;
 undo:
@@ -376,10 +446,10 @@ undo:
 
 int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *retried)
 {
-	unsigned cls = gp_pool_class_of(bytes);
+	unsigned cls = gp_pool_class_of(bytes), s0 = my_stripe();
 	struct gp_dev *d;
 	struct gp_block *b;
-	int waiting, rc;
+	int waiting = 0, rc;
 
 	if (retried)
 		*retried = 0;
@@ -389,22 +459,22 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	if (d == NULL)
 		return device < 0 || device >= GP_MAX_DEVICES ? GP_EINVAL : GP_ENOMEM;
 
-	b = take_cached(p, &d->cls[cls], bytes, &waiting);
+	b = take_any(p, d, cls, s0, bytes, &waiting);
 	if (b == NULL && waiting && gp_pool_advance(p, 0) == GP_OK)
-		b = take_cached(p, &d->cls[cls], bytes, &waiting);
+		b = take_any(p, d, cls, s0, bytes, &waiting);
 	if (b != NULL) {
-		account_live(d, (int64_t)b->bytes);
+		account_live(d, b->list % GP_STRIPES, (int64_t)b->bytes);
 		*out = b->ptr;
 		return GP_OK;
 	}
 
-	rc = real_alloc(p, d, device, cls, bytes, out);
+	rc = real_alloc(p, d, device, cls, s0, bytes, out);
 	if (rc == GP_ENOMEM && (p->be.may_release == NULL || p->be.may_release(p->be.ctx))) {
 		/* Give this device's cache back (backend free waits for pending work) and retry. */
 		gp_pool_release(p, device, 0, GP_CAUSE_OOM, NULL);
 		if (retried)
 			*retried = 1;
-		rc = real_alloc(p, d, device, cls, bytes, out);
+		rc = real_alloc(p, d, device, cls, s0, bytes, out);
 	}
 	if (rc != GP_OK)
 		atomic_fetch_add(&d->failed_allocs, 1);
@@ -413,7 +483,7 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 
 static uint64_t dev_cached(struct gp_dev *d)
 {
-	uint64_t reserved = ld(&d->reserved_bytes), live = ld(&d->live_bytes);
+	uint64_t reserved = ld(&d->reserved_bytes), live = live_total(d);
 	return reserved > live ? reserved - live : 0;
 }
 
@@ -433,9 +503,10 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 {
 	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)ptr);
 	struct gp_block *b;
-	struct gp_class *c;
+	struct gp_list *c;
 	struct gp_dev *d;
 	int expected = BLOCK_LIVE, device;
+	unsigned list;
 	uint64_t t;
 	size_t bytes;
 
@@ -460,8 +531,9 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 	 * Once it is on the list it may be reused or released at once: read it before that. */
 	device = b->device;
 	bytes = b->bytes;
+	list = b->list;
 	d = dev_get(p, device, 0);
-	c = &d->cls[b->cls];
+	c = &d->list[list];
 	t = now(p);
 	gp_lock(&c->lock);
 	b->epoch = atomic_load(&p->epoch);
@@ -481,7 +553,7 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 	gp_unlock(&c->lock);
 	if (!atomic_load_explicit(&p->dirty, memory_order_relaxed))
 		atomic_store(&p->dirty, 1);
-	account_live(d, -(int64_t)bytes);
+	account_live(d, list % GP_STRIPES, -(int64_t)bytes);
 	check_cap(p, d, device);
 	return GP_OK;
 }
@@ -508,13 +580,13 @@ size_t gp_pool_block_size(struct gp_pool *p, const void *ptr, int *device)
 static uint64_t cached_bytes(struct gp_dev *d)
 {
 	uint64_t sum = 0;
-	for (unsigned i = 0; i < gp_pool_class_count(); i++)
-		sum += ld(&d->cls[i].cached_bytes);
+	for (unsigned i = 0; i < nlists(); i++)
+		sum += ld(&d->list[i].cached_bytes);
 	return sum;
 }
 
 /* Unlink the first `n` blocks of a class (all when n is 0); caller frees them. */
-static struct gp_block *detach(struct gp_class *c, size_t n)
+static struct gp_block *detach(struct gp_list *c, size_t n)
 {
 	struct gp_block *first, *last;
 	size_t k = 1;
@@ -543,7 +615,7 @@ static struct gp_block *detach(struct gp_class *c, size_t n)
 }
 
 /* Unlink up to `n` head blocks freed before `before`. */
-static struct gp_block *detach_older(struct gp_class *c, size_t n, uint64_t before)
+static struct gp_block *detach_older(struct gp_list *c, size_t n, uint64_t before)
 {
 	struct gp_block *first = NULL, **tail = &first;
 
@@ -585,14 +657,14 @@ static void free_blocks(struct gp_pool *p, struct gp_dev *d, struct gp_block *b,
 	}
 }
 
-/* Index of the class whose head was freed longest ago, or -1 when nothing is cached. */
-static int oldest_class(struct gp_dev *d)
+/* Index of the list whose head was freed longest ago, or -1 when nothing is cached. */
+static int oldest_list(struct gp_dev *d)
 {
 	uint64_t best_t = UINT64_MAX, best_e = UINT64_MAX;
 	int best = -1;
 
-	for (unsigned i = 0; i < gp_pool_class_count(); i++) {
-		struct gp_class *c = &d->cls[i];
+	for (unsigned i = 0; i < nlists(); i++) {
+		struct gp_list *c = &d->list[i];
 		if (ld(&c->cached_blocks) == 0)
 			continue;
 		gp_lock(&c->lock);
@@ -612,16 +684,16 @@ static void release_dev(struct gp_pool *p, struct gp_dev *d, uint64_t target,
 			struct gp_release_result *r)
 {
 	if (target == 0) {
-		for (unsigned i = 0; i < gp_pool_class_count(); i++)
-			if (ld(&d->cls[i].cached_blocks) != 0)
-				free_blocks(p, d, detach(&d->cls[i], 0), r);
+		for (unsigned i = 0; i < nlists(); i++)
+			if (ld(&d->list[i].cached_blocks) != 0)
+				free_blocks(p, d, detach(&d->list[i], 0), r);
 		return;
 	}
 	while (cached_bytes(d) > target) {
-		int i = oldest_class(d);
+		int i = oldest_list(d);
 		if (i < 0)
 			break;
-		free_blocks(p, d, detach(&d->cls[i], 1), r);
+		free_blocks(p, d, detach(&d->list[i], 1), r);
 	}
 }
 
@@ -667,8 +739,8 @@ int gp_pool_release_idle(struct gp_pool *p, int device, uint64_t freed_before_ns
 		if (d == NULL)
 			continue;
 		/* Each class list is in free order: old blocks are at its head. */
-		for (unsigned c = 0; c < gp_pool_class_count(); c++) {
-			struct gp_class *cl = &d->cls[c];
+		for (unsigned c = 0; c < nlists(); c++) {
+			struct gp_list *cl = &d->list[c];
 			if (ld(&cl->cached_blocks) != 0)
 				free_blocks(p, d, detach_older(cl, SIZE_MAX, freed_before_ns), &r);
 		}
@@ -721,8 +793,8 @@ void gp_pool_forget_device(struct gp_pool *p, int device)
 	if (d == NULL)
 		return;
 	/* Cached blocks first (their metadata is freed from the lists), then the live ones. */
-	for (unsigned i = 0; i < gp_pool_class_count(); i++) {
-		struct gp_class *c = &d->cls[i];
+	for (unsigned i = 0; i < nlists(); i++) {
+		struct gp_list *c = &d->list[i];
 		struct gp_block *list = detach(c, 0);
 		for (struct gp_block *b = list; b != NULL; b = b->next) {
 			struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
@@ -738,15 +810,16 @@ void gp_pool_forget_device(struct gp_pool *p, int device)
 		gp_ptrmap_filter(s, keep_other_device, &device);
 		gp_unlock(&s->lock);
 	}
-	for (unsigned i = 0; i < gp_pool_class_count(); i++) {
-		struct gp_class *c = &d->cls[i];
+	for (unsigned i = 0; i < nlists(); i++) {
+		struct gp_list *c = &d->list[i];
 		gp_lock(&c->lock);
 		atomic_store(&c->live_blocks, 0);
 		atomic_store(&c->live_bytes, 0);
 		atomic_store(&c->requested_bytes, 0);
 		gp_unlock(&c->lock);
 	}
-	atomic_store(&d->live_bytes, 0);
+	for (unsigned i = 0; i < GP_STRIPES; i++)
+		atomic_store(&d->acct[i].live, 0);
 	atomic_store(&d->reserved_bytes, 0);
 }
 
@@ -769,8 +842,8 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 	memset(o, 0, sizeof(*o));
 	if (d == NULL)
 		return device >= 0 && device < GP_MAX_DEVICES ? GP_OK : GP_EINVAL;
-	for (unsigned i = 0; i < gp_pool_class_count(); i++) {
-		struct gp_class *c = &d->cls[i];
+	for (unsigned i = 0; i < nlists(); i++) {
+		struct gp_list *c = &d->list[i];
 		o->live_bytes += ld(&c->live_bytes);
 		o->live_blocks += ld(&c->live_blocks);
 		o->requested_bytes += ld(&c->requested_bytes);
@@ -792,7 +865,8 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 		}
 		gp_unlock(&c->lock);
 	}
-	o->peak_live_bytes = ld(&d->peak_live);
+	for (unsigned i = 0; i < GP_STRIPES; i++)
+		o->peak_live_bytes += ld(&d->acct[i].peak);
 	o->peak_reserved_bytes = ld(&d->peak_reserved);
 	o->real_allocs = ld(&d->real_allocs);
 	o->real_frees = ld(&d->real_frees);
