@@ -537,6 +537,8 @@ static cudaError_t do_free(void *devPtr, int async)
 		d->c.async_frees++;
 	else
 		d->c.frees++;
+	if (!async && a->device != cur_device)
+		d->c.frees_off_device++; /* legal in CUDA; gpupool promises not to do it */
 	free(a->ptr);
 	free(a);
 	return cudaSuccess;

@@ -37,6 +37,7 @@ struct standin_counters {
 	uint64_t stream_destroys; /* successful cudaStreamDestroy calls */
 	uint64_t mem_get_info;    /* cudaMemGetInfo calls */
 	uint64_t pool_trims;      /* cudaMemPoolTrimTo calls */
+	uint64_t frees_off_device; /* cudaFree of this device's memory while another was current */
 };
 
 /* A copy of the counters of `device`; device -1 sums all devices. An invalid device gives zeros. */
