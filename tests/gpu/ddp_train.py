@@ -8,8 +8,13 @@ import os
 import signal
 import time
 
+import sys
+
 import torch
 import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpucommon import runtime_meminfo  # noqa: E402 (the shim's cudaMemGetInfo counts its cache as free)
 
 STEPS = int(os.environ.get("DDP_STEPS", "300"))
 RELEASE_AT = int(os.environ.get("DDP_RELEASE_AT", "150"))
@@ -34,11 +39,11 @@ def main():
         opt.step()
         losses.append(loss.item())
         if step == RELEASE_AT and "LD_PRELOAD" in os.environ:
-            free0, total = torch.cuda.mem_get_info()
-            mem["before_free"] = free0
+            real_free = runtime_meminfo()
+            mem["before_free"] = real_free()
             os.kill(os.getpid(), signal.SIGUSR1)
             time.sleep(1.0)
-            mem["after_free"] = torch.cuda.mem_get_info()[0]
+            mem["after_free"] = real_free()
     torch.cuda.synchronize()
     mode = os.environ.get("DDP_MODE", "plain")
     out = os.environ.get("DDP_OUT", "/tmp")
