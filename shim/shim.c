@@ -112,7 +112,13 @@ int gp_shim_init_slow(void)
 /* Reuse without fences is only sound while all work is in one stream order on one device. */
 void gp_shim_unordered(void)
 {
+	static _Atomic int said;
+
 	gp_pool_set_ordered(gp_shim_pool, 0);
+	if (!atomic_exchange(&said, 1))
+		gp_log(GP_LOG_INFO, "GPU work is no longer in one stream order (a stream was created, "
+				    "or a second device or the per-thread default stream is used): a "
+				    "freed block is reused once an event fence shows its work is done");
 }
 
 static void note_device(int dev)
