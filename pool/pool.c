@@ -697,34 +697,24 @@ static void release_dev(struct gp_pool *p, struct gp_dev *d, uint64_t target,
 	}
 }
 
-int gp_pool_release(struct gp_pool *p, int device, uint64_t target, enum gp_release_cause cause,
-		    struct gp_release_result *res)
+/* Each list is in free order: the blocks freed before `before` are at its head. */
+static void release_older(struct gp_pool *p, struct gp_dev *d, uint64_t before,
+			  struct gp_release_result *r)
 {
-	struct gp_release_result r = { 0, 0, 0, 0 };
-	uint64_t t0 = now(p);
-
-	if (cause >= GP_CAUSE_COUNT || device >= GP_MAX_DEVICES)
-		return GP_EINVAL;
-	for (int i = 0; i < GP_MAX_DEVICES; i++) {
-		struct gp_dev *d;
-		if (device >= 0 && i != device)
-			continue;
-		d = dev_get(p, i, 0);
-		if (d == NULL)
-			continue;
-		atomic_store(&d->cap_notified, 0);
-		release_dev(p, d, target, &r);
-	}
-	r.duration_ns = now(p) - t0;
-	atomic_fetch_add(&p->rel_count[cause], 1);
-	atomic_fetch_add(&p->rel_bytes[cause], r.bytes);
-	if (res)
-		*res = r;
-	return r.errors ? GP_EBACKEND : GP_OK;
+	for (unsigned i = 0; i < nlists(); i++)
+		if (ld(&d->list[i].cached_blocks) != 0)
+			free_blocks(p, d, detach_older(&d->list[i], SIZE_MAX, before), r);
 }
 
-int gp_pool_release_idle(struct gp_pool *p, int device, uint64_t freed_before_ns,
-			 enum gp_release_cause cause, struct gp_release_result *res)
+/* What a release keeps: by size, at most `target` cached bytes per device (oldest go first);
+ * by age, the blocks freed at or after `before_ns`. */
+struct keep {
+	int by_age;
+	uint64_t target, before_ns;
+};
+
+static int release_devices(struct gp_pool *p, int device, const struct keep *k,
+			   enum gp_release_cause cause, struct gp_release_result *res)
 {
 	struct gp_release_result r = { 0, 0, 0, 0 };
 	uint64_t t0 = now(p);
@@ -732,27 +722,38 @@ int gp_pool_release_idle(struct gp_pool *p, int device, uint64_t freed_before_ns
 	if (cause >= GP_CAUSE_COUNT || device >= GP_MAX_DEVICES)
 		return GP_EINVAL;
 	for (int i = 0; i < GP_MAX_DEVICES; i++) {
-		struct gp_dev *d;
-		if (device >= 0 && i != device)
-			continue;
-		d = dev_get(p, i, 0);
+		struct gp_dev *d = device >= 0 && i != device ? NULL : dev_get(p, i, 0);
 		if (d == NULL)
 			continue;
-		/* Each class list is in free order: old blocks are at its head. */
-		for (unsigned c = 0; c < nlists(); c++) {
-			struct gp_list *cl = &d->list[c];
-			if (ld(&cl->cached_blocks) != 0)
-				free_blocks(p, d, detach_older(cl, SIZE_MAX, freed_before_ns), &r);
+		if (k->by_age) {
+			release_older(p, d, k->before_ns, &r);
+		} else {
+			atomic_store(&d->cap_notified, 0);
+			release_dev(p, d, k->target, &r);
 		}
 	}
 	r.duration_ns = now(p) - t0;
-	if (r.blocks > 0) {
+	if (!k->by_age || r.blocks > 0) {
 		atomic_fetch_add(&p->rel_count[cause], 1);
 		atomic_fetch_add(&p->rel_bytes[cause], r.bytes);
 	}
 	if (res)
 		*res = r;
 	return r.errors ? GP_EBACKEND : GP_OK;
+}
+
+int gp_pool_release(struct gp_pool *p, int device, uint64_t target, enum gp_release_cause cause,
+		    struct gp_release_result *res)
+{
+	struct keep k = { 0, target, 0 };
+	return release_devices(p, device, &k, cause, res);
+}
+
+int gp_pool_release_idle(struct gp_pool *p, int device, uint64_t freed_before_ns,
+			 enum gp_release_cause cause, struct gp_release_result *res)
+{
+	struct keep k = { 1, 0, freed_before_ns };
+	return release_devices(p, device, &k, cause, res);
 }
 
 void gp_pool_set_cap(struct gp_pool *p, int device, uint64_t bytes)
