@@ -1,8 +1,9 @@
 /* hitpath.cu — cost of one cudaMalloc + cudaFree pair on a warm cache, per size.
- * Run twice: without LD_PRELOAD it measures the native runtime ("native") and cudaMallocAsync +
- * cudaFreeAsync from a warm stream-ordered pool ("async"); with LD_PRELOAD=libgpupool.so it
- * measures the pool's hit path, first with no stream created ("gpupool": immediate reuse), then
- * after a stream exists ("gpupool-fenced": each reuse polls an event fence).
+ * Sizes 512 B - 1 GiB. Run twice: without LD_PRELOAD it measures the native runtime ("native")
+ * and cudaMallocAsync + cudaFreeAsync from a warm stream-ordered pool ("async"); with
+ * LD_PRELOAD=libgpupool.so it measures the pool's hit path, first with no stream created
+ * ("gpupool": immediate reuse), then after a stream exists ("gpupool-fenced": each reuse polls an
+ * event fence).
  * Each sample times a batch of pairs with CLOCK_MONOTONIC; per-pair ns = batch time / pairs.
  * Output: one "BENCH contender=... size=... median_ns=... p99_ns=..." line per (contender,size)
  * and a markdown table; bench/hitpath_table.awk merges the two runs into one table. */
@@ -16,7 +17,8 @@
 
 #define MAX_SAMPLES 1000
 
-static const size_t sizes[] = { 512, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20 };
+static const size_t sizes[] = { 512, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20,
+				 (size_t)1 << 30 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
 enum contender { NATIVE, ASYNC, POOL, POOL_FENCED, NCONTENDERS };

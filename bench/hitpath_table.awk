@@ -2,6 +2,7 @@
 # markdown table: median ns per cudaMalloc+cudaFree pair (p99 in brackets) per contender.
 # Usage: awk -f bench/hitpath_table.awk native.txt pooled.txt
 function human(s) {
+	if (s >= 1073741824 && s % 1073741824 == 0) return (s / 1073741824) " GiB"
 	if (s >= 1048576) return (s / 1048576) " MiB"
 	if (s >= 1024) return (s / 1024) " KiB"
 	return s " B"
