@@ -88,13 +88,21 @@ static unsigned nlists(void)
 	return gp_pool_class_count() * GP_STRIPES;
 }
 
-/* The calling thread's stripe: its id, mixed. No thread-local state needed. */
+/* The calling thread's stripe, handed out round-robin at its first allocation, so that up to
+ * GP_STRIPES threads never share one (hashing thread ids collides for a few threads). These two
+ * are the pool's only statics: they number threads, they hold no pool state. */
+static _Atomic unsigned next_stripe;
+static _Thread_local unsigned stripe_plus_one;
+
 static unsigned my_stripe(void)
 {
-	uint64_t t = (uint64_t)pthread_self();
-	t ^= t >> 17;
-	t *= 0x9E3779B97F4A7C15ULL;
-	return (unsigned)(t >> 61); /* GP_STRIPES == 8 */
+	unsigned s = stripe_plus_one;
+
+	if (__builtin_expect(s != 0, 1))
+		return s - 1;
+	s = atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed) % GP_STRIPES;
+	stripe_plus_one = s + 1;
+	return s;
 }
 
 static uint64_t ld(_Atomic uint64_t *c)
