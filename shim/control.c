@@ -7,6 +7,7 @@
 #include "fence.h"
 #include "framework.h"
 #include "log.h"
+#include "observe.h"
 #include "policy.h"
 #include "real.h"
 
@@ -106,6 +107,7 @@ static void release(struct gp_pool *pool, int device, uint64_t target,
 	if (flushed)
 		gp_log(GP_LOG_DEBUG, "framework caches flushed before the release");
 	r.duration_ns = mono_ns() - t0;
+	gp_obs_released(cause, &r);
 	/* Asked-for releases always say what they did; automatic ones only when they did it. */
 	if (r.blocks > 0 || cause == GP_CAUSE_SIGNAL || cause == GP_CAUSE_API)
 		log_release(&r, cause);
@@ -134,6 +136,7 @@ void gp_control_release_idle(struct gp_pool *pool, uint64_t before_ns)
 	gp_pool_release_idle(pool, -1, before_ns, GP_CAUSE_IDLE, &r);
 	atomic_fetch_sub(&releasing, 1);
 	r.duration_ns = mono_ns() - t0;
+	gp_obs_released(GP_CAUSE_IDLE, &r);
 	if (r.blocks > 0)
 		log_release(&r, GP_CAUSE_IDLE);
 }
@@ -175,9 +178,10 @@ static void *control_main(void *arg)
 
 		if (deferred && (sleep_ns == 0 || sleep_ns > DEFER_NS))
 			sleep_ns = DEFER_NS;
-		wait_for_work(sleep_ns);
+		wait_for_work(gp_obs_sleep_ns(sleep_ns));
 		if (atomic_load(&stopping))
 			break;
+		gp_obs_tick();
 		if (atomic_exchange(&signalled, 0))
 			release_due = 1;
 		if (atomic_exchange(&requested, 0))
@@ -225,6 +229,12 @@ int gp_control_start(struct gp_pool *pool)
 void gp_control_request_policy(void)
 {
 	atomic_store(&policy_due, 1);
+	if (atomic_load(&sem_ready) && atomic_load(&started))
+		sem_post(&wake);
+}
+
+void gp_control_wake(void)
+{
 	if (atomic_load(&sem_ready) && atomic_load(&started))
 		sem_post(&wake);
 }

@@ -17,6 +17,8 @@ void gp_control_request(void);
 void gp_control_stop(void);
 /* After fork, in the child: there is no control thread there. */
 void gp_control_forget(void);
+/* Wake the control thread for its periodic work only (statistics, trace); any thread. */
+void gp_control_wake(void);
 /* A policy wants the control thread to run (the free path crossed a cap). */
 void gp_control_request_policy(void);
 /* One release on the calling thread down to `target` cached bytes, logged at info level. */

@@ -41,6 +41,14 @@ static const struct gp_opt_def table[] = {
 	{ "GPUPOOL_TORCH", GP_OPT_CHOICE, "default", "default|takeover",
 	  "takeover: set PYTORCH_NO_CUDA_MEMORY_CACHING=1 (unless set) so the pool is PyTorch's only cache.",
 	  OPT(torch), 0 },
+	{ "GPUPOOL_STATS_SHM", GP_OPT_BOOL, "1", "1|0|true|false|yes|no|on|off",
+	  "Publish live statistics in `/dev/shm/gpupool.<pid>` (mode 0600) for `gpupool stats` and `gpupool top`.",
+	  OPT(stats_shm), 0 },
+	{ "GPUPOOL_STATS_FILE", GP_OPT_PATH, "off", "a file path (%p: the pid), or off",
+	  "At exit, write the statistics to this file as JSON.", OPT(stats_file), 0 },
+	{ "GPUPOOL_TRACE", GP_OPT_PATH, "off", "a file path (%p: the pid), or off",
+	  "Write every allocation and free to this file as CSV in RMM's log format; pool samples beside it (`x.csv` -> `x.pool.csv`).",
+	  OPT(trace), 0 },
 };
 
 const struct gp_opt_def *gp_opt_table(size_t *count)
@@ -242,6 +250,14 @@ uint64_t gp_opt_size_bytes(const struct gp_size *s, uint64_t total)
 	return s->bytes;
 }
 
+static int parse_path(const char *s, char *out)
+{
+	if (strlen(s) >= GP_OPT_PATH_MAX)
+		return -1;
+	strcpy(out, strcasecmp(s, "off") == 0 ? "" : s);
+	return 0;
+}
+
 static int parse(const struct gp_opt_def *d, const char *s, struct gp_options *o)
 {
 	int *field = (int *)((char *)o + d->offset);
@@ -261,8 +277,17 @@ static int parse(const struct gp_opt_def *d, const char *s, struct gp_options *o
 		if (gp_opt_parse_duration(s, (uint64_t *)(void *)field) != 0)
 			return -1;
 		return d->nonzero && *(uint64_t *)(void *)field < 1000000 ? -1 : 0;
+	case GP_OPT_PATH:
+		return parse_path(s, (char *)field);
 	}
 	return -1;
+}
+
+int gp_opt_check(const struct gp_opt_def *d, const char *value)
+{
+	struct gp_options scratch;
+
+	return parse(d, value, &scratch);
 }
 
 void gp_opt_load(struct gp_options *o, void (*warn)(const char *line))

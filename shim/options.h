@@ -14,7 +14,10 @@ enum gp_opt_type {
 	GP_OPT_SIZE,     /* 512MiB, 2GB, 1.5GiB, 4096, 30% (of the device's memory), 0 = off */
 	GP_OPT_DURATION, /* 250ms, 30s, 5min, 0 = off */
 	GP_OPT_CHOICE,   /* one of the words of `accepts` ("a|b|c"), stored as its index */
+	GP_OPT_PATH,     /* a file path ("%p" becomes the pid); "" or off = none */
 };
+
+#define GP_OPT_PATH_MAX 1024
 
 enum gp_torch_mode { GP_TORCH_DEFAULT = 0, GP_TORCH_TAKEOVER };
 enum gp_flush_mode { GP_FLUSH_AUTO = 0, GP_FLUSH_OFF };
@@ -36,6 +39,9 @@ struct gp_options {
 	int report_cached_as_free;
 	int framework_flush; /* enum gp_flush_mode */
 	int torch;           /* enum gp_torch_mode */
+	int stats_shm;       /* publish the live view in /dev/shm */
+	char stats_file[GP_OPT_PATH_MAX]; /* JSON statistics at exit; "" = none */
+	char trace[GP_OPT_PATH_MAX];      /* allocation trace (CSV); "" = none */
 };
 
 struct gp_opt_def {
@@ -52,6 +58,9 @@ const struct gp_opt_def *gp_opt_table(size_t *count);
 
 /* Fill `o` from the environment. `warn` receives one line per bad value (may be NULL). */
 void gp_opt_load(struct gp_options *o, void (*warn)(const char *line));
+
+/* Whether `value` is valid for option `d` (0) or not (-1); for the gpupool command. */
+int gp_opt_check(const struct gp_opt_def *d, const char *value);
 
 /* Parsers, exposed for tests. Return 0 on success, -1 on a bad value. */
 int gp_opt_parse_bool(const char *s, int *out);

@@ -8,9 +8,11 @@
 #include "fence.h"
 #include "framework.h"
 #include "log.h"
+#include "observe.h"
 #include "options.h"
 #include "policy.h"
 #include "real.h"
+#include "trace.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -40,6 +42,7 @@ static void on_fork_child(void)
 static void on_exit_handler(void)
 {
 	gp_control_stop();
+	gp_obs_exit();
 }
 
 __attribute__((constructor)) static void gp_shim_load(void)
@@ -57,7 +60,7 @@ static int init_locked(void)
 {
 	struct gp_backend be;
 	struct gp_pool_config cfg = { .ordered = 1, .over_cap = gp_policy_over_cap, .arg = NULL };
-	int ndev = 0;
+	int ndev = 0, observed;
 
 	if (gp_real_resolve() != 0) {
 		gp_log(GP_LOG_ERROR, "the CUDA runtime (libcudart) was not found; passing through");
@@ -84,7 +87,8 @@ static int init_locked(void)
 	gp_framework_check_config();
 	gp_policy_init(gp_shim_pool, &opts);
 	gp_control_configure(opts.framework_flush == GP_FLUSH_AUTO);
-	if (opts.signo != 0 || gp_policy_needs_thread())
+	observed = gp_obs_start(gp_shim_pool, &opts); /* live view, trace: the thread refreshes them */
+	if (observed || opts.signo != 0 || gp_policy_needs_thread())
 		gp_control_start(gp_shim_pool);
 	atexit(on_exit_handler);
 	gp_log(GP_LOG_INFO, "active: %d device(s), release signal %d", ndev, opts.signo);
@@ -168,14 +172,19 @@ cudaError_t gp_shim_malloc_on(int dev, void **ptr, size_t size)
 
 	note_device(dev);
 	rc = gp_pool_alloc(gp_shim_pool, dev, size, ptr, &retried);
+	if (retried)
+		gp_obs_oom_retry(dev);
 	switch (rc) {
 	case GP_OK:
 		if (retried)
 			gp_real.GetLastError(); /* the failed first try left a sticky error */
+		gp_trace(GP_TRACE_ALLOC, *ptr, size);
 		return cudaSuccess;
 	case GP_ENOMEM:
+		gp_trace(GP_TRACE_FAIL, NULL, size);
 		return cudaErrorMemoryAllocation;
 	case GP_EBACKEND:
+		gp_trace(GP_TRACE_FAIL, NULL, size);
 		return gp_backend_last_error();
 	default:
 		return gp_real.Malloc(ptr, size); /* a size the pool does not serve */
@@ -184,9 +193,15 @@ cudaError_t gp_shim_malloc_on(int dev, void **ptr, size_t size)
 
 cudaError_t gp_shim_free(void *ptr)
 {
+	uint64_t traced;
+	int rc;
+
 	if (ptr == NULL)
 		return cudaSuccess;
-	switch (gp_pool_free(gp_shim_pool, ptr)) {
+	traced = gp_trace_free_begin(); /* stamped before another thread can get the block */
+	rc = gp_pool_free(gp_shim_pool, ptr);
+	gp_trace_free_end(traced, rc == GP_OK ? ptr : NULL);
+	switch (rc) {
 	case GP_OK:
 		return cudaSuccess;
 	case GP_ENOTOWNED:

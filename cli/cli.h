@@ -1,0 +1,35 @@
+/* cli.h — the gpupool command's subcommands and what they share: finding and reading the live
+ * views of other processes, and the exit codes every subcommand uses. */
+#ifndef GPUPOOL_CLI_H
+#define GPUPOOL_CLI_H
+
+#include "stats.h"
+
+#include <stddef.h>
+
+/* Exit codes (also in `gpupool --help` and the README). */
+enum gp_cli_exit {
+	GP_CLI_OK = 0,
+	GP_CLI_ERROR = 1,      /* bad usage, or another error */
+	GP_CLI_NO_PROCESS = 2, /* no such process */
+	GP_CLI_NOT_GPUPOOL = 3, /* the process has no live view */
+	GP_CLI_DENIED = 4,     /* permission denied */
+	GP_CLI_STALE = 5,      /* the view outlived its process (it is removed) */
+	GP_CLI_TIMEOUT = 6,    /* release --wait: no release reported in time */
+};
+
+int gp_cli_run(int argc, char **argv);
+int gp_cli_release(int argc, char **argv);
+int gp_cli_stats(int argc, char **argv);
+int gp_cli_top(int argc, char **argv);
+void gp_cli_options_help(void);
+
+/* Read the view of `pid`. On failure, says why on stderr (prefixed by `cmd`), removes a stale
+ * view, and returns the exit code; GP_CLI_OK on success. `quiet`: say nothing. */
+int gp_cli_read(const char *cmd, long pid, struct gp_stats_snapshot *out, int quiet);
+/* The pids of every view in /dev/shm, sorted, in a malloc'd array (NULL when none). */
+long *gp_cli_list(size_t *n);
+/* A pid argument: digits only, > 0; -1 otherwise. */
+long gp_cli_pid(const char *arg);
+
+#endif

@@ -1,0 +1,51 @@
+/* gpupool.c — the gpupool command: run a program under the pool, and look at or act on the
+ * processes that run under it, through their live views (stats/view.h). Links the stats layer
+ * and the options table only: it never loads CUDA or the shim. */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void help(void)
+{
+	printf("gpupool %s — a caching GPU memory pool for unmodified CUDA programs\n\n"
+	       "usage:\n"
+	       "  gpupool run [--OPTION VALUE]... [--library PATH] [--] CMD [ARGS...]\n"
+	       "      run CMD with libgpupool.so preloaded and the options as GPUPOOL_* variables\n"
+	       "  gpupool release PID...|--all [--wait] [--timeout SECONDS]\n"
+	       "      send the release signal; --wait: say what was released and how long it took\n"
+	       "  gpupool stats PID...|--all [--json|--prometheus]\n"
+	       "      the statistics of running processes, from their live views\n"
+	       "  gpupool top [-d SECONDS] [-n FRAMES|--once]\n"
+	       "      every process with a live view, one row per device, refreshed\n\n"
+	       "exit status: 0 ok, 1 error or bad usage, 2 no such process, 3 not a gpupool process,\n"
+	       "  4 permission denied, 5 stale view (removed), 6 no release reported in time\n\n",
+	       GP_CLI_VERSION);
+	gp_cli_options_help();
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd = argc > 1 ? argv[1] : "";
+
+	if (strcmp(cmd, "run") == 0)
+		return gp_cli_run(argc - 1, argv + 1);
+	if (strcmp(cmd, "release") == 0)
+		return gp_cli_release(argc - 1, argv + 1);
+	if (strcmp(cmd, "stats") == 0)
+		return gp_cli_stats(argc - 1, argv + 1);
+	if (strcmp(cmd, "top") == 0)
+		return gp_cli_top(argc - 1, argv + 1);
+	if (strcmp(cmd, "--version") == 0) {
+		printf("gpupool %s\n", GP_CLI_VERSION);
+		return GP_CLI_OK;
+	}
+	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+		help();
+		return GP_CLI_OK;
+	}
+	fprintf(stderr, "gpupool: %s%s\nusage: gpupool run|release|stats|top ... (gpupool --help)\n",
+		*cmd ? "unknown command: " : "no command given", cmd);
+	return GP_CLI_ERROR;
+}

@@ -1,0 +1,159 @@
+/* release.c — `gpupool release PID|--all [--wait] [--timeout SECONDS]`: sends each process the
+ * release signal its live view names (GPUPOOL_SIGNAL there, not a guess here); with --wait,
+ * watches the view until that release is reported and says what it gave back and how long it
+ * took. */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define POLL_NS 10000000L /* 10 ms */
+
+struct target {
+	long pid;
+	uint64_t before; /* releases reported before the signal */
+	int rc;          /* enum gp_cli_exit; GP_CLI_OK while waiting */
+	int done;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int send(struct target *t, int wait)
+{
+	struct gp_stats_snapshot s;
+	int rc = gp_cli_read("gpupool release", t->pid, &s, 0);
+
+	if (rc != GP_CLI_OK)
+		return rc;
+	if (s.signo == 0) {
+		fprintf(stderr, "gpupool release: process %ld has no release signal "
+				"(it runs with GPUPOOL_SIGNAL=none)\n", t->pid);
+		return GP_CLI_ERROR;
+	}
+	t->before = s.release_count;
+	if (kill((pid_t)t->pid, (int)s.signo) != 0) {
+		int err = errno;
+		fprintf(stderr, "gpupool release: %s: process %ld (signal %lld): %s\n",
+			err == EPERM ? "permission denied" : "cannot signal", t->pid,
+			(long long)s.signo, strerror(err));
+		return err == EPERM ? GP_CLI_DENIED : err == ESRCH ? GP_CLI_NO_PROCESS : GP_CLI_ERROR;
+	}
+	if (!wait)
+		printf("pid %ld: sent signal %lld\n", t->pid, (long long)s.signo);
+	return GP_CLI_OK;
+}
+
+/* 1 when the release that followed our signal is in the view (and printed). */
+static int check(struct target *t)
+{
+	struct gp_stats_snapshot s;
+	char human[32];
+	int rc = gp_cli_read("gpupool release", t->pid, &s, 0);
+
+	if (rc != GP_CLI_OK) {
+		t->rc = rc;
+		return 1;
+	}
+	if (s.release_count <= t->before ||
+	    strcmp(gp_stats_cause_name(s.last_release_cause), "signal") != 0)
+		return 0;
+	printf("pid %ld: released %s (%llu bytes) in %llu blocks in %.3f ms (%s)\n", t->pid,
+	       gp_stats_human_bytes(s.last_release_bytes, human, sizeof(human)),
+	       (unsigned long long)s.last_release_bytes, (unsigned long long)s.last_release_blocks,
+	       (double)s.last_release_duration_ns / 1e6, gp_stats_cause_name(s.last_release_cause));
+	return 1;
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: gpupool release PID...|--all [--wait] [--timeout SECONDS]\n");
+	return GP_CLI_ERROR;
+}
+
+int gp_cli_release(int argc, char **argv)
+{
+	struct target *t = NULL;
+	size_t n = 0, waiting = 0;
+	int all = 0, wait = 0, worst = GP_CLI_OK;
+	double timeout_s = 10;
+	uint64_t end;
+
+	t = calloc((size_t)argc, sizeof(*t));
+	if (t == NULL)
+		return GP_CLI_ERROR;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--all") == 0) {
+			all = 1;
+		} else if (strcmp(argv[i], "--wait") == 0) {
+			wait = 1;
+		} else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
+			timeout_s = atof(argv[++i]);
+		} else if (gp_cli_pid(argv[i]) > 0) {
+			t[n++].pid = gp_cli_pid(argv[i]);
+		} else {
+			free(t);
+			fprintf(stderr, "gpupool release: not a pid: %s\n", argv[i]);
+			return usage();
+		}
+	}
+	if (all) {
+		size_t k;
+		long *pids = gp_cli_list(&k);
+		struct target *more = realloc(t, (n + k + 1) * sizeof(*t));
+
+		if (more == NULL) {
+			free(pids);
+			free(t);
+			return GP_CLI_ERROR;
+		}
+		t = more;
+		for (size_t j = 0; j < k; j++)
+			t[n++] = (struct target){ .pid = pids[j] };
+		free(pids);
+		if (k == 0)
+			printf("no process has a live view\n");
+	} else if (n == 0) {
+		free(t);
+		return usage();
+	}
+	for (size_t i = 0; i < n; i++) {
+		t[i].rc = send(&t[i], wait);
+		t[i].done = t[i].rc != GP_CLI_OK || !wait;
+		waiting += !t[i].done;
+	}
+	end = now_ms() + (uint64_t)(timeout_s * 1000);
+	while (waiting > 0 && now_ms() < end) {
+		struct timespec ts = { 0, POLL_NS };
+
+		nanosleep(&ts, NULL);
+		for (size_t i = 0; i < n; i++) {
+			if (t[i].done || !check(&t[i]))
+				continue;
+			t[i].done = 1;
+			waiting--;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!t[i].done) {
+			fprintf(stderr, "gpupool release: process %ld reported no release within %.1f s "
+					"(a CUDA graph capture may be holding it off)\n", t[i].pid, timeout_s);
+			t[i].rc = GP_CLI_TIMEOUT;
+		}
+		/* --all: views that went stale meanwhile are not failures of the release. */
+		if (t[i].rc != GP_CLI_OK && !(all && t[i].rc == GP_CLI_STALE) && worst == GP_CLI_OK)
+			worst = t[i].rc;
+	}
+	free(t);
+	return worst;
+}

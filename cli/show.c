@@ -1,0 +1,248 @@
+/* show.c — `gpupool stats PID|--all [--json|--prometheus]` (one process's figures, or every
+ * one's) and `gpupool top` (every process with a live view, one row per device, refreshed like
+ * top). Stale views met on the way are removed. */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define OLD_VIEW_NS 5000000000ULL /* a view not refreshed for this long is noted */
+
+enum format { TEXT, JSON, PROMETHEUS };
+
+typedef size_t (*render_fn)(const struct gp_stats_snapshot *s, size_t n, char *buf, size_t len);
+
+static uint64_t unix_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static size_t text_many(const struct gp_stats_snapshot *s, size_t n, char *buf, size_t len)
+{
+	size_t total = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t off = total < len ? total : len;
+		total += gp_stats_text(&s[i], buf + off, len - off);
+		if (i + 1 < n) {
+			if (total + 1 < len)
+				memcpy(buf + total, "\n", 2);
+			total++;
+		}
+	}
+	return total;
+}
+
+static size_t json_one_or_many(const struct gp_stats_snapshot *s, size_t n, char *buf, size_t len)
+{
+	return n == 1 ? gp_stats_json(s, buf, len) : gp_stats_json_many(s, n, buf, len);
+}
+
+static int print(render_fn fn, const struct gp_stats_snapshot *s, size_t n)
+{
+	size_t cap = 65536, need;
+	char *buf = malloc(cap);
+
+	if (buf == NULL)
+		return GP_CLI_ERROR;
+	need = fn(s, n, buf, cap);
+	if (need >= cap) {
+		char *bigger = realloc(buf, need + 1);
+		if (bigger == NULL) {
+			free(buf);
+			return GP_CLI_ERROR;
+		}
+		buf = bigger;
+		fn(s, n, buf, need + 1);
+	}
+	fputs(buf, stdout);
+	free(buf);
+	return GP_CLI_OK;
+}
+
+static void note_old(const struct gp_stats_snapshot *s)
+{
+	uint64_t now = unix_ns();
+
+	if (s->taken_ns != 0 && now > s->taken_ns + OLD_VIEW_NS)
+		fprintf(stderr, "gpupool stats: note: process %lld last updated its view %.0f s ago "
+				"(stopped, or busy in a CUDA call)\n",
+			(long long)s->pid, (double)(now - s->taken_ns) / 1e9);
+}
+
+static int stats_usage(void)
+{
+	fprintf(stderr, "usage: gpupool stats PID...|--all [--json|--prometheus]\n");
+	return GP_CLI_ERROR;
+}
+
+int gp_cli_stats(int argc, char **argv)
+{
+	enum format fmt = TEXT;
+	struct gp_stats_snapshot *s = NULL;
+	long *pids = NULL;
+	size_t n = 0, got = 0;
+	int all = 0, rc = GP_CLI_OK;
+
+	pids = calloc((size_t)argc, sizeof(*pids));
+	if (pids == NULL)
+		return GP_CLI_ERROR;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			fmt = JSON;
+		else if (strcmp(argv[i], "--prometheus") == 0)
+			fmt = PROMETHEUS;
+		else if (strcmp(argv[i], "--all") == 0)
+			all = 1;
+		else if (gp_cli_pid(argv[i]) > 0)
+			pids[n++] = gp_cli_pid(argv[i]);
+		else {
+			fprintf(stderr, "gpupool stats: not a pid: %s\n", argv[i]);
+			rc = stats_usage();
+			goto out;
+		}
+	}
+	if (all) {
+		free(pids);
+		pids = gp_cli_list(&n);
+	} else if (n == 0) {
+		rc = stats_usage();
+		goto out;
+	}
+	s = calloc(n ? n : 1, sizeof(*s));
+	if (s == NULL) {
+		rc = GP_CLI_ERROR;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		/* --all: views of other users and stale ones are skipped quietly. */
+		int r = gp_cli_read("gpupool stats", pids[i], &s[got], all);
+		if (r == GP_CLI_OK)
+			note_old(&s[got++]);
+		else if (!all && rc == GP_CLI_OK)
+			rc = r;
+	}
+	if (got > 0 || (all && fmt != TEXT)) {
+		int r = print(fmt == TEXT ? text_many : fmt == JSON ? json_one_or_many
+								     : gp_stats_prometheus, s, got);
+		if (rc == GP_CLI_OK)
+			rc = r;
+	} else if (all) {
+		printf("no process has a live view\n");
+	}
+out:
+	free(s);
+	free(pids);
+	return rc;
+}
+
+/* ---- top -------------------------------------------------------------------------------- */
+
+static volatile sig_atomic_t stop;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static void row(const struct gp_stats_snapshot *s, const struct gp_stats_device *d)
+{
+	char cmd[21], a[16], b[16], c[16], e[16];
+
+	snprintf(cmd, sizeof(cmd), "%.20s", s->cmd);
+	for (char *p = cmd; *p; p++)
+		if ((unsigned char)*p < 0x20)
+			*p = '?';
+	printf("%7lld %-20s %3llu %10s %10s %10s %10s %6.1f\n", (long long)s->pid, cmd,
+	       (unsigned long long)d->device, gp_stats_human_bytes(d->in_use_bytes, a, sizeof(a)),
+	       gp_stats_human_bytes(d->idle_bytes, b, sizeof(b)),
+	       gp_stats_human_bytes(d->pending_bytes, c, sizeof(c)),
+	       gp_stats_human_bytes(d->peak_in_use_bytes, e, sizeof(e)), gp_stats_hit_rate(d));
+}
+
+static void frame(int clear)
+{
+	struct gp_stats_snapshot s;
+	size_t n, shown = 0, denied = 0, stale = 0;
+	long *pids = gp_cli_list(&n);
+	char when[32];
+	time_t now = time(NULL);
+	struct tm tm;
+
+	localtime_r(&now, &tm);
+	strftime(when, sizeof(when), "%H:%M:%S", &tm);
+	if (clear)
+		fputs("\033[H\033[2J", stdout);
+	printf("gpupool top - %s\n%7s %-20s %3s %10s %10s %10s %10s %6s\n", when, "PID", "COMMAND",
+	       "DEV", "IN USE", "IDLE", "PENDING", "PEAK", "HIT%");
+	for (size_t i = 0; i < n; i++) {
+		int rc = gp_cli_read("gpupool top", pids[i], &s, 1);
+
+		denied += rc == GP_CLI_DENIED;
+		stale += rc == GP_CLI_STALE;
+		if (rc != GP_CLI_OK)
+			continue;
+		shown++;
+		if (s.ndev == 0)
+			printf("%7lld %-20.20s   -   (no device used yet)\n", (long long)s.pid, s.cmd);
+		for (uint64_t d = 0; d < s.ndev && d < GP_STATS_MAX_DEVICES; d++)
+			row(&s, &s.dev[d]);
+	}
+	if (shown == 0)
+		printf("(no process has a live view)\n");
+	if (denied > 0)
+		printf("(%zu process(es) of other users not shown: permission denied)\n", denied);
+	if (stale > 0)
+		printf("(%zu stale view(s) of exited processes removed where allowed)\n", stale);
+	fflush(stdout);
+	free(pids);
+}
+
+int gp_cli_top(int argc, char **argv)
+{
+	double interval = 1.0;
+	long frames = -1; /* until interrupted */
+	int tty = isatty(STDOUT_FILENO);
+
+	for (int i = 1; i < argc; i++) {
+		if ((strcmp(argv[i], "-d") == 0 || strcmp(argv[i], "--interval") == 0) && i + 1 < argc)
+			interval = atof(argv[++i]);
+		else if ((strcmp(argv[i], "-n") == 0 || strcmp(argv[i], "--count") == 0) && i + 1 < argc)
+			frames = atol(argv[++i]);
+		else if (strcmp(argv[i], "--once") == 0)
+			frames = 1;
+		else {
+			fprintf(stderr, "usage: gpupool top [-d|--interval SECONDS] [-n|--count FRAMES] "
+					"[--once]\n");
+			return GP_CLI_ERROR;
+		}
+	}
+	if (interval < 0.05)
+		interval = 0.05;
+	signal(SIGINT, on_stop);
+	signal(SIGTERM, on_stop);
+	for (long f = 0; !stop && (frames < 0 || f < frames); f++) {
+		struct timespec ts = { (time_t)interval,
+				       (long)((interval - (double)(time_t)interval) * 1e9) };
+
+		if (f > 0) {
+			while (nanosleep(&ts, &ts) != 0 && !stop)
+				;
+			if (stop)
+				break;
+			if (!tty)
+				putchar('\n');
+		}
+		frame(tty);
+	}
+	return GP_CLI_OK;
+}

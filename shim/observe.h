@@ -1,0 +1,28 @@
+/* observe.h — what the shim tells the outside world: a statistics snapshot read from the pool,
+ * published as the live view, sampled into the trace and summarised at exit. The hooks the rest
+ * of the shim calls; none of them is on the allocation path (the trace's own hook is trace.h). */
+#ifndef GPUPOOL_OBSERVE_H
+#define GPUPOOL_OBSERVE_H
+
+#include "options.h"
+#include "pool.h"
+#include "stats.h"
+
+#include <stdint.h>
+
+/* At first CUDA use: set up the live view and the trace as the options say. Returns 1 when the
+ * control thread has periodic work to do for them. */
+int gp_obs_start(struct gp_pool *pool, const struct gp_options *opts);
+/* How long the control thread may sleep, given what it would sleep otherwise (0: forever). */
+uint64_t gp_obs_sleep_ns(uint64_t ns);
+/* On the control thread, every time it wakes: refresh what is due. */
+void gp_obs_tick(void);
+/* A release has ended (any thread): it becomes the last release; the view is refreshed. */
+void gp_obs_released(enum gp_release_cause cause, const struct gp_release_result *r);
+/* An allocation on `device` was retried after an out-of-memory release (rare path). */
+void gp_obs_oom_retry(int device);
+/* At exit, in the process that started it (not in a forked child): last trace rows, the
+ * summary, and the live view removed. */
+void gp_obs_exit(void);
+
+#endif

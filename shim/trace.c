@@ -1,0 +1,573 @@
+/* trace.c — GPUPOOL_TRACE. A thread that allocates or frees only stamps the time and appends a
+ * record to its own ring (single producer, single consumer): no lock, no formatting, no system
+ * call. The control thread (each time it wakes, and it is woken when a ring is half full), or a
+ * thread whose ring is full, drains the rings under one lock, merges them in time order, finds
+ * each free's size from its allocation and writes RMM's CSV (Thread,Time,Action,Pointer,Size,
+ * Stream). Pool samples go to a second file for scripts/plot-trace. Never calls CUDA. */
+#define _GNU_SOURCE
+#include "trace.h"
+#include "control.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RING 8192            /* records per thread; a power of two */
+#define OUT_BYTES (1 << 20)  /* formatted rows written per write(2) */
+#define HEADER "Thread,Time,Action,Pointer,Size,Stream\n"
+#define SAMPLE_HEADER "Time,Device,InUse,Idle,Pending,Event\n"
+
+struct rec {
+	uint64_t ns;   /* CLOCK_MONOTONIC */
+	uint64_t ptr;
+	uint64_t size; /* bytes asked for; 0 for a free (found at flush) */
+	uint32_t tid;
+	uint32_t action;
+};
+
+struct ring {
+	_Atomic uint64_t head; /* records written: the owner's */
+	char pad0[56];
+	_Atomic uint64_t tail; /* records drained: the flusher's */
+	char pad1[56];
+	_Atomic uint64_t freeing; /* the stamp of a free the owner has not appended yet, or 0 */
+	_Atomic int owned;     /* a live thread writes here */
+	uint32_t tid;          /* the kernel id of the thread that writes here */
+	struct ring *next;     /* set once, before the ring is published */
+	struct rec rec[RING];
+};
+
+_Atomic int gp_trace_on;
+
+static _Atomic(struct ring *) rings;
+static _Atomic uint64_t lost; /* records dropped: no ring memory, or written after the end */
+static pthread_key_t owner_key;
+static _Thread_local struct ring *mine;
+
+/* Everything below is the flusher's, under flush_lock. */
+static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;
+static int fd = -1;
+static FILE *samples;
+static int64_t wall_offset; /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
+/* The records being written: runs, each in time order (what was held back from the last flush,
+ * then one per ring), merged in place with `spare`. */
+static struct rec *batch, *spare;
+static size_t batch_cap, held; /* batch[0..held): held back by the last flush */
+static size_t *runs, runs_cap, nruns; /* start of each run; runs[nruns] = the end */
+static char out[OUT_BYTES];
+static size_t out_n;
+static time_t shown_sec = -1; /* the second whose local time is in shown_hms */
+static char shown_hms[16];
+
+/* Pointer -> size of the live allocations seen so far (open addressing, backward-shift delete). */
+static struct {
+	uint64_t *key, *val;
+	size_t cap, n;
+} sizes;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the producers' side ---------------------------------------------------------------- */
+
+static void disown(void *arg)
+{
+	struct ring *r = arg;
+
+	atomic_store_explicit(&r->owned, 0, memory_order_release);
+}
+
+/* A ring for this thread: one a finished thread left, or a new one. */
+static struct ring *adopt(void)
+{
+	struct ring *r;
+
+	for (r = atomic_load_explicit(&rings, memory_order_acquire); r != NULL; r = r->next) {
+		int free_ring = 0;
+		if (atomic_compare_exchange_strong(&r->owned, &free_ring, 1))
+			goto got;
+	}
+	r = aligned_alloc(64, (sizeof(*r) + 63) / 64 * 64);
+	if (r == NULL)
+		return NULL;
+	atomic_init(&r->head, 0);
+	atomic_init(&r->tail, 0);
+	atomic_init(&r->freeing, 0);
+	atomic_init(&r->owned, 1);
+	r->next = atomic_load(&rings);
+	while (!atomic_compare_exchange_weak(&rings, &r->next, r))
+		;
+got:
+	r->tid = (uint32_t)syscall(SYS_gettid);
+	mine = r;
+	pthread_setspecific(owner_key, r);
+	return r;
+}
+
+static void append(struct ring *r, int action, const void *ptr, size_t bytes, uint64_t ns)
+{
+	uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+	uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+	struct rec *e;
+
+	if (h - t >= RING) {
+		gp_trace_flush(); /* the control thread fell behind: this thread writes */
+		t = atomic_load_explicit(&r->tail, memory_order_acquire);
+		if (h - t >= RING) {
+			atomic_fetch_add_explicit(&lost, 1, memory_order_relaxed); /* tracing has ended */
+			return;
+		}
+	}
+	e = &r->rec[h & (RING - 1)];
+	e->ns = ns;
+	e->ptr = (uint64_t)(uintptr_t)ptr;
+	e->size = bytes;
+	e->tid = r->tid;
+	e->action = (uint32_t)action;
+	atomic_store_explicit(&r->head, h + 1, memory_order_release);
+	if (h + 1 - t == RING / 2)
+		gp_control_wake();
+}
+
+void gp_trace_event(int action, const void *ptr, size_t bytes)
+{
+	struct ring *r = mine;
+
+	if (r == NULL && (r = adopt()) == NULL) {
+		atomic_fetch_add_explicit(&lost, 1, memory_order_relaxed);
+		return;
+	}
+	append(r, action, ptr, bytes, mono_ns());
+}
+
+/* The free's stamp is published before the pool can hand the block to another thread: a flush
+ * then holds back every row from that moment on until this free's row is in. */
+uint64_t gp_trace_free_begin_slow(void)
+{
+	struct ring *r = mine;
+	uint64_t ns;
+
+	if (r == NULL && (r = adopt()) == NULL)
+		return 0;
+	ns = mono_ns();
+	atomic_store(&r->freeing, ns);
+	return ns;
+}
+
+void gp_trace_free_end_slow(uint64_t ns, const void *ptr)
+{
+	struct ring *r = mine;
+
+	if (ptr != NULL)
+		append(r, GP_TRACE_FREE, ptr, 0, ns);
+	atomic_store_explicit(&r->freeing, 0, memory_order_release);
+}
+
+/* ---- sizes of live allocations ---------------------------------------------------------- */
+
+static size_t slot_of(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdULL;
+	k ^= k >> 33;
+	return (size_t)k & (sizes.cap - 1);
+}
+
+static int sizes_grow(void)
+{
+	size_t old_cap = sizes.cap, cap = old_cap ? old_cap * 2 : 4096;
+	uint64_t *old_key = sizes.key, *old_val = sizes.val;
+	uint64_t *key = calloc(cap, sizeof(*key)), *val = calloc(cap, sizeof(*val));
+
+	if (key == NULL || val == NULL) {
+		free(key);
+		free(val);
+		return -1;
+	}
+	sizes.key = key;
+	sizes.val = val;
+	sizes.cap = cap;
+	for (size_t i = 0; i < old_cap; i++) {
+		size_t j;
+		if (old_key[i] == 0)
+			continue;
+		for (j = slot_of(old_key[i]); key[j] != 0; j = (j + 1) & (cap - 1))
+			;
+		key[j] = old_key[i];
+		val[j] = old_val[i];
+	}
+	free(old_key);
+	free(old_val);
+	return 0;
+}
+
+static void sizes_put(uint64_t k, uint64_t v)
+{
+	size_t i;
+
+	if (k == 0 || ((sizes.n + 1) * 2 > sizes.cap && sizes_grow() != 0))
+		return;
+	for (i = slot_of(k); sizes.key[i] != 0 && sizes.key[i] != k; i = (i + 1) & (sizes.cap - 1))
+		;
+	sizes.n += sizes.key[i] == 0;
+	sizes.key[i] = k;
+	sizes.val[i] = v;
+}
+
+static uint64_t sizes_take(uint64_t k)
+{
+	size_t mask = sizes.cap - 1, i, j;
+	uint64_t v;
+
+	if (sizes.cap == 0 || k == 0)
+		return 0;
+	for (i = slot_of(k); sizes.key[i] != k; i = (i + 1) & mask)
+		if (sizes.key[i] == 0)
+			return 0; /* allocated before tracing started, or its record was lost */
+	v = sizes.val[i];
+	/* Close the gap: move back every later entry of the run that may not stay past it. */
+	for (j = (i + 1) & mask; sizes.key[j] != 0; j = (j + 1) & mask) {
+		size_t home = slot_of(sizes.key[j]);
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			sizes.key[i] = sizes.key[j];
+			sizes.val[i] = sizes.val[j];
+			i = j;
+		}
+	}
+	sizes.key[i] = 0;
+	sizes.n--;
+	return v;
+}
+
+/* ---- formatting and writing (flush_lock held) -------------------------------------------- */
+
+static void write_all(int to, const char *buf, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(to, buf, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return; /* disk full or closed: the trace ends short, the program goes on */
+		buf += w;
+		n -= (size_t)w;
+	}
+}
+
+static void out_flush(void)
+{
+	write_all(fd, out, out_n);
+	out_n = 0;
+}
+
+static char *put_dec(char *p, uint64_t v)
+{
+	char tmp[24];
+	int n = 0;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	while (n > 0)
+		*p++ = tmp[--n];
+	return p;
+}
+
+static char *put_hex(char *p, uint64_t v)
+{
+	static const char digits[] = "0123456789abcdef";
+	int n = v ? (67 - __builtin_clzll(v)) / 4 : 1; /* hex digits */
+
+	*p++ = '0';
+	*p++ = 'x';
+	for (int i = n - 1; i >= 0; i--, v >>= 4)
+		p[i] = digits[v & 0xf];
+	return p + n;
+}
+
+/* Local time of day with microseconds, as RMM writes it (spdlog's %H:%M:%S.%f). */
+static char *put_time(char *p, uint64_t unix_ns)
+{
+	time_t sec = (time_t)(unix_ns / 1000000000u);
+	uint64_t us = unix_ns % 1000000000u / 1000u;
+	struct tm tm;
+
+	if (sec != shown_sec) {
+		if (localtime_r(&sec, &tm) == NULL)
+			memset(&tm, 0, sizeof(tm));
+		snprintf(shown_hms, sizeof(shown_hms), "%02d:%02d:%02d.", tm.tm_hour, tm.tm_min,
+			 tm.tm_sec);
+		shown_sec = sec;
+	}
+	memcpy(p, shown_hms, 9);
+	p += 9;
+	for (int d = 5; d >= 0; d--) {
+		p[d] = (char)('0' + us % 10);
+		us /= 10;
+	}
+	return p + 6;
+}
+
+static void format(const struct rec *e)
+{
+	static const struct {
+		const char *text;
+		size_t len;
+	} actions[] = { { "allocate,", 9 }, { "free,", 5 }, { "allocate failure,", 17 } };
+	unsigned a = e->action < 3 ? e->action : 0;
+	uint64_t size = e->size;
+	char *p;
+
+	if (out_n > sizeof(out) - 160)
+		out_flush();
+	if (e->action == GP_TRACE_ALLOC)
+		sizes_put(e->ptr, size);
+	else if (e->action == GP_TRACE_FREE)
+		size = sizes_take(e->ptr);
+	p = out + out_n;
+	p = put_dec(p, e->tid);
+	*p++ = ',';
+	p = put_time(p, (uint64_t)((int64_t)e->ns + wall_offset));
+	*p++ = ',';
+	memcpy(p, actions[a].text, actions[a].len);
+	p += actions[a].len;
+	p = put_hex(p, e->ptr);
+	*p++ = ',';
+	p = put_dec(p, size);
+	memcpy(p, ",0x0\n", 5); /* cudaMalloc/cudaFree: the legacy default stream */
+	p += 5;
+	out_n = (size_t)(p - out);
+}
+
+static int grow(size_t need)
+{
+	size_t cap = need * 2;
+	struct rec *b, *sp;
+
+	if (need <= batch_cap)
+		return 0;
+	b = realloc(batch, cap * sizeof(*b));
+	if (b == NULL)
+		return -1;
+	batch = b;
+	sp = realloc(spare, cap * sizeof(*sp));
+	if (sp == NULL)
+		return -1;
+	spare = sp;
+	batch_cap = cap;
+	return 0;
+}
+
+static int add_run(size_t start)
+{
+	if (nruns + 2 > runs_cap) {
+		size_t cap = runs_cap ? runs_cap * 2 : 64;
+		size_t *more = realloc(runs, cap * sizeof(*more));
+		if (more == NULL)
+			return -1;
+		runs = more;
+		runs_cap = cap;
+	}
+	runs[nruns++] = start;
+	return 0;
+}
+
+/* Move what every ring holds into the batch, one run per ring; returns the batch's length. */
+static size_t collect(size_t n)
+{
+	for (struct ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next) {
+		uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+		uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+
+		if (h == t)
+			continue;
+		if (grow(n + (size_t)(h - t)) != 0 || add_run(n) != 0) {
+			atomic_fetch_add(&lost, h - t);
+		} else {
+			for (; t != h; t++)
+				batch[n++] = r->rec[t & (RING - 1)];
+		}
+		atomic_store_explicit(&r->tail, h, memory_order_release);
+	}
+	return n;
+}
+
+/* Merge adjacent runs until one is left; ties keep the earlier run first (a thread's order). */
+static void merge_runs(size_t n)
+{
+	runs[nruns] = n;
+	while (nruns > 1) {
+		struct rec *tmp = batch;
+		size_t out = 0;
+
+		for (size_t r = 0; r < nruns; r += 2) {
+			size_t i = runs[r], mid = runs[r + 1];
+			size_t end = r + 2 <= nruns ? runs[r + 2] : mid; /* a last run alone is copied */
+			size_t j = mid, k = i;
+
+			while (i < mid && j < end)
+				spare[k++] = batch[j].ns < batch[i].ns ? batch[j++] : batch[i++];
+			while (i < mid)
+				spare[k++] = batch[i++];
+			while (j < end)
+				spare[k++] = batch[j++];
+			runs[out++] = runs[r];
+		}
+		nruns = out;
+		runs[nruns] = n;
+		batch = spare;
+		spare = tmp;
+	}
+}
+
+/* Write what the rings hold, in time order. Unless `all`, rows from the stamp of a free still in
+ * flight (or from the start of this flush) on wait for the next flush: another thread may already
+ * have a row for the block that free is giving back. */
+static void drain(int all)
+{
+	uint64_t cutoff = UINT64_MAX;
+	size_t n, i;
+
+	nruns = 0;
+	if (held > 0)
+		add_run(0);
+	n = collect(held);
+	if (!all) {
+		cutoff = mono_ns();
+		for (struct ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next) {
+			uint64_t f = atomic_load(&r->freeing);
+			if (f != 0 && f < cutoff)
+				cutoff = f;
+		}
+		n = collect(n); /* frees that finished meanwhile: their rows are in now */
+	}
+	if (nruns > 0)
+		merge_runs(n);
+	for (i = 0; i < n && batch[i].ns < cutoff; i++)
+		format(&batch[i]);
+	out_flush();
+	held = n - i;
+	if (held > 0)
+		memmove(batch, batch + i, held * sizeof(*batch));
+}
+
+static void sample(const struct gp_stats_snapshot *s, const char *event)
+{
+	char line[256], *p;
+	uint64_t now = (uint64_t)((int64_t)mono_ns() + wall_offset);
+
+	if (samples == NULL)
+		return;
+	for (uint64_t i = 0; i < s->ndev && i < GP_STATS_MAX_DEVICES; i++) {
+		const struct gp_stats_device *d = &s->dev[i];
+		p = put_time(line, now);
+		snprintf(p, sizeof(line) - (size_t)(p - line), ",%llu,%llu,%llu,%llu,%s\n",
+			 (unsigned long long)d->device, (unsigned long long)d->in_use_bytes,
+			 (unsigned long long)d->idle_bytes, (unsigned long long)d->pending_bytes, event);
+		fputs(line, samples);
+	}
+	fflush(samples);
+}
+
+/* ---- the control side ------------------------------------------------------------------- */
+
+/* x.csv -> x.pool.csv; anything else -> <path>.pool.csv */
+static void samples_path(const char *path, char *buf, size_t len)
+{
+	size_t n = strlen(path);
+
+	if (n > 4 && strcmp(path + n - 4, ".csv") == 0)
+		snprintf(buf, len, "%.*s.pool.csv", (int)(n - 4), path);
+	else
+		snprintf(buf, len, "%s.pool.csv", path);
+}
+
+int gp_trace_start(const char *path)
+{
+	char spath[4096];
+	struct timespec rt;
+	int rc = -1;
+
+	pthread_mutex_lock(&flush_lock);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		gp_log(GP_LOG_ERROR, "GPUPOOL_TRACE: cannot open %s: %s; not tracing", path,
+		       strerror(errno));
+		goto out;
+	}
+	if (pthread_key_create(&owner_key, disown) != 0) {
+		gp_log(GP_LOG_ERROR, "GPUPOOL_TRACE: no thread key left; not tracing");
+		close(fd);
+		fd = -1;
+		goto out;
+	}
+	write_all(fd, HEADER, strlen(HEADER));
+	samples_path(path, spath, sizeof(spath));
+	samples = fopen(spath, "we");
+	if (samples == NULL)
+		gp_log(GP_LOG_ERROR, "GPUPOOL_TRACE: cannot open %s: %s; no pool samples", spath,
+		       strerror(errno));
+	else
+		fputs(SAMPLE_HEADER, samples);
+	clock_gettime(CLOCK_REALTIME, &rt);
+	wall_offset = ((int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec) - (int64_t)mono_ns();
+	atomic_store(&gp_trace_on, 1);
+	gp_log(GP_LOG_INFO, "tracing allocations to %s", path);
+	rc = 0;
+out:
+	pthread_mutex_unlock(&flush_lock);
+	return rc;
+}
+
+void gp_trace_flush(void)
+{
+	pthread_mutex_lock(&flush_lock);
+	if (fd >= 0)
+		drain(0);
+	pthread_mutex_unlock(&flush_lock);
+}
+
+void gp_trace_sample(const struct gp_stats_snapshot *s, const char *event)
+{
+	pthread_mutex_lock(&flush_lock);
+	if (fd >= 0)
+		sample(s, event);
+	pthread_mutex_unlock(&flush_lock);
+}
+
+void gp_trace_stop(const struct gp_stats_snapshot *s)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&flush_lock);
+	if (fd < 0)
+		goto out;
+	atomic_store(&gp_trace_on, 0);
+	drain(1);
+	sample(s, "exit");
+	close(fd);
+	fd = -1;
+	if (samples != NULL)
+		fclose(samples);
+	samples = NULL;
+	n = atomic_load(&lost);
+	if (n > 0)
+		gp_log(GP_LOG_WARN, "GPUPOOL_TRACE: %llu records could not be kept",
+		       (unsigned long long)n);
+out:
+	pthread_mutex_unlock(&flush_lock);
+}

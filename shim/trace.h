@@ -1,0 +1,53 @@
+/* trace.h — GPUPOOL_TRACE: every pooled allocation and free, written as CSV in the format of
+ * RMM's logging_resource_adaptor. On the allocation path only gp_trace() is called: a relaxed
+ * load when tracing is off; a timestamp and a 32-byte append to the thread's own ring when on. */
+#ifndef GPUPOOL_TRACE_H
+#define GPUPOOL_TRACE_H
+
+#include "stats.h"
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+enum gp_trace_action { GP_TRACE_ALLOC = 0, GP_TRACE_FREE, GP_TRACE_FAIL };
+
+extern _Atomic int gp_trace_on;
+
+void gp_trace_event(int action, const void *ptr, size_t bytes);
+
+/* An allocation (or its failure), just after it happened. bytes: what the program asked for. */
+static inline void gp_trace(int action, const void *ptr, size_t bytes)
+{
+	if (__builtin_expect(atomic_load_explicit(&gp_trace_on, memory_order_relaxed), 0))
+		gp_trace_event(action, ptr, bytes);
+}
+
+/* A free is stamped before the pool takes the block back (begin), so that its row comes before
+ * the row of whichever thread gets the block next; end appends it if the free happened (ptr not
+ * NULL). Its size is found at flush, from its allocation. */
+uint64_t gp_trace_free_begin_slow(void);
+void gp_trace_free_end_slow(uint64_t ns, const void *ptr);
+
+static inline uint64_t gp_trace_free_begin(void)
+{
+	if (__builtin_expect(atomic_load_explicit(&gp_trace_on, memory_order_relaxed), 0))
+		return gp_trace_free_begin_slow();
+	return 0;
+}
+
+static inline void gp_trace_free_end(uint64_t ns, const void *ptr)
+{
+	if (__builtin_expect(ns != 0, 0))
+		gp_trace_free_end_slow(ns, ptr);
+}
+
+/* Open `path` (truncated) and its samples file; 0, or -1 after saying why. */
+int gp_trace_start(const char *path);
+/* Write out what the threads have recorded (the control thread, and a thread whose ring filled). */
+void gp_trace_flush(void);
+/* One row per device of `s` in the samples file; `event` names why ("tick", a release cause). */
+void gp_trace_sample(const struct gp_stats_snapshot *s, const char *event);
+/* At exit: stop recording, write everything, a last sample, close. */
+void gp_trace_stop(const struct gp_stats_snapshot *s);
+
+#endif

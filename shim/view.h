@@ -1,0 +1,13 @@
+/* view.h — the shim's side of the live view (stats/view.h): create /dev/shm/gpupool.<pid> at
+ * first CUDA use, publish snapshots into it, remove it at exit. Callers serialise. */
+#ifndef GPUPOOL_SHIM_VIEW_H
+#define GPUPOOL_SHIM_VIEW_H
+
+#include "stats.h"
+
+/* 0, or -1 after saying why at warn level (the program runs on without a view). */
+int gp_view_start(const struct gp_stats_snapshot *first);
+void gp_view_publish(const struct gp_stats_snapshot *s);
+void gp_view_stop(void);
+
+#endif

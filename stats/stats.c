@@ -1,0 +1,46 @@
+/* stats.c — what every rendering shares: cause names, reset, device entries, derived figures.
+ * The field lists themselves live in stats.h, once. */
+#include "stats.h"
+
+#include <string.h>
+
+#define GP_STATS_CAUSE_NAME(name) #name,
+static const char *const cause_names[] = { GP_STATS_CAUSES(GP_STATS_CAUSE_NAME) };
+
+const char *gp_stats_cause_name(uint64_t i)
+{
+	return i < GP_STATS_NCAUSES ? cause_names[i] : "?";
+}
+
+void gp_stats_reset(struct gp_stats_snapshot *s)
+{
+#define GP_STATS_ZERO(name, ...) s->name = 0;
+#define GP_STATS_ZERO_ARRAY(name, ...) memset(s->name, 0, sizeof(s->name));
+	GP_STATS_PROCESS(GP_STATS_ZERO)
+	GP_STATS_PER_CAUSE(GP_STATS_ZERO_ARRAY)
+#undef GP_STATS_ZERO
+#undef GP_STATS_ZERO_ARRAY
+	s->taken_ns = 0;
+	s->ndev = 0;
+	memset(s->dev, 0, sizeof(s->dev));
+}
+
+struct gp_stats_device *gp_stats_device_entry(struct gp_stats_snapshot *s, int device)
+{
+	struct gp_stats_device *d;
+
+	for (uint64_t i = 0; i < s->ndev && i < GP_STATS_MAX_DEVICES; i++)
+		if (s->dev[i].device == (uint64_t)device)
+			return &s->dev[i];
+	if (device < 0 || s->ndev >= GP_STATS_MAX_DEVICES)
+		return NULL;
+	d = &s->dev[s->ndev++];
+	memset(d, 0, sizeof(*d));
+	d->device = (uint64_t)device;
+	return d;
+}
+
+double gp_stats_hit_rate(const struct gp_stats_device *d)
+{
+	return d->allocs == 0 ? 0.0 : 100.0 * (double)d->hits / (double)d->allocs;
+}

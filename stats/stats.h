@@ -1,0 +1,146 @@
+/* stats.h — every counter and gauge gpupool reports, written once as X-macro lists and expanded
+ * into the snapshot struct, the reset, and the text, JSON and Prometheus renderings.
+ * libc only: no CUDA, no environment, no logging. Renders from a plain snapshot; who fills it
+ * (the shim, from the pool) and who reads it (the gpupool command, from the live view) is
+ * not this layer's business. */
+#ifndef GPUPOOL_STATS_H
+#define GPUPOOL_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GP_STATS_MAX_DEVICES 64
+#define GP_STATS_CMD_MAX 256 /* bytes of the command line kept, with its NUL */
+
+/* How a value is kept and shown. */
+enum gp_stats_kind { GP_STATS_GAUGE, GP_STATS_COUNTER };
+enum gp_stats_unit {
+	GP_STATS_BYTES, /* bytes */
+	GP_STATS_COUNT, /* a number of things */
+	GP_STATS_NS,    /* a duration, ns */
+	GP_STATS_TIME,  /* a moment, ns since the Unix epoch (0: never) */
+	GP_STATS_CAUSE, /* an index into the release causes */
+};
+
+/*
+ * Per device. X(name, kind, unit, label, help): `name` is the struct field and the JSON key
+ * (gpupool_<name>[_total] in Prometheus), `label` what the text shows, `help` one sentence.
+ * Bytes are real block sizes (what the device is charged), except requested_bytes.
+ */
+#define GP_STATS_DEVICE(X)                                                                        \
+	X(in_use_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "in use",                                \
+	  "Bytes handed out to the program.")                                                      \
+	X(in_use_blocks, GP_STATS_GAUGE, GP_STATS_COUNT, "  blocks",                              \
+	  "Blocks handed out to the program.")                                                     \
+	X(requested_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "  requested",                         \
+	  "Bytes the program asked for, of those in use.")                                         \
+	X(idle_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "idle (cached)",                            \
+	  "Bytes cached and ready for reuse.")                                                     \
+	X(idle_blocks, GP_STATS_GAUGE, GP_STATS_COUNT, "  blocks", "Blocks cached and ready.")     \
+	X(pending_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "pending",                               \
+	  "Bytes freed by the program, cached until the GPU is done with them.")                   \
+	X(pending_blocks, GP_STATS_GAUGE, GP_STATS_COUNT, "  blocks",                             \
+	  "Blocks freed, waiting for the GPU.")                                                    \
+	X(peak_in_use_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "peak in use",                       \
+	  "Highest in-use bytes since start.")                                                     \
+	X(peak_reserved_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "peak reserved",                   \
+	  "Highest in use + idle + pending bytes since start.")                                    \
+	X(allocs, GP_STATS_COUNTER, GP_STATS_COUNT, "allocations",                                \
+	  "Successful allocations served by the pool.")                                            \
+	X(hits, GP_STATS_COUNTER, GP_STATS_COUNT, "  cache hits",                                 \
+	  "Allocations served from the cache, with no cudaMalloc.")                                \
+	X(frees, GP_STATS_COUNTER, GP_STATS_COUNT, "frees", "Blocks the program freed.")          \
+	X(real_mallocs, GP_STATS_COUNTER, GP_STATS_COUNT, "cudaMalloc calls",                     \
+	  "Real cudaMalloc calls that succeeded.")                                                 \
+	X(real_frees, GP_STATS_COUNTER, GP_STATS_COUNT, "cudaFree calls",                         \
+	  "Real cudaFree calls (blocks given back to the driver).")                                \
+	X(failed_allocs, GP_STATS_COUNTER, GP_STATS_COUNT, "failed allocations",                  \
+	  "Allocations that returned an error to the program.")                                   \
+	X(oom_retries, GP_STATS_COUNTER, GP_STATS_COUNT, "OOM retries",                           \
+	  "Allocations retried after the cache was released on out-of-memory.")                   \
+	X(bad_frees, GP_STATS_COUNTER, GP_STATS_COUNT, "double frees",                            \
+	  "Frees of a block that was not in use (refused, nothing changed).")
+
+/* The causes of a release, in the pool's order (enum gp_release_cause). */
+#define GP_STATS_CAUSES(X) X(signal) X(cap) X(idle) X(pressure) X(oom) X(api)
+
+/* Per process, one value per cause. X(name, kind, unit, label, help). */
+#define GP_STATS_PER_CAUSE(X)                                                                     \
+	X(releases, GP_STATS_COUNTER, GP_STATS_COUNT, "releases", "Releases done, by cause.")    \
+	X(released_bytes, GP_STATS_COUNTER, GP_STATS_BYTES, "released",                           \
+	  "Bytes given back to the driver, by cause.")
+
+/* Per process: the last release. X(name, kind, unit, label, help). */
+#define GP_STATS_PROCESS(X)                                                                       \
+	X(release_count, GP_STATS_COUNTER, GP_STATS_COUNT, "releases reported",                   \
+	  "Releases reported so far (the last one is described below).")                          \
+	X(last_release_cause, GP_STATS_GAUGE, GP_STATS_CAUSE, "last release",                     \
+	  "Why the last release ran.")                                                             \
+	X(last_release_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "  released",                       \
+	  "Bytes the last release gave back.")                                                     \
+	X(last_release_blocks, GP_STATS_GAUGE, GP_STATS_COUNT, "  blocks",                        \
+	  "Blocks the last release gave back.")                                                    \
+	X(last_release_duration_ns, GP_STATS_GAUGE, GP_STATS_NS, "  took",                        \
+	  "How long the last release took.")                                                       \
+	X(last_release_time_ns, GP_STATS_GAUGE, GP_STATS_TIME, "  at",                            \
+	  "When the last release ended.")
+
+#define GP_STATS_COUNT_ONE(...) +1
+enum {
+	GP_STATS_NCAUSES = 0 GP_STATS_CAUSES(GP_STATS_COUNT_ONE),
+	GP_STATS_NDEVICE_FIELDS = 0 GP_STATS_DEVICE(GP_STATS_COUNT_ONE),
+	GP_STATS_NPROCESS_FIELDS = 0 GP_STATS_PROCESS(GP_STATS_COUNT_ONE),
+};
+
+#define GP_STATS_FIELD(name, ...) uint64_t name;
+#define GP_STATS_ARRAY(name, ...) uint64_t name[GP_STATS_NCAUSES];
+
+struct gp_stats_device {
+	uint64_t device; /* the CUDA device ordinal */
+	GP_STATS_DEVICE(GP_STATS_FIELD)
+};
+
+/* Fixed-size, fixed-layout (all 64-bit words but the command): the live view stores it as is. */
+struct gp_stats_snapshot {
+	/* Who; set once when the process starts publishing. */
+	int64_t pid;
+	uint64_t uid;
+	int64_t signo;      /* release signal, 0 = none */
+	uint64_t start_ns;  /* Unix time, ns */
+	uint64_t taken_ns;  /* Unix time, ns, when these figures were read */
+	char cmd[GP_STATS_CMD_MAX]; /* command line, arguments separated by spaces */
+
+	GP_STATS_PROCESS(GP_STATS_FIELD)
+	GP_STATS_PER_CAUSE(GP_STATS_ARRAY)
+	uint64_t ndev; /* entries used in dev[] */
+	struct gp_stats_device dev[GP_STATS_MAX_DEVICES];
+};
+
+/* Name of release cause i ("signal", ...), or "?" out of range. */
+const char *gp_stats_cause_name(uint64_t i);
+
+/* Zero every counter and gauge; who (pid, uid, signal, start, command) stays. */
+void gp_stats_reset(struct gp_stats_snapshot *s);
+
+/* The entry of device `device` in s->dev, added (zeroed) when absent and room is left. */
+struct gp_stats_device *gp_stats_device_entry(struct gp_stats_snapshot *s, int device);
+
+/* Hit rate of a device in percent (0 when nothing was allocated). */
+double gp_stats_hit_rate(const struct gp_stats_device *d);
+
+/*
+ * Renderings. Each writes at most `len` bytes (NUL included) into `buf` and returns the length
+ * the full text has (like snprintf): a caller whose buffer was too small retries with more.
+ * text: for people, one screen for a process with a few devices.
+ * json: one object (gp_stats_json) or an array of them (n snapshots, gp_stats_json_many).
+ * prometheus: the text exposition format (0.0.4), n processes, labels pid and device.
+ */
+size_t gp_stats_text(const struct gp_stats_snapshot *s, char *buf, size_t len);
+size_t gp_stats_json(const struct gp_stats_snapshot *s, char *buf, size_t len);
+size_t gp_stats_json_many(const struct gp_stats_snapshot *s, size_t n, char *buf, size_t len);
+size_t gp_stats_prometheus(const struct gp_stats_snapshot *s, size_t n, char *buf, size_t len);
+
+/* "1.5 GiB", "512 B", "3.0 MiB": bytes for people, into buf. */
+const char *gp_stats_human_bytes(uint64_t bytes, char *buf, size_t len);
+
+#endif

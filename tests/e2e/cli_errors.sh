@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# cli_errors.sh — proves the gpupool command's answers from outside a process: a clear message
+# and exit status for no such process (2), not a gpupool process (3), a stale view (5, and the
+# file removed; `top` removes them too) and bad usage (1); a live view is /dev/shm/gpupool.<pid>,
+# mode 0600, owned by the user, and leaves with a normal exit; `--help` lists the options;
+# `release` of a process without a release signal says so.
+# Usage: cli_errors.sh <gpupool> <e2e_cli> <formatcheck> [sanitizer runtime to preload]
+set -u
+cli=$1 prog=$2 formatcheck=$3
+unset "${!GPUPOOL_@}"
+if [[ -n ${4:-} ]]; then export LD_PRELOAD=$4; else unset LD_PRELOAD; fi
+holders=()
+trap 'for p in "${holders[@]}"; do kill -9 "$p" 2>/dev/null; done' EXIT
+
+fail() { echo "FAIL e2e_cli_errors: $*" >&2; exit 1; }
+ok() { echo "ok   $*"; }
+
+# expect RC PATTERN CMD...: CMD exits with RC and its output contains PATTERN.
+expect() {
+	local rc=$1 pattern=$2 out got
+	shift 2
+	out=$("$@" 2>&1)
+	got=$?
+	[[ $got -eq $rc ]] || fail "$* exited $got (want $rc): $out"
+	grep -qF -- "$pattern" <<<"$out" || fail "$* did not say \"$pattern\": $out"
+	ok "$(printf '%q ' "${@:2}")-> $rc: $(head -n 1 <<<"$out")"
+}
+
+# hold [run options]: start e2e_cli --hold under gpupool run; sets $pid once its view exists.
+hold() {
+	"$cli" run "$@" -- "$prog" --hold 30 >/dev/null &
+	pid=$!
+	holders+=("$pid")
+	for _ in $(seq 500); do
+		"$cli" stats "$pid" >/dev/null 2>&1 && return 0
+		sleep 0.01
+	done
+	fail "no live view /dev/shm/gpupool.$pid appeared within 5 s"
+}
+
+expect 2 "no such process: 999999999" "$cli" stats 999999999
+expect 2 "no such process" "$cli" release 999999999
+expect 3 "process $$ is not a gpupool process" "$cli" stats $$
+expect 3 "not a gpupool process" "$cli" release $$
+expect 1 "not a pid: abc" "$cli" stats abc
+expect 1 "unknown command: bogus" "$cli" bogus
+expect 1 "--max-cached 12XB is not valid (accepted:" "$cli" run --max-cached 12XB -- true
+expect 1 "unknown option --nonsense" "$cli" run --nonsense 1 -- true
+expect 127 "cannot run /nonexistent/program" "$cli" run -- /nonexistent/program
+help=$("$cli" --help)
+grep -q -- "--max-cached" <<<"$help" && grep -q "GPUPOOL_TRACE" <<<"$help" &&
+	grep -q "gpupool release PID" <<<"$help" || fail "--help lacks the options or the commands: $help"
+ok "--help lists the commands and the GPUPOOL_* options"
+
+hold --log error
+read -r mode owner < <(stat -c '%a %u' "/dev/shm/gpupool.$pid")
+[[ $mode == 600 && $owner == "$(id -u)" ]] || fail "the view has mode $mode, owner $owner"
+ok "the live view /dev/shm/gpupool.$pid has mode 0600 and belongs to uid $owner"
+expect 0 "pid $pid: " "$cli" stats "$pid"
+"$cli" stats "$pid" --prometheus | "$formatcheck" prometheus || fail "--prometheus is not valid"
+"$cli" stats --all --json | "$formatcheck" json || fail "stats --all --json is not valid"
+kill -TERM "$pid"
+wait "$pid"
+[[ ! -e /dev/shm/gpupool.$pid ]] || fail "the view outlived a normal exit"
+ok "a normal exit removes the view"
+
+hold
+kill -9 "$pid"
+wait "$pid" 2>/dev/null
+[[ -e /dev/shm/gpupool.$pid ]] || fail "a killed process left no view to be stale"
+expect 5 "stale view: process $pid has exited" "$cli" stats "$pid"
+[[ ! -e /dev/shm/gpupool.$pid ]] || fail "the stale view was not removed"
+ok "the stale view was removed"
+expect 2 "no such process: $pid" "$cli" release "$pid"
+
+hold
+kill -9 "$pid"
+wait "$pid" 2>/dev/null
+expect 0 "stale view(s) of exited processes removed" "$cli" top --once
+[[ ! -e /dev/shm/gpupool.$pid ]] || fail "gpupool top left the stale view of $pid"
+ok "gpupool top removed the stale view of $pid"
+
+hold --signal none
+expect 1 "process $pid has no release signal (it runs with GPUPOOL_SIGNAL=none)" "$cli" release "$pid"
+kill -TERM "$pid"
+wait "$pid"
+echo "PASS e2e_cli_errors"

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# check_package.sh — proves the install and the Debian package: `cmake --install` into a fresh
+# prefix gives bin/gpupool, the library, the header, a pkg-config file whose `preload` variable
+# names the installed library, and the plotter; the installed command finds the installed
+# library by itself (`gpupool run`) and prints its help; `cpack -G DEB` builds a .deb holding the
+# same files under /usr (checked with dpkg-deb when it is there).
+# Usage: check_package.sh <build dir> <libdir> <cmake> <cpack> [sanitizers of the build]
+set -u
+build=$1 libdir=$2 cmake=$3 cpack=$4 sanitize=${5:-}
+unset "${!GPUPOOL_@}" LD_PRELOAD
+tmp=$(mktemp -d /tmp/gpupool-package-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL package_install: $*" >&2; exit 1; }
+ok() { echo "ok   $*"; }
+
+"$cmake" --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" 2>&1 ||
+	fail "cmake --install failed: $(cat "$tmp/install.log")"
+for f in bin/gpupool "$libdir/libgpupool.so" include/gpupool.h "$libdir/pkgconfig/gpupool.pc" \
+	share/gpupool/plot-trace; do
+	[[ -e $tmp/prefix/$f ]] || fail "cmake --install did not install $f"
+done
+ok "cmake --install: bin/gpupool, $libdir/libgpupool.so, include/gpupool.h, gpupool.pc, plot-trace"
+if command -v pkg-config >/dev/null; then
+	preload=$(PKG_CONFIG_PATH=$tmp/prefix/$libdir/pkgconfig pkg-config --variable=preload gpupool)
+	cflags=$(PKG_CONFIG_PATH=$tmp/prefix/$libdir/pkgconfig pkg-config --cflags gpupool | tr -d " ")
+	[[ $(realpath "$preload") == "$(realpath "$tmp/prefix/$libdir/libgpupool.so")" ]] ||
+		fail "pkg-config's preload is $preload"
+	[[ -e ${cflags#-I}/gpupool.h ]] || fail "pkg-config --cflags gives $cflags"
+	ok "pkg-config gpupool: preload=$preload, $cflags"
+fi
+if [[ -z $sanitize ]]; then # an instrumented library cannot be preloaded into plain sh
+	out=$("$tmp/prefix/bin/gpupool" run -- sh -c 'echo "$LD_PRELOAD"') || fail "installed gpupool run failed"
+	[[ $(realpath "$out") == "$(realpath "$tmp/prefix/$libdir/libgpupool.so")" ]] ||
+		fail "the installed gpupool run preloads $out"
+	ok "the installed gpupool run preloads the installed library"
+fi
+"$tmp/prefix/bin/gpupool" --help | grep -q GPUPOOL_MAX_CACHED || fail "gpupool --help"
+
+(cd "$build" && "$cpack" -G DEB -B "$tmp/deb" >"$tmp/cpack.log" 2>&1) ||
+	fail "cpack -G DEB failed: $(tail -20 "$tmp/cpack.log")"
+deb=$(ls "$tmp"/deb/*.deb 2>/dev/null | head -1)
+[[ -n $deb ]] || fail "cpack wrote no .deb"
+ok "cpack -G DEB: $(basename "$deb")"
+if command -v dpkg-deb >/dev/null; then
+	files=$(dpkg-deb -c "$deb")
+	for f in ./usr/bin/gpupool /libgpupool.so ./usr/include/gpupool.h /pkgconfig/gpupool.pc; do
+		grep -qF "$f" <<<"$files" || fail "the package lacks $f: $files"
+	done
+	[[ $(dpkg-deb -f "$deb" Package) == gpupool ]] || fail "the package is not named gpupool"
+	ok "dpkg-deb: package gpupool with the command, the library, the header and gpupool.pc"
+fi
+echo "PASS package_install"
