@@ -691,13 +691,19 @@ static int oldest_list(struct gp_dev *d)
 static void release_dev(struct gp_pool *p, struct gp_dev *d, uint64_t target,
 			struct gp_release_result *r)
 {
+	uint64_t cached, excess, start = r->bytes;
+
 	if (target == 0) {
 		for (unsigned i = 0; i < nlists(); i++)
 			if (ld(&d->list[i].cached_blocks) != 0)
 				free_blocks(p, d, detach(&d->list[i], 0), r);
 		return;
 	}
-	while (cached_bytes(d) > target) {
+	/* What is over the target now, and no more: the frees that land meanwhile would keep the
+	 * release going for as long as the program churns (the next over-cap free asks again). */
+	cached = cached_bytes(d);
+	excess = cached > target ? cached - target : 0;
+	while (r->bytes - start < excess && cached_bytes(d) > target) {
 		int i = oldest_list(d);
 		if (i < 0)
 			break;

@@ -22,20 +22,21 @@ static int to_rc(cudaError_t e)
 	return e == cudaErrorMemoryAllocation ? GP_ENOMEM : GP_EBACKEND;
 }
 
-/* Make `dev` current; *prev gets what to restore (-1: nothing to restore). */
-static int enter(int dev, int *prev)
+/* Make `dev` current; *prev gets what to restore (-1: nothing to restore). Returns the
+ * runtime's error when it cannot. */
+static cudaError_t enter(int dev, int *prev)
 {
+	cudaError_t e;
 	int cur;
 
 	*prev = -1;
-	if (gp_real.GetDevice(&cur) != cudaSuccess)
-		return -1;
-	if (cur == dev)
-		return 0;
-	if (gp_real.SetDevice(dev) != cudaSuccess)
-		return -1;
-	*prev = cur;
-	return 0;
+	e = gp_real.GetDevice(&cur);
+	if (e != cudaSuccess || cur == dev)
+		return e;
+	e = gp_real.SetDevice(dev);
+	if (e == cudaSuccess)
+		*prev = cur;
+	return e;
 }
 
 static void leave(int prev)
@@ -46,11 +47,13 @@ static void leave(int prev)
 
 static int be_alloc(void *ctx, int device, size_t bytes, void **out)
 {
+	cudaError_t e;
 	int prev, rc;
 
 	(void)ctx;
-	if (enter(device, &prev) != 0)
-		return to_rc(cudaErrorInvalidDevice);
+	e = enter(device, &prev);
+	if (e != cudaSuccess)
+		return to_rc(e);
 	if (gp_fence_capture_active() && gp_real.ThreadExchangeStreamCaptureMode) {
 		/* A miss must work like a hit during a capture: allocate in relaxed mode, as
 		 * PyTorch does, so the capture is not invalidated. */
@@ -71,8 +74,9 @@ static int be_free(void *ctx, int device, void *ptr, size_t bytes)
 
 	(void)ctx;
 	(void)bytes;
-	if (enter(device, &prev) != 0)
-		return to_rc(cudaErrorInvalidDevice);
+	/* Tried even when the device could not be made current: cudaFree finds the allocation by
+	 * its address, and a block whose free is not tried is lost to the device for good. */
+	enter(device, &prev);
 	rc = to_rc(gp_real.Free(ptr));
 	leave(prev);
 	return rc;

@@ -22,6 +22,7 @@ struct stream_ent {
 struct ev {
 	cudaEvent_t e;
 	int dev;
+	unsigned gen; /* resets[dev] when the event was made: a later reset destroyed it */
 };
 
 struct fence {
@@ -37,12 +38,15 @@ static int nretired, capretired;
 static struct ev *spare;   /* recycled events */
 static int nspare, capspare;
 static _Atomic uint64_t devmask;
+static _Atomic unsigned resets[64]; /* cudaDeviceReset calls per device */
 
 static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
 static cudaStream_t capturing[64];
 static _Atomic int ncapturing;
 
 static _Atomic int warned_query;
+
+static int error_pending(void);
 
 static int push(void **arr, int *n, int *cap, size_t size, const void *item)
 {
@@ -66,11 +70,18 @@ void gp_fence_use_device(int device)
 		atomic_fetch_or(&devmask, bit);
 }
 
+/* -1 when the runtime cannot tell: then nothing here may switch devices (it could not switch
+ * back), and the error that cudaGetDevice left is cleared. */
 static int current_device(void)
 {
 	int d = 0;
-	if (gp_real.GetDevice == NULL || gp_real.GetDevice(&d) != cudaSuccess)
+
+	if (gp_real.GetDevice == NULL)
 		return 0;
+	if (gp_real.GetDevice(&d) != cudaSuccess) {
+		gp_real.GetLastError();
+		return -1;
+	}
 	return d;
 }
 
@@ -81,22 +92,62 @@ static void switch_to(int dev, int *cur)
 }
 
 /* With reg_lock held. The current device must be `dev` if a new event is created. */
-static int event_get(int dev, int *cur, cudaEvent_t *out)
+static int event_get(int dev, int *cur, struct ev *out)
 {
+	out->dev = dev;
+	out->gen = atomic_load(&resets[dev & 63]);
 	for (int i = nspare - 1; i >= 0; i--) {
 		if (spare[i].dev == dev) {
-			*out = spare[i].e;
+			out->e = spare[i].e;
 			spare[i] = spare[--nspare];
 			return 0;
 		}
 	}
 	switch_to(dev, cur);
-	return gp_real.EventCreateWithFlags(out, cudaEventDisableTiming) == cudaSuccess ? 0 : -1;
+	return gp_real.EventCreateWithFlags(&out->e, cudaEventDisableTiming) == cudaSuccess ? 0 : -1;
+}
+
+/* The event's device was reset since it was made: the event is gone, and so is the work. */
+static int stale(const struct ev *e)
+{
+	return e->gen != atomic_load_explicit(&resets[e->dev & 63], memory_order_relaxed);
+}
+
+static int keep_live(struct ev *arr, int n, int dev)
+{
+	int k = 0;
+
+	for (int i = 0; i < n; i++)
+		if (arr[i].dev != dev)
+			arr[k++] = arr[i];
+	return k;
+}
+
+void gp_fence_device_reset(int device)
+{
+	if (device < 0 || device >= 64)
+		return;
+	pthread_mutex_lock(&reg_lock);
+	atomic_fetch_add(&resets[device], 1);
+	nspare = keep_live(spare, nspare, device);
+	nretired = keep_live(retired, nretired, device);
+	for (int i = 0; i < nstreams;) {
+		if (streams[i].dev == device)
+			streams[i] = streams[--nstreams];
+		else
+			i++;
+	}
+	pthread_mutex_unlock(&reg_lock);
 }
 
 void gp_fence_stream_created(cudaStream_t s)
 {
 	struct stream_ent e = { s, current_device() };
+
+	/* Device unknown: 0. If that is wrong, recording on the stream fails and each fence is
+	 * dropped (no reuse) until the stream is destroyed: slow, never unsafe. */
+	if (e.dev < 0)
+		e.dev = 0;
 
 	pthread_mutex_lock(&reg_lock);
 	push((void **)&streams, &nstreams, &capstreams, sizeof(e), &e);
@@ -105,26 +156,36 @@ void gp_fence_stream_created(cudaStream_t s)
 
 void gp_fence_stream_destroying(cudaStream_t s)
 {
-	int cur = current_device(), start = cur;
+	int pending = error_pending(), cur = current_device(), start = cur, wait = 0, failed = 0;
 
 	pthread_mutex_lock(&reg_lock);
 	for (int i = 0; i < nstreams; i++) {
 		struct ev r;
 		if (streams[i].s != s)
 			continue;
-		r.dev = streams[i].dev;
-		/* The work already queued on it must still be waited for by the next fence. */
-		if (!gp_fence_capture_active() && event_get(r.dev, &cur, &r.e) == 0) {
-			if (gp_real.EventRecord(r.e, s) == cudaSuccess)
-				push((void **)&retired, &nretired, &capretired, sizeof(r), &r);
-			else
-				gp_real.EventDestroy(r.e);
+		/* The work already queued on it must still be waited for by the next fence; when its
+		 * last event cannot be recorded, it is waited for now. */
+		if (!gp_fence_capture_active()) {
+			wait = 1;
+			if (start >= 0 && event_get(streams[i].dev, &cur, &r) == 0) {
+				if (gp_real.EventRecord(r.e, s) == cudaSuccess &&
+				    push((void **)&retired, &nretired, &capretired, sizeof(r), &r) == 0)
+					wait = 0;
+				else
+					gp_real.EventDestroy(r.e);
+			}
+			failed = wait;
 		}
 		streams[i] = streams[--nstreams];
 		break;
 	}
 	pthread_mutex_unlock(&reg_lock);
-	switch_to(start, &cur);
+	if (start >= 0)
+		switch_to(start, &cur);
+	if (wait && gp_real.StreamSynchronize != NULL)
+		gp_real.StreamSynchronize(s);
+	if (failed && !pending)
+		gp_real.GetLastError(); /* the errors are ours, not the program's */
 }
 
 void gp_fence_capture_begin(cudaStream_t s)
@@ -172,6 +233,8 @@ int gp_fence_record(void *ctx, void **out)
 	if (gp_fence_capture_active() || error_pending() || gp_real.EventRecord == NULL)
 		return GP_EAGAIN;
 	cur = start = current_device();
+	if (start < 0)
+		return GP_EAGAIN; /* could not switch back after recording on other devices */
 	pthread_mutex_lock(&reg_lock);
 	f = malloc(sizeof(*f) + sizeof(struct ev) * (size_t)(__builtin_popcountll(mask) + nstreams +
 								 nretired));
@@ -182,8 +245,7 @@ int gp_fence_record(void *ctx, void **out)
 		struct ev *e = &f->ev[f->n];
 		if (!(mask & (1ULL << d)))
 			continue;
-		e->dev = d;
-		if (event_get(d, &cur, &e->e) != 0) {
+		if (event_get(d, &cur, e) != 0) {
 			failed = 1;
 			continue;
 		}
@@ -197,8 +259,7 @@ int gp_fence_record(void *ctx, void **out)
 	}
 	for (int i = 0; i < nstreams; i++) {
 		struct ev *e = &f->ev[f->n];
-		e->dev = streams[i].dev;
-		if (event_get(e->dev, &cur, &e->e) != 0) {
+		if (event_get(streams[i].dev, &cur, e) != 0) {
 			failed = 1;
 			continue;
 		}
@@ -238,16 +299,24 @@ int gp_fence_query(void *ctx, void *fence)
 	if (gp_fence_capture_active() || error_pending())
 		return 0;
 	while (f->next < f->n) {
-		cudaError_t e = gp_real.EventQuery(f->ev[f->next].e);
+		cudaError_t e;
+		if (stale(&f->ev[f->next])) {
+			f->next++;
+			continue;
+		}
+		e = gp_real.EventQuery(f->ev[f->next].e);
 		if (e == cudaErrorNotReady) {
 			gp_real.GetLastError();
 			return 0;
 		}
 		if (e != cudaSuccess) {
-			/* A broken context runs nothing more: the work is as done as it will be. */
+			/* Not known to be complete (a capture begun on another thread, a transient
+			 * error): not reused yet. In a broken context nothing completes, and nothing
+			 * needs to: every real allocation fails there anyway. */
 			gp_log_capped(GP_LOG_WARN, &warned_query,
-				      "cudaEventQuery failed (error %d); fence treated as complete", (int)e);
+				      "cudaEventQuery failed (error %d); fence not complete", (int)e);
 			gp_real.GetLastError();
+			return 0;
 		}
 		f->next++;
 	}
@@ -262,7 +331,8 @@ int gp_fence_wait(void *ctx, void *fence)
 	if (gp_fence_capture_active())
 		return GP_EAGAIN;
 	while (f->next < f->n) {
-		if (gp_real.EventSynchronize(f->ev[f->next].e) != cudaSuccess)
+		if (!stale(&f->ev[f->next]) &&
+		    gp_real.EventSynchronize(f->ev[f->next].e) != cudaSuccess)
 			gp_real.GetLastError();
 		f->next++;
 	}
@@ -278,7 +348,8 @@ void gp_fence_destroy(void *ctx, void *fence)
 		return;
 	pthread_mutex_lock(&reg_lock);
 	for (int i = 0; i < f->n; i++)
-		if (push((void **)&spare, &nspare, &capspare, sizeof(struct ev), &f->ev[i]) != 0)
+		if (!stale(&f->ev[i]) &&
+		    push((void **)&spare, &nspare, &capspare, sizeof(struct ev), &f->ev[i]) != 0)
 			gp_real.EventDestroy(f->ev[i].e);
 	pthread_mutex_unlock(&reg_lock);
 	free(f);

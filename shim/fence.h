@@ -10,6 +10,9 @@
 void gp_fence_stream_created(cudaStream_t s);
 void gp_fence_stream_destroying(cudaStream_t s);
 void gp_fence_use_device(int device);
+/* Before cudaDeviceReset of `device`: its streams and events are about to be destroyed. Fences
+ * that hold its events count them as complete and never touch them again. */
+void gp_fence_device_reset(int device);
 
 void gp_fence_capture_begin(cudaStream_t s);
 void gp_fence_capture_end(cudaStream_t s);

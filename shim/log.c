@@ -36,6 +36,10 @@ static void vlog(int l, const char *suffix, const char *fmt, va_list ap)
 		if (len > sizeof(buf) - 2)
 			len = sizeof(buf) - 2;
 	}
+	/* One line, whatever the message quotes (a setting's value may hold a newline). */
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)buf[i] < 0x20 && buf[i] != '\t')
+			buf[i] = '?';
 	buf[len++] = '\n';
 	ssize_t w = write(STDERR_FILENO, buf, len);
 	(void)w; /* nowhere to report a failed log write */

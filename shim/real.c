@@ -73,6 +73,7 @@ static void resolve(void)
 	RESOLVE(StreamCreateWithFlags, "cudaStreamCreateWithFlags");
 	RESOLVE(StreamCreateWithPriority, "cudaStreamCreateWithPriority");
 	RESOLVE(StreamDestroy, "cudaStreamDestroy");
+	RESOLVE(StreamSynchronize, "cudaStreamSynchronize");
 	RESOLVE(StreamBeginCapture, "cudaStreamBeginCapture");
 	RESOLVE(StreamBeginCaptureToGraph, "cudaStreamBeginCaptureToGraph");
 	RESOLVE(StreamEndCapture, "cudaStreamEndCapture");

@@ -148,21 +148,25 @@ void gp_shim_device_set(int device)
 		note_device(device);
 }
 
-static int current_device(int *dev)
+static cudaError_t current_device(int *dev)
 {
 	if (single_device) {
 		*dev = 0;
-		return 0;
+		return cudaSuccess;
 	}
-	return gp_real.GetDevice(dev) == cudaSuccess ? 0 : -1;
+	return gp_real.GetDevice(dev);
 }
 
 cudaError_t gp_shim_malloc(void **ptr, size_t size)
 {
+	cudaError_t rc;
 	int dev;
 
-	if (ptr == NULL || size == 0 || current_device(&dev) != 0)
+	if (ptr == NULL || size == 0)
 		return gp_real.Malloc(ptr, size);
+	rc = current_device(&dev);
+	if (rc != cudaSuccess)
+		return rc; /* the runtime's answer: it cannot tell the current device either */
 	return gp_shim_malloc_on(dev, ptr, size);
 }
 
@@ -226,7 +230,7 @@ void gp_shim_adjust_meminfo(size_t *free_b, size_t *total_b)
 	uint64_t cached;
 
 	if (!opts.report_cached_as_free || free_b == NULL || total_b == NULL ||
-	    current_device(&dev) != 0)
+	    current_device(&dev) != cudaSuccess)
 		return;
 	cached = gp_pool_cached_bytes(gp_shim_pool, dev);
 	*free_b = *free_b + cached > *total_b ? *total_b : *free_b + cached;
@@ -236,7 +240,15 @@ void gp_shim_device_reset(void)
 {
 	int dev;
 
-	if (gp_real.GetDevice(&dev) != cudaSuccess)
+	if (current_device(&dev) == cudaSuccess) {
+		gp_fence_device_reset(dev);
+		gp_pool_forget_device(gp_shim_pool, dev);
 		return;
-	gp_pool_forget_device(gp_shim_pool, dev);
+	}
+	/* Which device is reset is unknown: forget them all rather than ever hand out a block the
+	 * reset freed (the other devices' cached blocks stay allocated, unused). */
+	for (dev = 0; dev < GP_MAX_DEVICES; dev++) {
+		gp_fence_device_reset(dev);
+		gp_pool_forget_device(gp_shim_pool, dev);
+	}
 }

@@ -62,11 +62,20 @@ void e2e_note(const char *fmt, ...)
 	fputc('\n', stdout);
 }
 
+/* Until an absolute time: a relative sleep restarted after each signal makes no progress when
+ * signals arrive faster than it can start sleeping (the storm tests). */
 void e2e_sleep_ms(int ms)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	struct timespec ts;
 
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 		;
 }
 

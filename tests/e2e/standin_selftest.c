@@ -1,7 +1,8 @@
 /* standin_selftest.c — proves the stand-in runtime behaves as the e2e tests assume (run natively,
  * with STANDIN_DEVICES=2): the driver-like accounting, out-of-memory and the last error, frees,
  * cudaMallocAsync, per-device events, events that complete only when told, and the stream-capture
- * rules. If this fails, the e2e results say nothing about the shim. */
+ * rules, and the injected faults (every n-th call fails; unloading). If this fails, the e2e results
+ * say nothing about the shim. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <string.h>
@@ -120,7 +121,7 @@ static void devices(void)
 {
 	struct standin_counters c1;
 	cudaStream_t s1 = NULL;
-	cudaEvent_t e0 = NULL;
+	cudaEvent_t e0 = NULL, e1 = NULL;
 	cudaMemPool_t pool = NULL;
 	size_t free_b = 0, total_b = 0;
 	void *p = NULL;
@@ -150,11 +151,16 @@ static void devices(void)
 	e2e_cuda(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
 	standin_get(1, &c1);
 	e2e_check(c1.pool_trims == 1, "cudaMemPoolTrimTo is counted on its device");
+	e2e_cuda(cudaEventCreate(&e1), "cudaEventCreate on device 1");
 	e2e_cuda(cudaDeviceReset(), "cudaDeviceReset");
 	standin_get(1, &c1);
 	e2e_check(c1.live_bytes == 0 && !standin_owns(p), "cudaDeviceReset frees the device's memory");
-	e2e_cuda(cudaStreamDestroy(s1), "cudaStreamDestroy");
+	expect_rc(cudaStreamDestroy(s1), cudaErrorInvalidResourceHandle,
+		  "and destroys its streams");
+	expect_rc(cudaEventRecord(e1, 0), cudaErrorInvalidResourceHandle, "and its events");
+	(void)cudaGetLastError();
 	e2e_cuda(cudaSetDevice(0), "cudaSetDevice(0)");
+	e2e_cuda(cudaEventRecord(e0, 0), "but not another device's events");
 	e2e_cuda(cudaEventDestroy(e0), "cudaEventDestroy");
 }
 
@@ -239,6 +245,67 @@ static void capture(void)
 	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
 }
 
+static void faults(void)
+{
+	struct standin_counters c0 = e2e_counters(), c;
+	cudaEvent_t e = NULL;
+	void *p[6] = { 0 };
+	int i, d = -1, failed = 0;
+
+	standin_set_fault(STANDIN_FAULT_MALLOC, 3, 0);
+	for (i = 0; i < 6; i++)
+		failed += cudaMalloc(&p[i], 4096) == cudaErrorMemoryAllocation;
+	expect_rc(cudaGetLastError(), cudaErrorMemoryAllocation, "an injected cudaMalloc failure sets the last error");
+	standin_set_fault(STANDIN_FAULT_MALLOC, 0, 0);
+	c = e2e_counters();
+	e2e_check(failed == 2 && p[2] == NULL && p[5] == NULL && standin_faults(STANDIN_FAULT_MALLOC) == 2 &&
+		  c.mallocs == c0.mallocs + 4 && c.failed_mallocs == c0.failed_mallocs + 2,
+		  "every 3rd cudaMalloc fails (calls 3 and 6 of 6), counted as failed");
+
+	standin_set_fault(STANDIN_FAULT_FREE, 2, 0);
+	expect_rc(cudaFree(p[0]), cudaSuccess, "free 1 of every 2");
+	expect_rc(cudaFree(p[1]), cudaErrorLaunchFailure, "free 2: the injected error");
+	e2e_check(!standin_owns(p[1]), "by default the failed free freed the allocation all the same");
+	(void)cudaGetLastError();
+	standin_set_free_keeps(1);
+	expect_rc(cudaFree(p[3]), cudaSuccess, "free 3");
+	expect_rc(cudaFree(p[4]), cudaErrorLaunchFailure, "free 4: the injected error");
+	e2e_check(standin_owns(p[4]), "with STANDIN_FAIL_FREE_KEEPS the allocation stays live");
+	standin_set_free_keeps(0);
+	standin_set_fault(STANDIN_FAULT_FREE, 0, 0);
+	e2e_cuda(cudaFree(p[4]), "cudaFree once the fault is off");
+	(void)cudaGetLastError();
+
+	e2e_cuda(cudaEventCreate(&e), "cudaEventCreate");
+	standin_set_fault(STANDIN_FAULT_EVENT_RECORD, 1, cudaErrorInvalidResourceHandle);
+	expect_rc(cudaEventRecord(e, 0), cudaErrorInvalidResourceHandle, "cudaEventRecord with its fault, error as given");
+	standin_set_fault(STANDIN_FAULT_EVENT_RECORD, 0, 0);
+	standin_set_fault(STANDIN_FAULT_EVENT_QUERY, 1, 0);
+	expect_rc(cudaEventQuery(e), cudaErrorUnknown, "cudaEventQuery with its fault");
+	standin_set_fault(STANDIN_FAULT_EVENT_QUERY, 0, 0);
+	expect_rc(cudaEventQuery(e), cudaSuccess, "cudaEventQuery once the fault is off");
+	e2e_cuda(cudaEventDestroy(e), "cudaEventDestroy");
+
+	standin_set_fault(STANDIN_FAULT_GETDEVICE, 1, 0);
+	expect_rc(cudaGetDevice(&d), cudaErrorUnknown, "cudaGetDevice with its fault");
+	e2e_check(d == -1, "a failed cudaGetDevice leaves *device alone");
+	standin_set_fault(STANDIN_FAULT_GETDEVICE, 0, 0);
+	(void)cudaGetLastError();
+
+	e2e_cuda(cudaMalloc(&p[0], 4096), "cudaMalloc");
+	standin_set_unloading(1);
+	expect_rc(cudaMalloc(&p[1], 4096), cudaErrorCudartUnloading, "unloading: cudaMalloc");
+	expect_rc(cudaFree(p[0]), cudaErrorCudartUnloading, "unloading: cudaFree");
+	expect_rc(cudaGetDevice(&d), cudaErrorCudartUnloading, "unloading: cudaGetDevice");
+	expect_rc(cudaGetLastError(), cudaErrorCudartUnloading, "unloading: cudaGetLastError");
+	standin_set_unloading(0);
+	e2e_check(standin_owns(p[0]), "unloading did nothing to the allocation");
+	e2e_cuda(cudaFree(p[0]), "cudaFree");
+	(void)cudaGetLastError();
+	c = e2e_counters();
+	e2e_check(c.live_allocs == c0.live_allocs && c.live_bytes == c0.live_bytes, "nothing left behind");
+}
+
 int main(void)
 {
 	e2e_start("e2e_standin_selftest");
@@ -251,6 +318,7 @@ int main(void)
 	events();
 	devices();
 	capture();
+	faults();
 	printf("PASS e2e_standin_selftest\n");
 	return 0;
 }

@@ -6,12 +6,15 @@
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "standin.h"
 
@@ -83,6 +86,28 @@ static struct {
 
 static pthread_once_t st_once = PTHREAD_ONCE_INIT;
 
+/* Fault injection: atomics, so cudaGetDevice (which takes no lock) can fail too. */
+struct fault {
+	_Atomic unsigned every; /* 0 = off */
+	_Atomic int error;
+	_Atomic uint64_t calls, injected;
+};
+
+static const struct {
+	const char *name;
+	cudaError_t error;
+} fault_defs[STANDIN_FAULT_COUNT] = {
+	[STANDIN_FAULT_MALLOC] = { "MALLOC", cudaErrorMemoryAllocation },
+	[STANDIN_FAULT_FREE] = { "FREE", cudaErrorLaunchFailure },
+	[STANDIN_FAULT_EVENT_RECORD] = { "EVENT_RECORD", cudaErrorUnknown },
+	[STANDIN_FAULT_EVENT_QUERY] = { "EVENT_QUERY", cudaErrorUnknown },
+	[STANDIN_FAULT_GETDEVICE] = { "GETDEVICE", cudaErrorUnknown },
+};
+
+static struct fault faults[STANDIN_FAULT_COUNT];
+static _Atomic int unloading, free_keeps;
+static _Atomic unsigned free_delay_us;
+
 static _Thread_local int cur_device;
 static _Thread_local cudaError_t last_error;
 static _Thread_local enum cudaStreamCaptureMode thread_capture_mode;
@@ -145,7 +170,43 @@ static void st_init(void)
 	s = getenv("STANDIN_REPORT");
 	if (s != NULL)
 		snprintf(st.report_path, sizeof(st.report_path), "%s", s);
+	for (i = 0; i < STANDIN_FAULT_COUNT; i++) {
+		char name[64];
+		const char *e;
+
+		snprintf(name, sizeof(name), "STANDIN_FAIL_%s_EVERY", fault_defs[i].name);
+		s = getenv(name);
+		snprintf(name, sizeof(name), "STANDIN_FAIL_%s_ERROR", fault_defs[i].name);
+		e = getenv(name);
+		atomic_store(&faults[i].every, s != NULL ? (unsigned)strtoul(s, NULL, 10) : 0u);
+		atomic_store(&faults[i].error, e != NULL && atoi(e) != 0 ? atoi(e) : (int)fault_defs[i].error);
+	}
+	s = getenv("STANDIN_FAIL_FREE_KEEPS");
+	atomic_store(&free_keeps, s != NULL && strcmp(s, "1") == 0);
+	s = getenv("STANDIN_UNLOADING");
+	atomic_store(&unloading, s != NULL && strcmp(s, "1") == 0);
+	s = getenv("STANDIN_FREE_DELAY_US");
+	atomic_store(&free_delay_us, s != NULL ? (unsigned)strtoul(s, NULL, 10) : 0u);
 	pthread_atfork(fork_prepare, fork_release, fork_release);
+}
+
+/* The error an injected fault gives this call, or cudaSuccess. */
+static cudaError_t inject(enum standin_fault kind)
+{
+	struct fault *f = &faults[kind];
+	unsigned every = atomic_load_explicit(&f->every, memory_order_relaxed);
+
+	if (every == 0 || (atomic_fetch_add(&f->calls, 1) + 1) % every != 0)
+		return cudaSuccess;
+	atomic_fetch_add(&f->injected, 1);
+	return (cudaError_t)atomic_load(&f->error);
+}
+
+/* The runtime is being torn down (STANDIN_UNLOADING): every entry point fails at once. */
+static int gone(void)
+{
+	pthread_once(&st_once, st_init);
+	return atomic_load_explicit(&unloading, memory_order_relaxed);
 }
 
 static const struct {
@@ -189,22 +250,27 @@ static void sum_counters(int device, struct standin_counters *out)
 	}
 }
 
-/* Caller holds st.lock. Totals over all devices, one `name=value` a line. */
+/* Caller holds st.lock. Totals over all devices, one `name=value` a line. Written beside and
+ * renamed over the report, so a process that ends in the middle (exit() kills the other threads,
+ * whose calls rewrite it) leaves the previous report whole. */
 static void write_report(void)
 {
 	struct standin_counters c;
+	char tmp[sizeof(st.report_path) + 8];
 	FILE *f;
 	size_t i;
 
 	if (st.report_path[0] == '\0')
 		return;
-	f = fopen(st.report_path, "w");
+	snprintf(tmp, sizeof(tmp), "%s.tmp", st.report_path);
+	f = fopen(tmp, "w");
 	if (f == NULL)
 		return;
 	sum_counters(-1, &c);
 	for (i = 0; i < sizeof(counter_fields) / sizeof(counter_fields[0]); i++)
 		fprintf(f, "%s=%llu\n", counter_fields[i].name, (unsigned long long)*field(&c, i));
-	fclose(f);
+	if (fclose(f) == 0)
+		rename(tmp, st.report_path);
 }
 
 /* Libraries' destructors run after main returns or exit() is called: what the shim does at exit
@@ -295,6 +361,9 @@ static const struct {
 } errors[] = {
 	{ cudaSuccess, "cudaSuccess", "no error" },
 	{ cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument" },
+	{ cudaErrorCudartUnloading, "cudaErrorCudartUnloading", "driver shutting down" },
+	{ cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure" },
+	{ cudaErrorUnknown, "cudaErrorUnknown", "unknown error" },
 	{ cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory" },
 	{ cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error" },
 	{ cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected" },
@@ -548,8 +617,12 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
 	cudaError_t rc;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	rc = check_unsafe_call(__func__);
+	if (rc == cudaSuccess)
+		rc = inject(STANDIN_FAULT_MALLOC);
 	if (rc != cudaSuccess)
 		current()->c.failed_mallocs++;
 	else
@@ -558,20 +631,39 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
 	return result(rc);
 }
 
-/* Like the runtime's, it waits for the device: every recorded event completes. */
+/* Like the runtime's, it waits for the device: every recorded event completes. An injected
+ * failure frees the allocation all the same (unless STANDIN_FAIL_FREE_KEEPS) and reports the
+ * error, as cudaFree does with the error of an earlier asynchronous launch. */
 cudaError_t cudaFree(void *devPtr)
 {
-	cudaError_t rc = cudaSuccess;
+	cudaError_t rc = cudaSuccess, fault = cudaSuccess;
+	unsigned delay = atomic_load(&free_delay_us);
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	if (devPtr == NULL)
 		return cudaSuccess;
+	if (delay > 0) {
+		struct timespec ts = { (time_t)(delay / 1000000u), (long)(delay % 1000000u) * 1000L };
+
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
 	enter();
 	rc = check_unsafe_call(__func__);
 	if (rc != cudaSuccess)
 		goto out;
+	if (map_find(devPtr) != NULL)
+		fault = inject(STANDIN_FAULT_FREE);
+	if (fault != cudaSuccess && atomic_load(&free_keeps)) {
+		rc = fault;
+		goto out;
+	}
 	rc = do_free(devPtr, 0);
 	if (rc == cudaSuccess)
 		complete_all(-1);
+	if (fault != cudaSuccess)
+		rc = fault;
 out:
 	leave();
 	return result(rc);
@@ -581,6 +673,8 @@ cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
 	cudaError_t rc;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	if (!stream_valid(hStream)) {
 		current()->c.failed_mallocs++;
@@ -596,6 +690,8 @@ cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 {
 	cudaError_t rc = cudaSuccess;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	if (devPtr == NULL)
 		return cudaSuccess;
 	enter();
@@ -612,6 +708,8 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 	struct device *d;
 	cudaError_t rc = cudaSuccess;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	d = current();
 	d->c.mem_get_info++;
@@ -630,6 +728,8 @@ cudaError_t cudaMemset(void *devPtr, int value, size_t count)
 {
 	cudaError_t rc;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	rc = check_unsafe_call(__func__);
 	if (rc == cudaSuccess && legacy_stream_blocked(cur_device)) {
@@ -647,6 +747,8 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpy
 {
 	cudaError_t rc;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	(void)kind;
 	enter();
 	rc = check_unsafe_call(__func__);
@@ -666,6 +768,8 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, c
 	struct alloc *a;
 	cudaError_t rc = cudaSuccess;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	if (attributes == NULL) {
 		rc = cudaErrorInvalidValue;
@@ -692,6 +796,8 @@ cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
 	cudaError_t rc = cudaSuccess;
 	int d;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	(void)minBytesToKeep;
 	enter();
 	for (d = 0; d < st.ndevices; d++)
@@ -711,6 +817,8 @@ cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
 {
 	cudaError_t rc = cudaSuccess;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	if (memPool == NULL)
 		rc = cudaErrorInvalidValue;
@@ -728,6 +836,8 @@ cudaError_t cudaGetDeviceCount(int *count)
 {
 	cudaError_t rc = cudaSuccess;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	if (count == NULL)
 		rc = cudaErrorInvalidValue;
@@ -741,7 +851,13 @@ cudaError_t cudaGetDeviceCount(int *count)
 
 cudaError_t cudaGetDevice(int *device)
 {
-	pthread_once(&st_once, st_init);
+	cudaError_t fault;
+
+	if (gone())
+		return result(cudaErrorCudartUnloading);
+	fault = inject(STANDIN_FAULT_GETDEVICE);
+	if (fault != cudaSuccess)
+		return result(fault);
 	if (device == NULL)
 		return result(cudaErrorInvalidValue);
 	if (st.ndevices == 0)
@@ -752,7 +868,8 @@ cudaError_t cudaGetDevice(int *device)
 
 cudaError_t cudaSetDevice(int device)
 {
-	pthread_once(&st_once, st_init);
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	if (device < 0 || device >= st.ndevices)
 		return result(cudaErrorInvalidDevice);
 	cur_device = device;
@@ -763,6 +880,8 @@ cudaError_t cudaDeviceSynchronize(void)
 {
 	cudaError_t rc;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	current()->c.syncs++;
 	rc = check_unsafe_call(__func__);
@@ -775,13 +894,18 @@ cudaError_t cudaDeviceSynchronize(void)
 	return result(rc);
 }
 
-/* Frees every allocation of the current device (their pointers become invalid). */
+/* Frees every allocation of the current device and destroys its streams and events, as the
+ * runtime does with every resource of the device's context (their handles become invalid). */
 cudaError_t cudaDeviceReset(void)
 {
+	struct CUstream_st **sl, *s;
+	struct CUevent_st **el, *e;
 	struct alloc **link, *a;
 	struct device *d;
 	size_t b;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	d = current();
 	for (b = 0; b < STANDIN_MAP_BUCKETS; b++) {
@@ -800,7 +924,29 @@ cudaError_t cudaDeviceReset(void)
 	d->used = 0;
 	d->c.live_allocs = 0;
 	d->c.live_bytes = 0;
-	complete_all(cur_device);
+	for (sl = &st.streams; *sl != NULL;) {
+		s = *sl;
+		if (s->device != cur_device) {
+			sl = &s->next;
+			continue;
+		}
+		*sl = s->next;
+		if (s->capturing)
+			st.captures--;
+		for (e = st.events; e != NULL; e = e->next)
+			if (e->stream == s)
+				e->stream = NULL;
+		free(s);
+	}
+	for (el = &st.events; *el != NULL;) {
+		e = *el;
+		if (e->device != cur_device) {
+			el = &e->next;
+			continue;
+		}
+		*el = e->next;
+		free(e);
+	}
 	leave();
 	return cudaSuccess;
 }
@@ -809,17 +955,23 @@ cudaError_t cudaGetLastError(void)
 {
 	cudaError_t rc = last_error;
 
+	if (gone())
+		return cudaErrorCudartUnloading;
 	last_error = cudaSuccess;
 	return rc;
 }
 
 cudaError_t cudaPeekAtLastError(void)
 {
+	if (gone())
+		return cudaErrorCudartUnloading;
 	return last_error;
 }
 
 cudaError_t cudaRuntimeGetVersion(int *runtimeVersion)
 {
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	if (runtimeVersion == NULL)
 		return result(cudaErrorInvalidValue);
 	*runtimeVersion = CUDART_VERSION;
@@ -828,6 +980,8 @@ cudaError_t cudaRuntimeGetVersion(int *runtimeVersion)
 
 cudaError_t cudaDriverGetVersion(int *driverVersion)
 {
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	if (driverVersion == NULL)
 		return result(cudaErrorInvalidValue);
 	*driverVersion = CUDART_VERSION;
@@ -880,16 +1034,22 @@ out:
 
 cudaError_t cudaStreamCreate(cudaStream_t *pStream)
 {
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	return stream_create(pStream, cudaStreamDefault, 0);
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 {
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	return stream_create(pStream, flags, 0);
 }
 
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
 {
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	return stream_create(pStream, flags, priority);
 }
 
@@ -899,6 +1059,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 	struct CUevent_st *e;
 	cudaError_t rc = cudaErrorInvalidResourceHandle;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	for (link = &st.streams; *link != NULL; link = &(*link)->next) {
 		if (*link != stream)
@@ -922,6 +1084,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
 	cudaError_t rc;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	current()->c.syncs++;
 	if (!stream_valid(stream)) {
@@ -949,6 +1113,8 @@ cudaError_t cudaStreamQuery(cudaStream_t stream)
 {
 	cudaError_t rc;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	if (!stream_valid(stream)) {
 		rc = cudaErrorInvalidResourceHandle;
@@ -975,6 +1141,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 {
 	cudaError_t rc = cudaSuccess;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	(void)flags;
 	enter();
 	if (!stream_valid(stream) || !event_valid(event))
@@ -987,6 +1155,8 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
 {
 	cudaError_t rc = cudaSuccess;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	if (is_default_stream(stream)) {
 		rc = cudaErrorStreamCaptureUnsupported;
@@ -1016,6 +1186,8 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
 	struct CUgraph_st *g = NULL;
 	cudaError_t rc = cudaSuccess;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	if (pGraph == NULL) {
 		rc = cudaErrorInvalidValue;
@@ -1064,6 +1236,8 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
 {
 	cudaError_t rc = cudaSuccess;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	if (pCaptureStatus == NULL) {
 		rc = cudaErrorInvalidValue;
@@ -1092,6 +1266,8 @@ cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode
 {
 	enum cudaStreamCaptureMode old = thread_capture_mode;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	if (mode == NULL)
 		return result(cudaErrorInvalidValue);
 	thread_capture_mode = *mode;
@@ -1101,6 +1277,8 @@ cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode
 
 cudaError_t cudaGraphDestroy(cudaGraph_t graph)
 {
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	if (graph == NULL)
 		return result(cudaErrorInvalidValue);
 	free(graph);
@@ -1114,6 +1292,8 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 	struct CUevent_st *e;
 	cudaError_t rc = cudaSuccess;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	if (event == NULL) {
 		rc = cudaErrorInvalidValue;
@@ -1136,6 +1316,8 @@ out:
 
 cudaError_t cudaEventCreate(cudaEvent_t *event)
 {
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	return cudaEventCreateWithFlags(event, cudaEventDefault);
 }
 
@@ -1144,6 +1326,8 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
 	struct CUevent_st **link;
 	cudaError_t rc = cudaErrorInvalidResourceHandle;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	for (link = &st.events; *link != NULL; link = &(*link)->next) {
 		if (*link != event)
@@ -1164,12 +1348,17 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 	cudaError_t rc = cudaSuccess;
 	int device;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	current()->c.event_records++;
 	if (!event_valid(event) || !stream_valid(stream)) {
 		rc = cudaErrorInvalidResourceHandle;
 		goto out;
 	}
+	rc = inject(STANDIN_FAULT_EVENT_RECORD);
+	if (rc != cudaSuccess)
+		goto out;
 	device = stream_device(stream);
 	if (device != event->device) {
 		rc = cudaErrorInvalidResourceHandle;
@@ -1193,6 +1382,8 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 {
 	cudaError_t rc;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	current()->c.event_queries++;
 	if (!event_valid(event)) {
@@ -1206,6 +1397,9 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 		rc = capture_error(__func__, -1, cudaErrorStreamCaptureUnsupported);
 		goto out;
 	}
+	rc = inject(STANDIN_FAULT_EVENT_QUERY);
+	if (rc != cudaSuccess)
+		goto out;
 	rc = !event->recorded || event->done ? cudaSuccess : cudaErrorNotReady;
 out:
 	leave();
@@ -1218,6 +1412,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event)
 	struct CUevent_st *e;
 	cudaError_t rc;
 
+	if (gone())
+		return result(cudaErrorCudartUnloading);
 	enter();
 	current()->c.syncs++;
 	if (!event_valid(event)) {
@@ -1243,6 +1439,41 @@ out:
 }
 
 /* ---- control and inspection (standin.h) ---- */
+
+void standin_set_fault(enum standin_fault kind, unsigned every, int error)
+{
+	if ((unsigned)kind >= STANDIN_FAULT_COUNT)
+		return;
+	pthread_once(&st_once, st_init);
+	atomic_store(&faults[kind].error, error != 0 ? error : (int)fault_defs[kind].error);
+	atomic_store(&faults[kind].calls, 0);
+	atomic_store(&faults[kind].every, every);
+}
+
+uint64_t standin_faults(enum standin_fault kind)
+{
+	if ((unsigned)kind >= STANDIN_FAULT_COUNT)
+		return 0;
+	return atomic_load(&faults[kind].injected);
+}
+
+void standin_set_free_keeps(int on)
+{
+	pthread_once(&st_once, st_init);
+	atomic_store(&free_keeps, on != 0);
+}
+
+void standin_set_unloading(int on)
+{
+	pthread_once(&st_once, st_init);
+	atomic_store(&unloading, on != 0);
+}
+
+void standin_set_free_delay_us(unsigned us)
+{
+	pthread_once(&st_once, st_init);
+	atomic_store(&free_delay_us, us);
+}
 
 void standin_get(int device, struct standin_counters *out)
 {

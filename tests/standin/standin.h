@@ -10,6 +10,17 @@
  *   STANDIN_REPORT=path      the counters summed over devices, `name=value` a line, written there
  *                            when the library is unloaded at exit (and rewritten after any later call)
  *   STANDIN_TRACE=1          name on stderr every call that broke the stream-capture rules
+ * Fault injection (see standin_set_fault; read once, changeable at run time):
+ *   STANDIN_FAIL_<KIND>_EVERY=n  every n-th call of that kind fails (1: all), KIND one of MALLOC,
+ *                                FREE, EVENT_RECORD, EVENT_QUERY, GETDEVICE
+ *   STANDIN_FAIL_<KIND>_ERROR=e  the cudaError_t number it fails with (default: see the enum)
+ *   STANDIN_FAIL_FREE_KEEPS=1    a failed cudaFree leaves the allocation live (the runtime refused);
+ *                                default: it is freed and the error reported, as when cudaFree
+ *                                reports the error of an earlier asynchronous launch
+ *   STANDIN_UNLOADING=1          every entry point fails with cudaErrorCudartUnloading (the state
+ *                                of the runtime while the process exits) and does nothing
+ *   STANDIN_FREE_DELAY_US=n      cudaFree sleeps n µs first (outside the runtime's lock): a slow
+ *                                device, to catch a release in progress
  * The stand-in applies the runtime's capture rules (cudaThreadExchangeStreamCaptureMode): during a
  * global-mode capture, cudaMalloc, cudaFree, event/stream queries and synchronisation from a
  * thread not in relaxed mode fail with cudaErrorStreamCaptureUnsupported, touching the legacy
@@ -63,5 +74,31 @@ uint64_t standin_size(const void *p);
 /* What an allocation of `bytes` costs on the device, as the driver accounts it: up to 1 MiB the
  * request rounded up to 512 B, above 1 MiB the request rounded up to a multiple of 2 MiB. */
 uint64_t standin_charge(uint64_t bytes);
+
+/* Fault kinds, with the error each fails with unless told otherwise. */
+enum standin_fault {
+	STANDIN_FAULT_MALLOC = 0,  /* cudaMalloc: cudaErrorMemoryAllocation */
+	STANDIN_FAULT_FREE,        /* cudaFree of a live allocation: cudaErrorLaunchFailure */
+	STANDIN_FAULT_EVENT_RECORD, /* cudaEventRecord (nothing recorded): cudaErrorUnknown */
+	STANDIN_FAULT_EVENT_QUERY, /* cudaEventQuery (the event is unchanged): cudaErrorUnknown */
+	STANDIN_FAULT_GETDEVICE,   /* cudaGetDevice (*device untouched): cudaErrorUnknown */
+	STANDIN_FAULT_COUNT
+};
+
+/* From now on every `every`-th call of `kind` fails with `error` (0: the kind's default);
+ * every = 0 turns the fault off. The count of calls restarts. */
+void standin_set_fault(enum standin_fault kind, unsigned every, int error);
+
+/* Calls of `kind` failed by injection since the program started. */
+uint64_t standin_faults(enum standin_fault kind);
+
+/* 1: a failed cudaFree leaves the allocation live; 0: frees it (see STANDIN_FAIL_FREE_KEEPS). */
+void standin_set_free_keeps(int on);
+
+/* 1: every entry point fails with cudaErrorCudartUnloading and does nothing; 0: back to normal. */
+void standin_set_unloading(int on);
+
+/* cudaFree sleeps this long before it takes the runtime's lock (0: not at all). */
+void standin_set_free_delay_us(unsigned us);
 
 #endif

@@ -551,6 +551,29 @@ size_t fake_last_alloc_bytes(struct fake_backend *f, int *device)
 	return v;
 }
 
+void fake_reset_device(struct fake_backend *f, int device)
+{
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = 0; i < f->nbuckets; i++) {
+		struct fake_block **pp = &f->buckets[i];
+
+		while (*pp) {
+			struct fake_block *b = *pp;
+
+			if (b->device != device) {
+				pp = &b->next;
+				continue;
+			}
+			*pp = b->next;
+			f->used[b->device] -= b->bytes;
+			f->blocks--;
+			free(b->ptr);
+			free(b);
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
 void fake_set_hook(struct fake_backend *f, fake_hook_fn fn, void *arg)
 {
 	pthread_mutex_lock(&f->lock);

@@ -114,4 +114,7 @@ size_t fake_last_alloc_bytes(struct fake_backend *f, int *device);
 
 void fake_set_hook(struct fake_backend *f, fake_hook_fn fn, void *arg);
 
+/* cudaDeviceReset: every block on `device` is gone, without a free call (nothing is counted). */
+void fake_reset_device(struct fake_backend *f, int device);
+
 #endif

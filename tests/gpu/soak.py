@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""soak.py -- a long PyTorch run on the pool, for the lead to run on the GPU machine by hand.
+
+    LD_PRELOAD=build/shim/libgpupool.so GPUPOOL_TORCH=takeover python3 tests/gpu/soak.py \
+        --duration 1800 [--signal-every 1] [--report-every 10]
+
+Takeover mode (PYTORCH_NO_CUDA_MEMORY_CACHING=1, set by the shim at load): every tensor is a
+cudaMalloc/cudaFree through the pool. The loop trains a small transformer on inputs of random
+length (so sizes vary all the time), on two streams, with tensors kept alive across iterations,
+while a thread sends SIGUSR1 to the process every --signal-every seconds (a release each time).
+Checked all along, and counted as errors:
+  - a reference computation (fixed weights and input, deterministic kernels) gives bit-identical
+    results every time: a block reused while the GPU still used it would corrupt it sooner or
+    later;
+  - tensors parked with known contents keep them (a live block handed to someone else);
+  - no CUDA error and no exception out of an iteration (each is printed, with the iteration).
+Every --report-every seconds one line: elapsed time, iterations, signals sent, errors, PyTorch's
+live bytes, device memory used as the runtime reports it (the shim's cudaMemGetInfo counts
+cached blocks as free; this reads the runtime's own), and the peak of that.
+Exit: 0 when no error, 1 otherwise, 77 (skipped) when torch, a GPU or the shim is missing, or the
+shim is not in takeover mode. --self-check parses the arguments and exits 0 without torch (CI).
+"""
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+SKIP = 77
+MIB = 1 << 20
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--duration", type=float, default=float(os.environ.get("SOAK_SECONDS", 600)),
+                   help="seconds to run (default 600, or SOAK_SECONDS)")
+    p.add_argument("--signal-every", type=float, default=1.0, help="seconds between SIGUSR1")
+    p.add_argument("--report-every", type=float, default=10.0, help="seconds between reports")
+    p.add_argument("--d-model", type=int, default=1024)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--max-len", type=int, default=2048)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--self-check", action="store_true", help="parse arguments, exit 0 (no torch)")
+    return p.parse_args(argv)
+
+
+def say(tag, text):
+    print("%s gpu_soak %s" % (tag, text), flush=True)
+
+
+class Signaller(threading.Thread):
+    def __init__(self, every):
+        super().__init__(daemon=True)
+        self.every = every
+        self.sent = 0
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.wait(self.every):
+            os.kill(os.getpid(), signal.SIGUSR1)
+            self.sent += 1
+
+
+def main(argv):
+    args = parse_args(argv)
+    if args.self_check:
+        say("PASS", "self-check: arguments parse (duration %.0f s)" % args.duration)
+        return 0
+    try:
+        import torch
+    except ImportError:
+        say("SKIP", "torch is not installed")
+        return SKIP
+    from gpucommon import runtime_meminfo, shim_loaded
+    if not torch.cuda.is_available():
+        say("SKIP", "no GPU")
+        return SKIP
+    if not shim_loaded():
+        say("SKIP", "libgpupool.so is not preloaded")
+        return SKIP
+    if os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") != "1":
+        say("SKIP", "not in takeover mode: run with GPUPOOL_TORCH=takeover")
+        return SKIP
+    runtime_free = runtime_meminfo()
+    total = torch.cuda.get_device_properties(0).total_memory
+
+    torch.manual_seed(args.seed)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    dev = torch.device("cuda", 0)
+    layer = torch.nn.TransformerEncoderLayer(args.d_model, 16, 4 * args.d_model, dropout=0.0,
+                                             batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, args.layers).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ref_w = torch.randn(1024, 1024, device=dev)
+    ref_x = torch.randn(256, 1024, device=dev)
+    reference = (ref_x @ ref_w).relu().sum(dim=1).cpu()
+    parked = [torch.full((int(n),), float(i + 1), device=dev) for i, n in
+              enumerate([1, 1000, 1 << 16, 1 << 20, 3 << 20])]
+    side = torch.cuda.Stream()
+    keep = []
+    errors = 0
+    iters = 0
+    peak_used = 0
+    sig = Signaller(args.signal_every)
+    sig.start()
+    t0 = last = time.monotonic()
+    say("INFO", "running %.0f s: d_model %d, %d layers, inputs up to %d tokens, SIGUSR1 every %.1f s"
+        % (args.duration, args.d_model, args.layers, args.max_len, args.signal_every))
+    while time.monotonic() - t0 < args.duration:
+        iters += 1
+        try:
+            n = int(torch.randint(16, args.max_len + 1, (1,)).item())
+            x = torch.randn(2, n, args.d_model, device=dev)
+            loss = model(x).float().pow(2).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            with torch.cuda.stream(side):
+                y = torch.randn(n, 512, device=dev) @ torch.randn(512, int(n % 700) + 1, device=dev)
+                keep.append(y)
+            if iters % 7 == 0:
+                side.synchronize()
+            if len(keep) > 8:
+                keep.pop(0)
+            if iters % 5 == 0:
+                torch.cuda.current_stream().wait_stream(side)
+                got = (ref_x @ ref_w).relu().sum(dim=1).cpu()
+                if not torch.equal(got, reference):
+                    errors += 1
+                    say("ERROR", "iteration %d: the reference computation changed (max diff %g)"
+                        % (iters, (got - reference).abs().max().item()))
+                for i, t in enumerate(parked):
+                    if not bool((t == float(i + 1)).all().item()):
+                        errors += 1
+                        say("ERROR", "iteration %d: parked tensor %d (%d elements) changed"
+                            % (iters, i, t.numel()))
+            if not torch.isfinite(loss).item():
+                errors += 1
+                say("ERROR", "iteration %d: the loss is not finite" % iters)
+        except Exception:
+            errors += 1
+            say("ERROR", "iteration %d: %s" % (iters, traceback.format_exc().strip().splitlines()[-1]))
+        now = time.monotonic()
+        if runtime_free is not None:
+            peak_used = max(peak_used, total - runtime_free())
+        if now - last >= args.report_every:
+            last = now
+            used = total - runtime_free() if runtime_free is not None else -1
+            say("INFO", "%6.0f s  %7d iterations  %5d signals  %d errors  live %7.0f MiB  "
+                "device used %7.0f MiB (peak %.0f MiB)"
+                % (now - t0, iters, sig.sent, errors, torch.cuda.memory_allocated() / MIB,
+                   used / MIB, peak_used / MIB))
+    sig.stop.set()
+    sig.join()
+    torch.cuda.synchronize()
+    say("PASS" if errors == 0 else "FAIL", "%d iterations in %.0f s with %d SIGUSR1: %d errors"
+        % (iters, time.monotonic() - t0, sig.sent, errors))
+    return 0 if errors == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
