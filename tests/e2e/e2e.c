@@ -296,3 +296,19 @@ const char *e2e_status_text(int status, char *buf, size_t len)
 		snprintf(buf, len, "status 0x%x", status);
 	return buf;
 }
+
+long e2e_report_value(const char *path, const char *key)
+{
+	char line[256];
+	size_t len = strlen(key);
+	long v = -1;
+	FILE *f = fopen(path, "r");
+
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (strncmp(line, key, len) == 0 && line[len] == '=')
+			v = atol(line + len + 1);
+	fclose(f);
+	return v;
+}

@@ -50,6 +50,9 @@ uint64_t e2e_now_ms(void);
 void e2e_fill(void *p, size_t bytes, uint64_t seed);
 int e2e_verify(const void *p, size_t bytes, uint64_t seed);
 
+/* A counter from the stand-in's STANDIN_REPORT file ("key=value" lines; -1 if absent). */
+long e2e_report_value(const char *path, const char *key);
+
 /* Threads of this process, from /proc/self/status (-1 if unreadable). */
 int e2e_threads(void);
 

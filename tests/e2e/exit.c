@@ -65,22 +65,6 @@ static int child(const char *mode)
 	}
 }
 
-static long report_value(const char *path, const char *key)
-{
-	char line[256];
-	size_t len = strlen(key);
-	long v = -1;
-	FILE *f = fopen(path, "r");
-
-	if (f == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), f) != NULL)
-		if (strncmp(line, key, len) == 0 && line[len] == '=')
-			v = atol(line + len + 1);
-	fclose(f);
-	return v;
-}
-
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 2 && strcmp(argv[1], "--mode") == 0 ? argv[2] : "return";
@@ -105,9 +89,9 @@ int main(int argc, char **argv)
 	e2e_check(!ch.timed_out, "the child finished within 10 s (no hang at exit)");
 	e2e_check(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == want, "the child %s (want exit %d)",
 		  e2e_status_text(ch.status, buf, sizeof(buf)), want);
-	mallocs = report_value(report, "mallocs");
-	frees = report_value(report, "frees");
-	live = report_value(report, "live_allocs");
+	mallocs = e2e_report_value(report, "mallocs");
+	frees = e2e_report_value(report, "frees");
+	live = e2e_report_value(report, "live_allocs");
 	unlink(report);
 	e2e_check(mallocs >= 8, "the stand-in wrote its counters at exit (%ld real allocations)", mallocs);
 	e2e_check(frees == 0, "no real cudaFree at exit (the runtime saw %ld)", frees);

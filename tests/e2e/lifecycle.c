@@ -143,22 +143,6 @@ static void mode_devreset(void)
 #define EXIT_BLOCKS 150
 #define EXIT_FREE_US 20000
 
-static long report_value(const char *path, const char *key)
-{
-	char line[256];
-	size_t len = strlen(key);
-	long v = -1;
-	FILE *f = fopen(path, "r");
-
-	if (f == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), f) != NULL)
-		if (strncmp(line, key, len) == 0 && line[len] == '=')
-			v = atol(line + len + 1);
-	fclose(f);
-	return v;
-}
-
 static int exit_child(void)
 {
 	void *p[EXIT_BLOCKS];
@@ -199,10 +183,10 @@ static void mode_exit_releasing(void)
 	e2e_check(!ch.timed_out, "the child finished (%.1f s), no hang at exit", (double)took / 1000.0);
 	e2e_check(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0, "the child %s (want exit 0)",
 		  e2e_status_text(ch.status, buf, sizeof(buf)));
-	mallocs = report_value(report, "mallocs");
-	frees = report_value(report, "frees");
-	live = report_value(report, "live_allocs");
-	bad = report_value(report, "bad_frees");
+	mallocs = e2e_report_value(report, "mallocs");
+	frees = e2e_report_value(report, "frees");
+	live = e2e_report_value(report, "live_allocs");
+	bad = e2e_report_value(report, "bad_frees");
 	unlink(report);
 	e2e_check(mallocs == EXIT_BLOCKS && bad == 0 && live + frees == mallocs,
 		  "the runtime's last report: %ld allocations, %ld freed, %ld live, %ld bad frees "

@@ -270,22 +270,6 @@ static int exit_child(const char *how)
 	return 0;    /* main returns while the others run */
 }
 
-static long report_value(const char *path, const char *key)
-{
-	char line[256];
-	size_t len = strlen(key);
-	long v = -1;
-	FILE *f = fopen(path, "r");
-
-	if (f == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), f) != NULL)
-		if (strncmp(line, key, len) == 0 && line[len] == '=')
-			v = atol(line + len + 1);
-	fclose(f);
-	return v;
-}
-
 static void mode_exit(void)
 {
 	char report[256], env_report[300], buf[128];
@@ -308,7 +292,7 @@ static void mode_exit(void)
 				 e2e_status_text(ch.status, buf, sizeof(buf)),
 				 ch.timed_out ? ", killed after 10 s" : "");
 		}
-		bad = report_value(report, "bad_frees");
+		bad = e2e_report_value(report, "bad_frees");
 		if (bad != 0)
 			e2e_fail("run %d: the runtime saw %ld bad frees", i, bad);
 	}
