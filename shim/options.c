@@ -147,30 +147,35 @@ static const char *skip_space(const char *s)
 	return s;
 }
 
+struct unit {
+	const char *name;
+	double mult;
+};
+
+/* The multiplier of unit `u` (case aside, trailing blanks allowed), or 0 if it is not one. */
+static double unit_mult(const struct unit *t, size_t n, const char *u)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(t[i].name);
+		if (strncasecmp(u, t[i].name, len) == 0 && *skip_space(u + len) == '\0')
+			return t[i].mult;
+	}
+	return 0;
+}
+
 int gp_opt_parse_size(const char *s, struct gp_size *out)
 {
-	static const struct {
-		const char *unit;
-		double mult;
-	} units[] = { { "", 1 },
-		      { "B", 1 },
-		      { "K", 1e3 },
-		      { "KB", 1e3 },
-		      { "M", 1e6 },
-		      { "MB", 1e6 },
-		      { "G", 1e9 },
-		      { "GB", 1e9 },
-		      { "T", 1e12 },
-		      { "TB", 1e12 },
-		      { "KiB", 1024.0 },
-		      { "MiB", 1048576.0 },
-		      { "GiB", 1073741824.0 },
-		      { "TiB", 1099511627776.0 } };
+	static const struct unit units[] = {
+		{ "", 1 },	       { "B", 1 },	       { "K", 1e3 },
+		{ "KB", 1e3 },	       { "M", 1e6 },	       { "MB", 1e6 },
+		{ "G", 1e9 },	       { "GB", 1e9 },	       { "T", 1e12 },
+		{ "TB", 1e12 },	       { "KiB", 1024.0 },      { "MiB", 1048576.0 },
+		{ "GiB", 1073741824.0 }, { "TiB", 1099511627776.0 },
+	};
 	const char *u;
-	double v;
+	double v, mult;
 
-	s = skip_space(s);
-	if (parse_number(s, &v, &u) != 0)
+	if (parse_number(skip_space(s), &v, &u) != 0)
 		return -1;
 	u = skip_space(u);
 	if (u[0] == '%' && *skip_space(u + 1) == '\0') {
@@ -180,50 +185,32 @@ int gp_opt_parse_size(const char *s, struct gp_size *out)
 		out->percent = v;
 		return 0;
 	}
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		size_t n = strlen(units[i].unit);
-		if (strncasecmp(u, units[i].unit, n) != 0 || *skip_space(u + n) != '\0')
-			continue;
-		/* Case matters between KB (1000) and KiB (1024) only through the 'i'. */
-		if (n == 3 && (u[1] | 0x20) != 'i')
-			continue;
-		v *= units[i].mult;
-		if (v >= 18446744073709549568.0) /* the largest double below 2^64 */
-			return -1;
-		out->bytes = (uint64_t)v;
-		out->percent = 0;
-		return 0;
-	}
-	return -1;
+	mult = unit_mult(units, sizeof(units) / sizeof(units[0]), u);
+	if (mult == 0 || v * mult >= 18446744073709549568.0) /* the largest double below 2^64 */
+		return -1;
+	out->bytes = (uint64_t)(v * mult);
+	out->percent = 0;
+	return 0;
 }
 
 int gp_opt_parse_duration(const char *s, uint64_t *ns)
 {
-	static const struct {
-		const char *unit;
-		double mult;
-	} units[] = { { "ms", 1e6 }, { "s", 1e9 }, { "min", 60e9 } };
+	static const struct unit units[] = { { "ms", 1e6 }, { "s", 1e9 }, { "min", 60e9 } };
 	const char *u;
-	double v;
+	double v, mult;
 
-	s = skip_space(s);
-	if (parse_number(s, &v, &u) != 0)
+	if (parse_number(skip_space(s), &v, &u) != 0)
 		return -1;
 	u = skip_space(u);
 	if (*u == '\0' && v == 0) {
 		*ns = 0;
 		return 0;
 	}
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcasecmp(u, units[i].unit) != 0)
-			continue;
-		v *= units[i].mult;
-		if (v >= 9.2e18)
-			return -1;
-		*ns = (uint64_t)v;
-		return 0;
-	}
-	return -1;
+	mult = unit_mult(units, sizeof(units) / sizeof(units[0]), u);
+	if (mult == 0 || v * mult >= 9.2e18)
+		return -1;
+	*ns = (uint64_t)(v * mult);
+	return 0;
 }
 
 int gp_opt_parse_choice(const char *s, const char *choices, int *out)
