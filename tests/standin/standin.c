@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "standin.h"
@@ -21,6 +22,22 @@
 #define STANDIN_MAX_DEVICES 8
 #define STANDIN_MAP_BUCKETS 4096
 #define STANDIN_ALIGN 256
+
+/* Under AddressSanitizer, "device" memory and its record come from mmap, not malloc. GCC 12's
+ * ASan takes no allocator locks around fork: a child forked while another thread is inside
+ * ASan's allocator (a quarantine recycle of a large chunk, say) deadlocks in its first large
+ * malloc, which is the stand-in's cudaMalloc (seen in e2e_storm_fork). glibc's malloc is
+ * fork-safe, and elsewhere the stand-in keeps it: valgrind then checks device memory too. */
+#if defined(__SANITIZE_ADDRESS__)
+#define STANDIN_MMAP 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STANDIN_MMAP 1
+#endif
+#endif
+#ifndef STANDIN_MMAP
+#define STANDIN_MMAP 0
+#endif
 #define MIB (1024ull * 1024ull)
 #define GIB (1024ull * MIB)
 
@@ -29,6 +46,7 @@ struct alloc {
 	void *ptr;
 	uint64_t size;    /* bytes asked for */
 	uint64_t charged; /* bytes counted against the device */
+	size_t span;      /* STANDIN_MMAP: bytes mapped, this record first */
 	int device;
 };
 
@@ -537,6 +555,43 @@ static int stream_has_pending(cudaStream_t s)
 
 /* ---- memory ---- */
 
+/* A record and the block it describes; NULL when host memory ran out. */
+static struct alloc *alloc_new(size_t size)
+{
+	struct alloc *a;
+
+	if (STANDIN_MMAP) {
+		size_t page = 4096, span = page + (size + page - 1) / page * page;
+		void *base = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (base == MAP_FAILED)
+			return NULL;
+		a = base;
+		a->ptr = (char *)base + page;
+		a->span = span;
+		return a;
+	}
+	a = calloc(1, sizeof(*a));
+	if (a == NULL)
+		return NULL;
+	a->ptr = aligned_alloc(STANDIN_ALIGN, (size + STANDIN_ALIGN - 1) / STANDIN_ALIGN * STANDIN_ALIGN);
+	if (a->ptr == NULL) {
+		free(a);
+		return NULL;
+	}
+	return a;
+}
+
+static void alloc_delete(struct alloc *a)
+{
+	if (STANDIN_MMAP) {
+		munmap(a, a->span);
+		return;
+	}
+	free(a->ptr);
+	free(a);
+}
+
 static cudaError_t do_malloc(void **devPtr, size_t size, int device, int async)
 {
 	struct device *d = &st.dev[device];
@@ -556,14 +611,8 @@ static cudaError_t do_malloc(void **devPtr, size_t size, int device, int async)
 		rc = cudaErrorMemoryAllocation;
 		goto out;
 	}
-	a = calloc(1, sizeof(*a));
+	a = alloc_new(size);
 	if (a == NULL) {
-		rc = cudaErrorMemoryAllocation;
-		goto out;
-	}
-	a->ptr = aligned_alloc(STANDIN_ALIGN, (size + STANDIN_ALIGN - 1) / STANDIN_ALIGN * STANDIN_ALIGN);
-	if (a->ptr == NULL) {
-		free(a);
 		rc = cudaErrorMemoryAllocation;
 		goto out;
 	}
@@ -608,8 +657,7 @@ static cudaError_t do_free(void *devPtr, int async)
 		d->c.frees++;
 	if (!async && a->device != cur_device)
 		d->c.frees_off_device++; /* legal in CUDA; gpupool promises not to do it */
-	free(a->ptr);
-	free(a);
+	alloc_delete(a);
 	return cudaSuccess;
 }
 
@@ -917,8 +965,7 @@ cudaError_t cudaDeviceReset(void)
 				continue;
 			}
 			*link = a->next;
-			free(a->ptr);
-			free(a);
+			alloc_delete(a);
 		}
 	}
 	d->used = 0;
