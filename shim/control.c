@@ -22,8 +22,13 @@
 
 #define DEFER_NS 10000000ULL /* retry a deferred release every 10 ms */
 
-static sem_t wake;
-static _Atomic int sem_ready;
+/* What the constructor touches lives in .data, on the page the dynamic linker has already
+ * written while relocating: zero-initialised (.bss) it would cost a process that never uses
+ * CUDA two page faults at start-up (a read of the zero page, then a copy on write). */
+#define LOAD_TIME __attribute__((section(".data")))
+static sem_t wake LOAD_TIME;
+static _Atomic int sem_ready LOAD_TIME;
+static int installed_signo LOAD_TIME; /* written at load time only */
 static _Atomic int signalled; /* lock-free: safe in a handler, and across threads */
 static _Atomic int requested, policy_due, started, stopping, releasing;
 static struct gp_pool *the_pool;
@@ -50,6 +55,11 @@ int gp_control_install_signal(int signo)
 	if (!atomic_load(&sem_ready)) {
 		if (sem_init(&wake, 0, 0) != 0)
 			return -1;
+		/* The library binds lazily: bind sem_post now, so the handler never runs the
+		 * dynamic linker's resolver. */
+		sem_post(&wake);
+		while (sem_trywait(&wake) != 0 && errno == EINTR)
+			;
 		atomic_store(&sem_ready, 1);
 	}
 	if (signo == 0)
@@ -58,7 +68,15 @@ int gp_control_install_signal(int signo)
 	sa.sa_handler = on_signal;
 	sa.sa_flags = SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	return sigaction(signo, &sa, NULL);
+	if (sigaction(signo, &sa, NULL) != 0)
+		return -1;
+	installed_signo = signo;
+	return 0;
+}
+
+int gp_control_signal(void)
+{
+	return installed_signo;
 }
 
 static uint64_t mono_ns(void)

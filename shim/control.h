@@ -7,6 +7,8 @@
 
 /* At load time: install the handler for `signo` (0: none). Starts nothing. */
 int gp_control_install_signal(int signo);
+/* The signal whose handler was installed (0: none, or sigaction failed). */
+int gp_control_signal(void);
 /* Before start: whether releases on the control thread first flush framework caches. */
 void gp_control_configure(int framework_flush);
 /* At first CUDA use: start the control thread for `pool`. */

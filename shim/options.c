@@ -277,6 +277,22 @@ int gp_opt_check(const struct gp_opt_def *d, const char *value)
 	return parse(d, value, &scratch);
 }
 
+void gp_opt_load_only(struct gp_options *o, const char *const *names, size_t n)
+{
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		const struct gp_opt_def *d = &table[i];
+		const char *v;
+		size_t k = 0;
+
+		while (k < n && strcmp(names[k], d->name) != 0)
+			k++;
+		if (k == n || (v = secure_getenv(d->name)) == NULL)
+			continue;
+		if (parse(d, v, o) != 0)
+			parse(d, d->def, o);
+	}
+}
+
 void gp_opt_load(struct gp_options *o, void (*warn)(const char *line))
 {
 	memset(o, 0, sizeof(*o));

@@ -4,6 +4,7 @@
 #ifndef GPUPOOL_OPTIONS_H
 #define GPUPOOL_OPTIONS_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,6 +59,12 @@ const struct gp_opt_def *gp_opt_table(size_t *count);
 
 /* Fill `o` from the environment. `warn` receives one line per bad value (may be NULL). */
 void gp_opt_load(struct gp_options *o, void (*warn)(const char *line));
+/* For the library's constructor, which every process pays for, CUDA or not: parses the named
+ * variables that are set (quietly; a bad value gives the table's default) and leaves every
+ * other field as the caller set it, touching no parser for what is unset. The caller starts
+ * from GP_OPT_EARLY_DEFAULTS; test_options checks it matches the table. */
+void gp_opt_load_only(struct gp_options *o, const char *const *names, size_t n);
+#define GP_OPT_EARLY_DEFAULTS { .signo = SIGUSR1, .disable = 0, .torch = GP_TORCH_DEFAULT }
 
 /* Whether `value` is valid for option `d` (0) or not (-1); for the gpupool command. */
 int gp_opt_check(const struct gp_opt_def *d, const char *value);

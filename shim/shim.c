@@ -45,15 +45,18 @@ static void on_exit_handler(void)
 	gp_obs_exit();
 }
 
+/* Only what cannot wait for the first CUDA call, touching few pages: every process pays for
+ * this, CUDA or not (docs/BENCHMARKS.md). The rest of the options are read by init_locked. */
 __attribute__((constructor)) static void gp_shim_load(void)
 {
-	gp_opt_load(&opts, NULL); /* quietly: a program that never uses CUDA hears nothing */
-	pthread_atfork(NULL, NULL, on_fork_child);
-	if (opts.disable)
+	static const char *const now[] = { "GPUPOOL_DISABLE", "GPUPOOL_SIGNAL", "GPUPOOL_TORCH" };
+	struct gp_options early = GP_OPT_EARLY_DEFAULTS;
+
+	gp_opt_load_only(&early, now, sizeof(now) / sizeof(now[0]));
+	if (early.disable)
 		return;
-	gp_framework_load(opts.torch == GP_TORCH_TAKEOVER); /* before PyTorch reads it */
-	if (gp_control_install_signal(opts.signo) != 0)
-		opts.signo = 0;
+	gp_framework_load(early.torch == GP_TORCH_TAKEOVER); /* before PyTorch reads it */
+	gp_control_install_signal(early.signo);
 }
 
 static int init_locked(void)
@@ -62,6 +65,9 @@ static int init_locked(void)
 	struct gp_pool_config cfg = { .ordered = 1, .over_cap = gp_policy_over_cap, .arg = NULL };
 	int ndev = 0, observed;
 
+	/* Here, not at load: a fork before the first CUDA call leaves nothing to undo (the child
+	 * starts uninitialised), and a process that never uses CUDA pays nothing for it. */
+	pthread_atfork(NULL, NULL, on_fork_child);
 	if (gp_real_resolve() != 0) {
 		gp_log(GP_LOG_ERROR, "the CUDA runtime (libcudart) was not found; passing through");
 		return GP_PASSTHROUGH;
@@ -73,6 +79,7 @@ static int init_locked(void)
 		gp_log(GP_LOG_INFO, "GPUPOOL_DISABLE is set: passing every call through");
 		return GP_PASSTHROUGH;
 	}
+	opts.signo = gp_control_signal(); /* what the handler was installed for at load, if it was */
 	if (gp_real.GetDeviceCount(&ndev) != cudaSuccess || ndev <= 0) {
 		gp_real.GetLastError();
 		gp_log(GP_LOG_INFO, "no CUDA device: passing through");

@@ -228,6 +228,42 @@ static void test_table_sane(void **state)
 	clear_env();
 }
 
+/* Proves: the constructor's partial load agrees with the full one: unset, it keeps
+ * GP_OPT_EARLY_DEFAULTS, which equal the table's defaults; set, it parses; a bad value gives the
+ * default; variables it was not asked for are not read. */
+static void test_load_only(void **state)
+{
+	static const char *const names[] = { "GPUPOOL_DISABLE", "GPUPOOL_SIGNAL", "GPUPOOL_TORCH" };
+	struct gp_options full, early = GP_OPT_EARLY_DEFAULTS;
+
+	(void)state;
+	clear_env();
+	gp_opt_load(&full, collect);
+	gp_opt_load_only(&early, names, 3);
+	assert_int_equal(early.disable, full.disable);
+	assert_int_equal(early.signo, full.signo);
+	assert_int_equal(early.torch, full.torch);
+
+	setenv("GPUPOOL_DISABLE", "yes", 1);
+	setenv("GPUPOOL_SIGNAL", "SIGUSR2", 1);
+	setenv("GPUPOOL_TORCH", "takeover", 1);
+	setenv("GPUPOOL_LOG", "debug", 1);
+	early = (struct gp_options)GP_OPT_EARLY_DEFAULTS;
+	gp_opt_load_only(&early, names, 3);
+	assert_int_equal(early.disable, 1);
+	assert_int_equal(early.signo, SIGUSR2);
+	assert_int_equal(early.torch, GP_TORCH_TAKEOVER);
+	assert_int_equal(early.log_level, 0); /* not asked for: untouched */
+
+	setenv("GPUPOOL_SIGNAL", "KILL", 1);
+	early = (struct gp_options)GP_OPT_EARLY_DEFAULTS;
+	early.signo = 0;
+	gp_opt_load_only(&early, names, 3);
+	assert_int_equal(early.signo, SIGUSR1);
+	assert_int_equal(nwarned, 0);
+	clear_env();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -235,6 +271,7 @@ int main(void)
 		cmocka_unit_test(test_size_garbage),   cmocka_unit_test(test_duration),
 		cmocka_unit_test(test_bool_level_signal), cmocka_unit_test(test_load_defaults),
 		cmocka_unit_test(test_load_bad_values), cmocka_unit_test(test_table_sane),
+		cmocka_unit_test(test_load_only),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
