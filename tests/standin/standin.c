@@ -81,6 +81,7 @@ struct CUevent_st {
 	int captured;               /* recorded into a capture: not a point in real execution */
 	struct CUstream_st *stream; /* NULL: a default stream of `device` */
 	uint64_t seq;               /* record order, for cudaEventSynchronize */
+	uint64_t done_at_ns;        /* STANDIN_EVENT_LATENCY_US: "the GPU" reaches it then */
 };
 
 struct CUgraph_st {
@@ -125,6 +126,7 @@ static const struct {
 static struct fault faults[STANDIN_FAULT_COUNT];
 static _Atomic int unloading, free_keeps;
 static _Atomic unsigned free_delay_us;
+static _Atomic unsigned event_latency_us;
 
 static _Thread_local int cur_device;
 static _Thread_local cudaError_t last_error;
@@ -205,6 +207,8 @@ static void st_init(void)
 	atomic_store(&unloading, s != NULL && strcmp(s, "1") == 0);
 	s = getenv("STANDIN_FREE_DELAY_US");
 	atomic_store(&free_delay_us, s != NULL ? (unsigned)strtoul(s, NULL, 10) : 0u);
+	s = getenv("STANDIN_EVENT_LATENCY_US");
+	atomic_store(&event_latency_us, s != NULL ? (unsigned)strtoul(s, NULL, 10) : 0u);
 	pthread_atfork(fork_prepare, fork_release, fork_release);
 }
 
@@ -514,7 +518,22 @@ static int event_valid(cudaEvent_t e)
 	return 0;
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* ---- events: "the GPU" completes them when told or on synchronisation ---- */
+
+/* Synchronised past it: done now, whatever the latency. */
+static void finish(struct CUevent_st *e)
+{
+	e->done = 1;
+	e->done_at_ns = 0;
+}
 
 static void complete_all(int device)
 {
@@ -522,7 +541,7 @@ static void complete_all(int device)
 
 	for (e = st.events; e != NULL; e = e->next)
 		if (e->recorded && !e->captured && (device < 0 || e->device == device))
-			e->done = 1;
+			finish(e);
 }
 
 static void complete_stream(cudaStream_t s)
@@ -535,7 +554,7 @@ static void complete_stream(cudaStream_t s)
 			continue;
 		/* the legacy stream waits for every blocking stream of its device */
 		if (e->stream == s || (is_legacy_stream(s) && e->device == device))
-			e->done = 1;
+			finish(e);
 	}
 }
 
@@ -1420,6 +1439,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 	event->seq = ++st.record_seq;
 	event->captured = !is_default_stream(stream) && stream->capturing;
 	event->done = !event->captured && !st.manual_events;
+	event->done_at_ns = mono_ns() + (uint64_t)atomic_load(&event_latency_us) * 1000u;
 out:
 	leave();
 	return result(rc);
@@ -1447,7 +1467,8 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 	rc = inject(STANDIN_FAULT_EVENT_QUERY);
 	if (rc != cudaSuccess)
 		goto out;
-	rc = !event->recorded || event->done ? cudaSuccess : cudaErrorNotReady;
+	rc = !event->recorded || (event->done && mono_ns() >= event->done_at_ns) ? cudaSuccess
+										     : cudaErrorNotReady;
 out:
 	leave();
 	return result(rc);
@@ -1479,7 +1500,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event)
 	for (e = st.events; e != NULL; e = e->next)
 		if (e->recorded && !e->captured && e->stream == event->stream &&
 		    e->device == event->device && e->seq <= event->seq)
-			e->done = 1;
+			finish(e);
 out:
 	leave();
 	return result(rc);

@@ -19,6 +19,8 @@
  *                                reports the error of an earlier asynchronous launch
  *   STANDIN_UNLOADING=1          every entry point fails with cudaErrorCudartUnloading (the state
  *                                of the runtime while the process exits) and does nothing
+ *   STANDIN_EVENT_LATENCY_US=n   cudaEventQuery reports an event done only n µs after its record
+ *                                (as a GPU that takes time to reach it; synchronising is immediate)
  *   STANDIN_FREE_DELAY_US=n      cudaFree sleeps n µs first (outside the runtime's lock): a slow
  *                                device, to catch a release in progress
  * The stand-in applies the runtime's capture rules (cudaThreadExchangeStreamCaptureMode): during a
