@@ -2,6 +2,7 @@
  * One block is one backend allocation (no splitting). A cache hit takes one class lock and
  * makes no backend call; frees look the block up in the sharded pointer map. Backend calls
  * (alloc, free, fences) are always made with no pool lock held. */
+#define _POSIX_C_SOURCE 200809L
 #include "pool.h"
 #include "lock.h"
 #include "ptrmap.h"
@@ -11,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_FENCES 64 /* fences in flight */
 
@@ -452,6 +454,38 @@ undo:
 	return GP_ENOMEM;
 }
 
+static uint64_t fine_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Every cached block of the class is still fenced: drive the fences (record one for recent
+ * frees, poll) until one of those blocks may be reused, the class has none left, or
+ * cfg.reuse_wait_ns has passed (see struct gp_pool_config). No lock is held between polls. */
+static struct gp_block *wait_for_reuse(struct gp_pool *p, struct gp_dev *d, unsigned cls,
+				       unsigned s0, size_t bytes)
+{
+	uint64_t deadline = 0, t;
+	struct gp_block *b;
+	int waiting;
+
+	for (;;) {
+		waiting = 0;
+		gp_pool_advance(p, 0);
+		b = take_any(p, d, cls, s0, bytes, &waiting);
+		if (b != NULL || !waiting || p->cfg.reuse_wait_ns == 0)
+			return b;
+		t = fine_ns();
+		if (deadline == 0)
+			deadline = t + p->cfg.reuse_wait_ns;
+		else if (t >= deadline)
+			return NULL;
+	}
+}
+
 int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *retried)
 {
 	unsigned cls = gp_pool_class_of(bytes), s0 = my_stripe();
@@ -468,8 +502,8 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 		return device < 0 || device >= GP_MAX_DEVICES ? GP_EINVAL : GP_ENOMEM;
 
 	b = take_any(p, d, cls, s0, bytes, &waiting);
-	if (b == NULL && waiting && gp_pool_advance(p, 0) == GP_OK)
-		b = take_any(p, d, cls, s0, bytes, &waiting);
+	if (b == NULL && waiting)
+		b = wait_for_reuse(p, d, cls, s0, bytes);
 	if (b != NULL) {
 		account_live(d, b->list % GP_STRIPES, (int64_t)b->bytes);
 		*out = b->ptr;

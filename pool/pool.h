@@ -68,6 +68,12 @@ struct gp_pool_config {
 	 * (gp_pool_set_cap); once, until gp_pool_release runs for that device. May be NULL. */
 	void (*over_cap)(void *arg, int device);
 	void *arg;
+	/* A miss whose size class holds only blocks still fenced polls their fences for up to
+	 * this long before a real allocation (0: one poll). On an idle GPU a fence completes in
+	 * microseconds, sooner than a real allocation returns; not waiting at all grows the pool
+	 * by every block freed within a fence's latency. Bounded near one real allocation's cost,
+	 * a miss costs at most about two of them when the GPU is busy. */
+	uint64_t reuse_wait_ns;
 };
 
 /* Per-device figures, summed over size classes. Bytes are real allocation sizes. */

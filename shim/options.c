@@ -32,6 +32,9 @@ static const struct gp_opt_def table[] = {
 	  OPT(min_free), 0 },
 	{ "GPUPOOL_POLL_INTERVAL", GP_OPT_DURATION, "100ms", "a duration (50ms, 1s), at least 1ms",
 	  "How often free device memory is checked for GPUPOOL_MIN_FREE.", OPT(poll_interval_ns), 1 },
+	{ "GPUPOOL_REUSE_WAIT", GP_OPT_DURATION, "50us", "a duration (20us, 1ms); 0 = do not wait",
+	  "Once a stream exists, a freed block is reused only after the GPU work before its cudaFree is done; a cudaMalloc that finds only such blocks of its size waits this long for them before asking the driver for more memory.",
+	  OPT(reuse_wait_ns), 0 },
 	{ "GPUPOOL_REPORT_CACHED_AS_FREE", GP_OPT_BOOL, "1", "1|0|true|false|yes|no|on|off",
 	  "cudaMemGetInfo counts this process's cached blocks as free (they are, for its next cudaMalloc).",
 	  OPT(report_cached_as_free), 0 },
@@ -195,7 +198,8 @@ int gp_opt_parse_size(const char *s, struct gp_size *out)
 
 int gp_opt_parse_duration(const char *s, uint64_t *ns)
 {
-	static const struct unit units[] = { { "ms", 1e6 }, { "s", 1e9 }, { "min", 60e9 } };
+	static const struct unit units[] = { { "us", 1e3 }, { "ms", 1e6 }, { "s", 1e9 },
+					     { "min", 60e9 } };
 	const char *u;
 	double v, mult;
 

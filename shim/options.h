@@ -37,6 +37,7 @@ struct gp_options {
 	uint64_t idle_timeout_ns;       /* 0 = off */
 	struct gp_size min_free;        /* per device; 0 = off */
 	uint64_t poll_interval_ns;
+	uint64_t reuse_wait_ns;       /* GPUPOOL_REUSE_WAIT */
 	int report_cached_as_free;
 	int framework_flush; /* enum gp_flush_mode */
 	int torch;           /* enum gp_torch_mode */

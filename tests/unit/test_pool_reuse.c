@@ -2,8 +2,10 @@
  * ordered mode, and in unordered mode only after a fence recorded after its free has completed
  * (fences taken in recording order; a fence that cannot be recorded means no reuse, nothing
  * worse). */
+#define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stddef.h>
+#include <time.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
@@ -317,6 +319,73 @@ static void test_set_unordered_fences_earlier_frees(void **state)
 	fx_free(fx, a);
 }
 
+static int setup_reuse_wait(void **state, uint64_t ns)
+{
+	struct gp_pool_config cfg = { .ordered = 0, .reuse_wait_ns = ns };
+
+	return fx_setup_cfg(state, &cfg);
+}
+
+static int setup_wait_1s(void **state)
+{
+	return setup_reuse_wait(state, 1000000000u);
+}
+
+static int setup_wait_5ms(void **state)
+{
+	return setup_reuse_wait(state, 5000000u);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Proves: with reuse_wait_ns, a miss whose class holds only a fenced block drives the fences
+ * until that block may be reused (the fence completes on its third poll) and hands it out:
+ * no second backend allocation, so the pool does not grow by what a fence's latency holds. */
+static void test_miss_waits_for_fenced_block(void **state)
+{
+	struct fx *fx = *state;
+	void *a, *b;
+
+	fake_set_fence_auto(&fx->fake, 3);
+	a = fx_alloc(fx, 0, 8192);
+	fx_free(fx, a);
+	b = fx_alloc(fx, 0, 8192);
+	assert_ptr_equal(a, b);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
+	assert_true(fake_fences_recorded(&fx->fake) >= 1);
+	fx_free(fx, b);
+}
+
+/* Proves: the wait is bounded: a fence that never completes (a busy GPU) costs the miss about
+ * reuse_wait_ns, then a real allocation; the fenced block is not handed out. */
+static void test_miss_wait_is_bounded(void **state)
+{
+	struct fx *fx = *state;
+	uint64_t t0, dt, queries;
+	void *a, *b;
+
+	a = fx_alloc(fx, 0, 8192);
+	fx_free(fx, a);
+	t0 = mono_ns();
+	b = fx_alloc(fx, 0, 8192);
+	dt = mono_ns() - t0;
+	assert_ptr_not_equal(a, b);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
+	assert_true(dt >= 5000000u);
+	assert_true(dt < 2000000000u); /* generous: a loaded CI machine */
+	/* No waiting when the class has nothing cached: that miss polls no fence. */
+	queries = fake_calls(&fx->fake, FAKE_OP_FENCE_QUERY);
+	fx_free(fx, fx_alloc(fx, 0, 64 * KiB));
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_FENCE_QUERY), queries);
+	fx_free(fx, b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -344,6 +413,10 @@ int main(void)
 						fx_setup_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_set_unordered_fences_earlier_frees,
 						fx_setup_ordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_miss_waits_for_fenced_block, setup_wait_1s,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_miss_wait_is_bounded, setup_wait_5ms,
+						fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
