@@ -454,6 +454,26 @@ undo:
 	return GP_ENOMEM;
 }
 
+#define OVERSIZE_MIN ((size_t)1 << 20) /* at or below, the driver packs requests tightly */
+
+/* A reusable cached block of a larger class, at most cfg.oversize_pct of the request: memory
+ * the pool holds anyway, where a real allocation would add to it (see struct gp_pool_config).
+ * It stays in its own class: its free returns it there. */
+static struct gp_block *take_larger(struct gp_pool *p, struct gp_dev *d, unsigned cls,
+				    unsigned s0, size_t bytes)
+{
+	uint64_t limit = (uint64_t)bytes * p->cfg.oversize_pct / 100;
+	unsigned n = gp_pool_class_count();
+	struct gp_block *b = NULL;
+	int waiting = 0;
+
+	if (p->cfg.oversize_pct <= 100 || gp_pool_class_bytes(cls) <= OVERSIZE_MIN)
+		return NULL;
+	for (unsigned c = cls + 1; b == NULL && c < n && gp_pool_class_bytes(c) <= limit; c++)
+		b = take_any(p, d, c, s0, bytes, &waiting);
+	return b;
+}
+
 static uint64_t fine_ns(void)
 {
 	struct timespec ts;
@@ -502,6 +522,8 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 		return device < 0 || device >= GP_MAX_DEVICES ? GP_EINVAL : GP_ENOMEM;
 
 	b = take_any(p, d, cls, s0, bytes, &waiting);
+	if (b == NULL)
+		b = take_larger(p, d, cls, s0, bytes);
 	if (b == NULL && waiting)
 		b = wait_for_reuse(p, d, cls, s0, bytes);
 	if (b != NULL) {

@@ -74,6 +74,10 @@ struct gp_pool_config {
 	 * by every block freed within a fence's latency. Bounded near one real allocation's cost,
 	 * a miss costs at most about two of them when the GPU is busy. */
 	uint64_t reuse_wait_ns;
+	/* Above 1 MiB, a miss that would otherwise make a real allocation may take a reusable
+	 * cached block of a larger class if it is at most this percentage of the request (the
+	 * smallest such class first). 100 or less: never, a block serves its own class only. */
+	unsigned oversize_pct;
 };
 
 /* Per-device figures, summed over size classes. Bytes are real allocation sizes. */

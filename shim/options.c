@@ -35,6 +35,9 @@ static const struct gp_opt_def table[] = {
 	{ "GPUPOOL_REUSE_WAIT", GP_OPT_DURATION, "50us", "a duration (20us, 1ms); 0 = do not wait",
 	  "Once a stream exists, a freed block is reused only after the GPU work before its cudaFree is done; a cudaMalloc that finds only such blocks of its size waits this long for them before asking the driver for more memory.",
 	  OPT(reuse_wait_ns), 0 },
+	{ "GPUPOOL_OVERSIZE", GP_OPT_RATIO, "1", "a number from 1 to 4 (1.5, 2); 1 = off",
+	  "Above 1 MiB, a cudaMalloc that would otherwise ask the driver for more memory may take an idle cached block up to this many times its size. Lowers peaks of workloads with many sizes; such a block stays in use, unreleasable, as long as the program holds it.",
+	  OPT(oversize_pct), 0 },
 	{ "GPUPOOL_REPORT_CACHED_AS_FREE", GP_OPT_BOOL, "1", "1|0|true|false|yes|no|on|off",
 	  "cudaMemGetInfo counts this process's cached blocks as free (they are, for its next cudaMalloc).",
 	  OPT(report_cached_as_free), 0 },
@@ -217,6 +220,21 @@ int gp_opt_parse_duration(const char *s, uint64_t *ns)
 	return 0;
 }
 
+int gp_opt_parse_ratio(const char *s, int *pct)
+{
+	const char *end;
+	double v;
+
+	if (parse_number(skip_space(s), &v, &end) != 0)
+		return -1;
+	if (*end == 'x' || *end == 'X')
+		end++;
+	if (*skip_space(end) != '\0' || v < 1 || v > 4)
+		return -1;
+	*pct = (int)(v * 100 + 0.5);
+	return 0;
+}
+
 int gp_opt_parse_choice(const char *s, const char *choices, int *out)
 {
 	size_t n = strlen(s);
@@ -270,6 +288,8 @@ static int parse(const struct gp_opt_def *d, const char *s, struct gp_options *o
 		return d->nonzero && *(uint64_t *)(void *)field < 1000000 ? -1 : 0;
 	case GP_OPT_PATH:
 		return parse_path(s, (char *)field);
+	case GP_OPT_RATIO:
+		return gp_opt_parse_ratio(s, field);
 	}
 	return -1;
 }

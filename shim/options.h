@@ -16,6 +16,7 @@ enum gp_opt_type {
 	GP_OPT_DURATION, /* 250ms, 30s, 5min, 0 = off */
 	GP_OPT_CHOICE,   /* one of the words of `accepts` ("a|b|c"), stored as its index */
 	GP_OPT_PATH,     /* a file path ("%p" becomes the pid); "" or off = none */
+	GP_OPT_RATIO,    /* 1, 1.5, 2x: from 1 to 4, stored as a whole percentage (int) */
 };
 
 #define GP_OPT_PATH_MAX 1024
@@ -38,6 +39,7 @@ struct gp_options {
 	struct gp_size min_free;        /* per device; 0 = off */
 	uint64_t poll_interval_ns;
 	uint64_t reuse_wait_ns;       /* GPUPOOL_REUSE_WAIT */
+	int oversize_pct;              /* GPUPOOL_OVERSIZE, percent */
 	int report_cached_as_free;
 	int framework_flush; /* enum gp_flush_mode */
 	int torch;           /* enum gp_torch_mode */
@@ -77,6 +79,7 @@ int gp_opt_parse_signal(const char *s, int *out);
 int gp_opt_parse_size(const char *s, struct gp_size *out);
 int gp_opt_parse_duration(const char *s, uint64_t *ns);
 int gp_opt_parse_choice(const char *s, const char *choices, int *out);
+int gp_opt_parse_ratio(const char *s, int *pct);
 /* A size in bytes for a device with `total` bytes of memory. */
 uint64_t gp_opt_size_bytes(const struct gp_size *s, uint64_t total);
 

@@ -88,6 +88,7 @@ static int init_locked(void)
 	single_device = ndev == 1;
 	gp_backend_fill(&be);
 	cfg.reuse_wait_ns = opts.reuse_wait_ns;
+	cfg.oversize_pct = (unsigned)opts.oversize_pct;
 	if (gp_pool_create(&be, &cfg, &gp_shim_pool) != GP_OK) {
 		gp_log(GP_LOG_ERROR, "cannot create the pool; passing through");
 		return GP_PASSTHROUGH;

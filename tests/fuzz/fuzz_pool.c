@@ -2,11 +2,13 @@
  * (tests/unit/fake_backend.c): the input is a program of up to 1,000 operations on 4 devices —
  * alloc, free, double and foreign frees, release (any device, target and cause), idle release,
  * fence driving, fences completed or failing, ordered mode off, the clock, caps, a device
- * forgotten (and reset), capacity limits, failing backend frees, no releases allowed.
+ * forgotten (and reset), capacity limits, failing backend frees, no releases allowed; the first
+ * byte picks ordered mode and oversize (a reused block of a larger class, at most 200%).
  * After every operation the backend must hold the model's live bytes plus what the pool says it
  * caches; every 32nd (and at the end) all the invariants are checked: the pool's stats match a
  * model of the program's live blocks; the backend holds exactly live + cached blocks; a cached block comes
- * back only when the pool is ordered or a fence recorded after its free has completed; every
+ * back only when the pool is ordered or a fence recorded after its free has completed, and is
+ * of the request's class (or, oversize, a larger one within the limit); every
  * live block keeps its owner's tag; bad frees change nothing; a release to a target leaves at
  * most the target; over_cap comes only above the cap; the backend saw no misuse. At the end
  * everything is freed and released: the backend holds nothing. Built with clang
@@ -46,6 +48,7 @@ static struct {
 	struct freed freed[MAX_FREED];
 	int nfreed;
 	int ordered;
+	unsigned oversize_pct; /* the pool's cfg.oversize_pct: 0 or 200 */
 	uint64_t cap[DEVICES];
 	uint64_t failed[DEVICES]; /* allocations that failed */
 	uint64_t op;
@@ -227,8 +230,19 @@ static void op_alloc(struct input *in)
 	check(p != NULL && live_find(p) < 0, "alloc returned a block that is live");
 	if (c1.allocs_ok == c0.allocs_ok)
 		check_reuse(p);
-	m.live[m.nlive] = (struct live){ p, req, gp_pool_class_bytes(gp_pool_class_of(req)), dev,
-					 m.op * 0x9e3779b97f4a7c15ull + 1 };
+	{
+		size_t want = gp_pool_class_bytes(gp_pool_class_of(req)), got;
+		int bdev = -1;
+
+		/* Its own class's size, or (oversize, above 1 MiB, a reused block) a larger class of
+		 * at most oversize_pct of the request. */
+		got = gp_pool_block_size(m.pool, p, &bdev);
+		check(bdev == dev, "alloc returned a block of another device");
+		check(got == want || (got > want && c1.allocs_ok == c0.allocs_ok && want > MiB &&
+				      (uint64_t)got * 100 <= (uint64_t)req * m.oversize_pct),
+		      "alloc returned a block of the wrong size");
+		m.live[m.nlive] = (struct live){ p, req, got, dev, m.op * 0x9e3779b97f4a7c15ull + 1 };
+	}
 	tag(&m.live[m.nlive], 1);
 	m.nlive++;
 }
@@ -445,7 +459,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fake_init(&m.fake);
 	for (int d = 0; d < DEVICES; d++)
 		fake_set_capacity(&m.fake, d, DEVICE_CAPACITY);
-	cfg.ordered = m.ordered = (int)(u8(&in) & 1);
+	{
+		unsigned first = u8(&in);
+
+		cfg.ordered = m.ordered = (int)(first & 1);
+		cfg.oversize_pct = m.oversize_pct = first & 2 ? 200 : 0;
+	}
 	if (gp_pool_create(&m.fake.be, &cfg, &m.pool) != GP_OK)
 		abort();
 	run(&in);

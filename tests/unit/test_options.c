@@ -228,6 +228,29 @@ static void test_table_sane(void **state)
 	clear_env();
 }
 
+/* Proves: ratios from 1 to 4, with an optional x, as whole percentages; nothing else. */
+static void test_ratio(void **state)
+{
+	int v = 0;
+
+	(void)state;
+	assert_int_equal(gp_opt_parse_ratio("1", &v), 0);
+	assert_int_equal(v, 100);
+	assert_int_equal(gp_opt_parse_ratio("1.5", &v), 0);
+	assert_int_equal(v, 150);
+	assert_int_equal(gp_opt_parse_ratio("2x", &v), 0);
+	assert_int_equal(v, 200);
+	assert_int_equal(gp_opt_parse_ratio(" 4 ", &v), 0);
+	assert_int_equal(v, 400);
+	v = 7;
+	assert_int_equal(gp_opt_parse_ratio("0.5", &v), -1);
+	assert_int_equal(gp_opt_parse_ratio("5", &v), -1);
+	assert_int_equal(gp_opt_parse_ratio("2xx", &v), -1);
+	assert_int_equal(gp_opt_parse_ratio("", &v), -1);
+	assert_int_equal(gp_opt_parse_ratio("two", &v), -1);
+	assert_int_equal(v, 7);
+}
+
 /* Proves: the constructor's partial load agrees with the full one: unset, it keeps
  * GP_OPT_EARLY_DEFAULTS, which equal the table's defaults; set, it parses; a bad value gives the
  * default; variables it was not asked for are not read. */
@@ -271,7 +294,7 @@ int main(void)
 		cmocka_unit_test(test_size_garbage),   cmocka_unit_test(test_duration),
 		cmocka_unit_test(test_bool_level_signal), cmocka_unit_test(test_load_defaults),
 		cmocka_unit_test(test_load_bad_values), cmocka_unit_test(test_table_sane),
-		cmocka_unit_test(test_load_only),
+		cmocka_unit_test(test_load_only),      cmocka_unit_test(test_ratio),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
