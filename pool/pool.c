@@ -94,7 +94,9 @@ static unsigned nlists(void)
  * GP_STRIPES threads never share one (hashing thread ids collides for a few threads). These two
  * are the pool's only statics: they number threads, they hold no pool state. */
 static _Atomic unsigned next_stripe;
-static _Thread_local unsigned stripe_plus_one;
+/* initial-exec: an offset from the thread pointer, not a __tls_get_addr call per access (the
+ * library is preloaded, or dlopened with a few bytes of TLS, which the loader's reserve holds). */
+static _Thread_local unsigned stripe_plus_one __attribute__((tls_model("initial-exec")));
 
 static unsigned my_stripe(void)
 {

@@ -7,7 +7,7 @@
 
 #include <time.h>
 
-static _Thread_local cudaError_t last_error;
+static _Thread_local cudaError_t last_error __attribute__((tls_model("initial-exec"))); /* pool.c */
 
 cudaError_t gp_backend_last_error(void)
 {

@@ -22,7 +22,7 @@ struct gp_pool *gp_shim_pool;
 
 static struct gp_options opts;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Thread_local int in_init;
+static _Thread_local int in_init __attribute__((tls_model("initial-exec"))); /* see pool.c */
 static int single_device; /* one visible device: the current device is always 0 */
 static _Atomic uint64_t seen_devices;
 

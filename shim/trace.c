@@ -50,7 +50,7 @@ _Atomic int gp_trace_on;
 static _Atomic(struct ring *) rings;
 static _Atomic uint64_t lost; /* records dropped: no ring memory, or written after the end */
 static pthread_key_t owner_key;
-static _Thread_local struct ring *mine;
+static _Thread_local struct ring *mine __attribute__((tls_model("initial-exec"))); /* see pool.c */
 
 /* Everything below is the flusher's, under flush_lock. */
 static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;
