@@ -56,6 +56,7 @@ struct gp_dev {
 	_Atomic uint64_t reserved_bytes; /* live + cached, real bytes */
 	_Atomic uint64_t peak_reserved;
 	_Atomic uint64_t real_allocs, real_frees, failed_allocs, bad_frees;
+	_Atomic uint64_t fence_waits, fence_wait_timeouts, oversize_hits; /* misses only */
 	_Atomic uint64_t cap;      /* bytes of cache allowed, 0 = no cap */
 	_Atomic int cap_notified;  /* over_cap was called and no release ran since */
 };
@@ -473,6 +474,8 @@ static struct gp_block *take_larger(struct gp_pool *p, struct gp_dev *d, unsigne
 		return NULL;
 	for (unsigned c = cls + 1; b == NULL && c < n && gp_pool_class_bytes(c) <= limit; c++)
 		b = take_any(p, d, c, s0, bytes, &waiting);
+	if (b != NULL)
+		atomic_fetch_add_explicit(&d->oversize_hits, 1, memory_order_relaxed);
 	return b;
 }
 
@@ -501,10 +504,13 @@ static struct gp_block *wait_for_reuse(struct gp_pool *p, struct gp_dev *d, unsi
 		if (b != NULL || !waiting || p->cfg.reuse_wait_ns == 0)
 			return b;
 		t = fine_ns();
-		if (deadline == 0)
+		if (deadline == 0) {
 			deadline = t + p->cfg.reuse_wait_ns;
-		else if (t >= deadline)
+			atomic_fetch_add_explicit(&d->fence_waits, 1, memory_order_relaxed);
+		} else if (t >= deadline) {
+			atomic_fetch_add_explicit(&d->fence_wait_timeouts, 1, memory_order_relaxed);
 			return NULL;
+		}
 	}
 }
 
@@ -945,6 +951,9 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 	o->real_frees = ld(&d->real_frees);
 	o->failed_allocs = ld(&d->failed_allocs);
 	o->bad_frees = ld(&d->bad_frees);
+	o->fence_waits = ld(&d->fence_waits);
+	o->fence_wait_timeouts = ld(&d->fence_wait_timeouts);
+	o->oversize_hits = ld(&d->oversize_hits);
 	return GP_OK;
 }
 

@@ -98,6 +98,9 @@ struct gp_pool_dev_stats {
 	uint64_t failed_allocs;   /* gp_pool_alloc calls that returned an error */
 	uint64_t frees;           /* successful gp_pool_free calls */
 	uint64_t bad_frees;       /* double frees */
+	uint64_t fence_waits;     /* misses that polled a fenced block's fence (cfg.reuse_wait_ns) */
+	uint64_t fence_wait_timeouts; /* ... and gave up: a real allocation followed */
+	uint64_t oversize_hits;   /* misses served by a larger class's block (cfg.oversize_pct) */
 };
 
 /* What one release did. */

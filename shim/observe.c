@@ -106,6 +106,9 @@ static void snapshot(struct gp_stats_snapshot *s)
 		e->failed_allocs = p.failed_allocs;
 		e->oom_retries = atomic_load_explicit(&oom_retries[d], memory_order_relaxed);
 		e->bad_frees = p.bad_frees;
+		e->oversize_hits = p.oversize_hits;
+		e->fence_waits = p.fence_waits;
+		e->fence_wait_timeouts = p.fence_wait_timeouts;
 	}
 	gp_pool_release_counts(pool, s->releases, s->released_bytes);
 	s->release_count = last_count;

@@ -49,6 +49,12 @@ enum gp_stats_unit {
 	  "Successful allocations served by the pool.")                                            \
 	X(hits, GP_STATS_COUNTER, GP_STATS_COUNT, "  cache hits",                                 \
 	  "Allocations served from the cache, with no cudaMalloc.")                                \
+	X(oversize_hits, GP_STATS_COUNTER, GP_STATS_COUNT, "    from a larger class",              \
+	  "Cache hits served by a block of a larger size class (GPUPOOL_OVERSIZE).")               \
+	X(fence_waits, GP_STATS_COUNTER, GP_STATS_COUNT, "  waited for a fence",                  \
+	  "Misses that waited for a freed block's GPU work to end (GPUPOOL_REUSE_WAIT).")          \
+	X(fence_wait_timeouts, GP_STATS_COUNTER, GP_STATS_COUNT, "    gave up",                    \
+	  "Of those, waits that ran out and made a real cudaMalloc instead.")                      \
 	X(frees, GP_STATS_COUNTER, GP_STATS_COUNT, "frees", "Blocks the program freed.")          \
 	X(real_mallocs, GP_STATS_COUNTER, GP_STATS_COUNT, "cudaMalloc calls",                     \
 	  "Real cudaMalloc calls that succeeded.")                                                 \

@@ -61,6 +61,7 @@ static void test_takes_larger_within_limit(void **state)
 	assert_ptr_equal(p, big);
 	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
 	assert_int_equal(fx_stats(fx, 0).hits, 1);
+	assert_int_equal(fx_stats(fx, 0).oversize_hits, 1);
 	bytes = gp_pool_block_size(fx->pool, p, &dev);
 	assert_int_equal(bytes, 6 * MiB);
 	assert_int_equal(dev, 0);

@@ -359,6 +359,8 @@ static void test_miss_waits_for_fenced_block(void **state)
 	assert_ptr_equal(a, b);
 	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
 	assert_true(fake_fences_recorded(&fx->fake) >= 1);
+	assert_int_equal(fx_stats(fx, 0).fence_waits, 1);
+	assert_int_equal(fx_stats(fx, 0).fence_wait_timeouts, 0);
 	fx_free(fx, b);
 }
 
@@ -379,6 +381,8 @@ static void test_miss_wait_is_bounded(void **state)
 	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
 	assert_true(dt >= 5000000u);
 	assert_true(dt < 2000000000u); /* generous: a loaded CI machine */
+	assert_int_equal(fx_stats(fx, 0).fence_waits, 1);
+	assert_int_equal(fx_stats(fx, 0).fence_wait_timeouts, 1);
 	/* No waiting when the class has nothing cached: that miss polls no fence. */
 	queries = fake_calls(&fx->fake, FAKE_OP_FENCE_QUERY);
 	fx_free(fx, fx_alloc(fx, 0, 64 * KiB));
