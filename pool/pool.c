@@ -499,7 +499,8 @@ static struct gp_block *wait_for_reuse(struct gp_pool *p, struct gp_dev *d, unsi
 
 	for (;;) {
 		waiting = 0;
-		gp_pool_advance(p, 0);
+		if (gp_pool_advance(p, 0) == GP_EAGAIN && deadline != 0)
+			sched_yield(); /* another thread drives the fences: let it run */
 		b = take_any(p, d, cls, s0, bytes, &waiting);
 		if (b != NULL || !waiting || p->cfg.reuse_wait_ns == 0)
 			return b;
