@@ -49,7 +49,7 @@ enum gp_stats_unit {
 	  "Successful allocations served by the pool.")                                            \
 	X(hits, GP_STATS_COUNTER, GP_STATS_COUNT, "  cache hits",                                 \
 	  "Allocations served from the cache, with no cudaMalloc.")                                \
-	X(oversize_hits, GP_STATS_COUNTER, GP_STATS_COUNT, "    a larger class",              \
+	X(oversize_hits, GP_STATS_COUNTER, GP_STATS_COUNT, "    a larger class",                  \
 	  "Cache hits served by a block of a larger size class (GPUPOOL_OVERSIZE).")               \
 	X(fence_waits, GP_STATS_COUNTER, GP_STATS_COUNT, "  waited for a fence",                  \
 	  "Misses that waited for a freed block's GPU work to end (GPUPOOL_REUSE_WAIT).")          \
