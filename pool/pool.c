@@ -457,6 +457,9 @@ undo:
 	return GP_ENOMEM;
 }
 
+#define WAIT_MIN_FENCED 2
+#define WAIT_MIN_FENCED_BYTES ((uint64_t)64 << 20)
+
 #define OVERSIZE_MIN ((size_t)1 << 20) /* at or below, the driver packs requests tightly */
 
 /* A reusable cached block of a larger class, at most cfg.oversize_pct of the request: memory
@@ -487,6 +490,29 @@ static uint64_t fine_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Cached blocks of a class, over its stripes (racy: a hint). When the head of each list is
+ * still fenced, so are the blocks behind it (freed later). */
+static uint64_t class_cached_blocks(struct gp_dev *d, unsigned cls)
+{
+	uint64_t n = 0;
+
+	for (unsigned s = 0; s < GP_STRIPES; s++)
+		n += ld(&d->list[cls * GP_STRIPES + s].cached_blocks);
+	return n;
+}
+
+/* Whether a miss whose class holds only fenced blocks should wait for them rather than grow
+ * the pool: once the class holds WAIT_MIN_FENCED of them and WAIT_MIN_FENCED_BYTES. Below, a
+ * new block costs little memory, and a loop that frees and allocates one size rotates through
+ * as many blocks as hide the fences' latency (one per iteration the GPU lags behind), at the
+ * speed of a hit instead of a wait per allocation. */
+static int worth_waiting(struct gp_dev *d, unsigned cls)
+{
+	uint64_t n = class_cached_blocks(d, cls);
+
+	return n >= WAIT_MIN_FENCED && n * gp_pool_class_bytes(cls) >= WAIT_MIN_FENCED_BYTES;
+}
+
 /* Every cached block of the class is still fenced: drive the fences (record one for recent
  * frees, poll) until one of those blocks may be reused, the class has none left, or
  * cfg.reuse_wait_ns has passed (see struct gp_pool_config). No lock is held between polls. */
@@ -504,6 +530,8 @@ static struct gp_block *wait_for_reuse(struct gp_pool *p, struct gp_dev *d, unsi
 		b = take_any(p, d, cls, s0, bytes, &waiting);
 		if (b != NULL || !waiting || p->cfg.reuse_wait_ns == 0)
 			return b;
+		if (deadline == 0 && !worth_waiting(d, cls))
+			return NULL;
 		t = fine_ns();
 		if (deadline == 0) {
 			deadline = t + p->cfg.reuse_wait_ns;

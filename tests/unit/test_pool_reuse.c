@@ -344,50 +344,74 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Proves: with reuse_wait_ns, a miss whose class holds only a fenced block drives the fences
- * until that block may be reused (the fence completes on its third poll) and hands it out:
- * no second backend allocation, so the pool does not grow by what a fence's latency holds. */
+/* Proves: with reuse_wait_ns, a miss whose class holds only fenced blocks (two, 128 MiB in
+ * all) drives the fences until one may be reused (the fence completes on its third poll) and
+ * hands it out: no third backend allocation, so the pool does not grow by what a fence's
+ * latency holds. */
 static void test_miss_waits_for_fenced_block(void **state)
 {
 	struct fx *fx = *state;
-	void *a, *b;
+	void *a, *b, *c;
 
 	fake_set_fence_auto(&fx->fake, 3);
-	a = fx_alloc(fx, 0, 8192);
+	a = fx_alloc(fx, 0, 64 * MiB);
+	b = fx_alloc(fx, 0, 64 * MiB);
 	fx_free(fx, a);
-	b = fx_alloc(fx, 0, 8192);
-	assert_ptr_equal(a, b);
-	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
+	fx_free(fx, b);
+	c = fx_alloc(fx, 0, 64 * MiB);
+	assert_true(c == a || c == b);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
 	assert_true(fake_fences_recorded(&fx->fake) >= 1);
 	assert_int_equal(fx_stats(fx, 0).fence_waits, 1);
 	assert_int_equal(fx_stats(fx, 0).fence_wait_timeouts, 0);
-	fx_free(fx, b);
+	fx_free(fx, c);
 }
 
-/* Proves: the wait is bounded: a fence that never completes (a busy GPU) costs the miss about
- * reuse_wait_ns, then a real allocation; the fenced block is not handed out. */
+/* Proves: the wait is bounded: fences that never complete (a busy GPU) cost the miss about
+ * reuse_wait_ns, then a real allocation; no fenced block is handed out. */
 static void test_miss_wait_is_bounded(void **state)
 {
 	struct fx *fx = *state;
-	uint64_t t0, dt, queries;
-	void *a, *b;
+	uint64_t t0, dt;
+	void *a, *b, *c;
 
-	a = fx_alloc(fx, 0, 8192);
+	a = fx_alloc(fx, 0, 64 * MiB);
+	b = fx_alloc(fx, 0, 64 * MiB);
 	fx_free(fx, a);
+	fx_free(fx, b);
 	t0 = mono_ns();
-	b = fx_alloc(fx, 0, 8192);
+	c = fx_alloc(fx, 0, 64 * MiB);
 	dt = mono_ns() - t0;
-	assert_ptr_not_equal(a, b);
-	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
+	assert_true(c != a && c != b);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 3);
 	assert_true(dt >= 5000000u);
 	assert_true(dt < 2000000000u); /* generous: a loaded CI machine */
 	assert_int_equal(fx_stats(fx, 0).fence_waits, 1);
 	assert_int_equal(fx_stats(fx, 0).fence_wait_timeouts, 1);
-	/* No waiting when the class has nothing cached: that miss polls no fence. */
-	queries = fake_calls(&fx->fake, FAKE_OP_FENCE_QUERY);
-	fx_free(fx, fx_alloc(fx, 0, 64 * KiB));
-	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_FENCE_QUERY), queries);
-	fx_free(fx, b);
+	fx_free(fx, c);
+}
+
+/* Proves: no wait while the class's fenced blocks are few or small (one 64 MiB block; eight
+ * 8 KiB blocks): a new block is cheaper, and a loop over one size rotates through a few blocks
+ * at the speed of a hit. The miss polls the fences once, as without reuse_wait_ns. */
+static void test_no_wait_below_threshold(void **state)
+{
+	struct fx *fx = *state;
+	void *big, *p[8], *q;
+
+	big = fx_alloc(fx, 0, 64 * MiB);
+	fx_free(fx, big);
+	q = fx_alloc(fx, 0, 64 * MiB);
+	assert_ptr_not_equal(q, big);
+	fx_free(fx, q);
+	for (int i = 0; i < 8; i++)
+		p[i] = fx_alloc(fx, 0, 8192);
+	for (int i = 0; i < 8; i++)
+		fx_free(fx, p[i]);
+	q = fx_alloc(fx, 0, 8192);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2 + 9);
+	assert_int_equal(fx_stats(fx, 0).fence_waits, 0);
+	fx_free(fx, q);
 }
 
 int main(void)
@@ -420,6 +444,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_miss_waits_for_fenced_block, setup_wait_1s,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_miss_wait_is_bounded, setup_wait_5ms,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_no_wait_below_threshold, setup_wait_1s,
 						fx_teardown),
 	};
 
