@@ -1,0 +1,78 @@
+/* reuse_opts.c — proves GPUPOOL_OVERSIZE and GPUPOOL_REUSE_WAIT reach the pool through the shim.
+ *   --mode oversize N  a freed 6 MiB block serves a 3 MiB cudaMalloc (no real cudaMalloc) when
+ *                      N = 1 (GPUPOOL_OVERSIZE=2 set), and does not when N = 0 (unset)
+ *   --mode wait N      after a stream is created (fenced reuse) and two 64 MiB blocks are freed
+ *                      while "the GPU" needs 20 ms to reach their fence (STANDIN_EVENT_LATENCY_US),
+ *                      the next 64 MiB cudaMalloc waits and reuses one (N = 1, GPUPOOL_REUSE_WAIT
+ *                      of 1 s) or makes a real cudaMalloc (N = 0, GPUPOOL_REUSE_WAIT=0) */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "e2e.h"
+
+static void mode_oversize(int want_reuse)
+{
+	struct standin_counters c0, c1;
+	void *big = NULL, *p = NULL;
+
+	e2e_cuda(cudaMalloc(&big, 6 * E2E_MIB), "cudaMalloc(6 MiB)");
+	e2e_cuda(cudaFree(big), "cudaFree(6 MiB)");
+	c0 = e2e_counters();
+	e2e_cuda(cudaMalloc(&p, 3 * E2E_MIB), "cudaMalloc(3 MiB)");
+	c1 = e2e_counters();
+	e2e_fill(p, 3 * E2E_MIB, 3);
+	if (want_reuse)
+		e2e_check(p == big && c1.mallocs == c0.mallocs,
+			  "GPUPOOL_OVERSIZE=2: the freed 6 MiB block served 3 MiB, no real cudaMalloc");
+	else
+		e2e_check(p != big && c1.mallocs == c0.mallocs + 1,
+			  "default: 3 MiB got a block of its own class (one real cudaMalloc)");
+	e2e_check(e2e_verify(p, 3 * E2E_MIB, 3), "the block holds its data");
+	e2e_cuda(cudaFree(p), "cudaFree(3 MiB)");
+}
+
+static void mode_wait(int want_reuse)
+{
+	struct standin_counters c0, c1;
+	cudaStream_t s;
+	void *a = NULL, *b = NULL, *c = NULL;
+	uint64_t t0, ms;
+
+	e2e_cuda(cudaStreamCreate(&s), "cudaStreamCreate"); /* from here, reuse needs a fence */
+	e2e_cuda(cudaMalloc(&a, 64 * E2E_MIB), "cudaMalloc(a)");
+	e2e_cuda(cudaMalloc(&b, 64 * E2E_MIB), "cudaMalloc(b)");
+	e2e_cuda(cudaFree(a), "cudaFree(a)");
+	e2e_cuda(cudaFree(b), "cudaFree(b)");
+	c0 = e2e_counters();
+	t0 = e2e_now_ms();
+	e2e_cuda(cudaMalloc(&c, 64 * E2E_MIB), "cudaMalloc(c)");
+	ms = e2e_now_ms() - t0;
+	c1 = e2e_counters();
+	if (want_reuse)
+		e2e_check((c == a || c == b) && c1.mallocs == c0.mallocs && ms >= 15,
+			  "GPUPOOL_REUSE_WAIT=1s: the miss waited %llu ms for the fence and reused a "
+			  "freed block (no real cudaMalloc)", (unsigned long long)ms);
+	else
+		e2e_check(c != a && c != b && c1.mallocs == c0.mallocs + 1,
+			  "GPUPOOL_REUSE_WAIT=0: the miss made a real cudaMalloc at once (%llu ms)",
+			  (unsigned long long)ms);
+	e2e_cuda(cudaFree(c), "cudaFree(c)");
+	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 2 && strcmp(argv[1], "--mode") == 0 ? argv[2] : "";
+	int want = argc > 3 ? atoi(argv[3]) : 0;
+
+	e2e_start(strcmp(mode, "oversize") == 0 ? "e2e_reuse_oversize" : "e2e_reuse_wait");
+	if (strcmp(mode, "oversize") == 0)
+		mode_oversize(want);
+	else if (strcmp(mode, "wait") == 0)
+		mode_wait(want);
+	else
+		e2e_fail("usage: e2e_reuse_opts --mode oversize|wait 0|1");
+	printf("PASS %s\n", strcmp(mode, "oversize") == 0 ? "e2e_reuse_oversize" : "e2e_reuse_wait");
+	return 0;
+}
