@@ -457,6 +457,7 @@ undo:
 	return GP_ENOMEM;
 }
 
+#define FENCE_BATCH_MAX_BYTES ((size_t)1 << 20)
 #define WAIT_MIN_FENCED 2
 #define WAIT_MIN_FENCED_BYTES ((uint64_t)64 << 20)
 
@@ -513,6 +514,13 @@ static int worth_waiting(struct gp_dev *d, unsigned cls)
 	return n >= WAIT_MIN_FENCED && n * gp_pool_class_bytes(cls) >= WAIT_MIN_FENCED_BYTES;
 }
 
+/* See cfg.fence_batch. At most fence_batch extra blocks of at most 1 MiB per class. */
+static int batching(struct gp_pool *p, struct gp_dev *d, unsigned cls)
+{
+	return p->cfg.fence_batch > 1 && gp_pool_class_bytes(cls) <= FENCE_BATCH_MAX_BYTES &&
+	       class_cached_blocks(d, cls) < p->cfg.fence_batch;
+}
+
 /* Every cached block of the class is still fenced: drive the fences (record one for recent
  * frees, poll) until one of those blocks may be reused, the class has none left, or
  * cfg.reuse_wait_ns has passed (see struct gp_pool_config). No lock is held between polls. */
@@ -561,7 +569,7 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	b = take_any(p, d, cls, s0, bytes, &waiting);
 	if (b == NULL)
 		b = take_larger(p, d, cls, s0, bytes);
-	if (b == NULL && waiting)
+	if (b == NULL && waiting && !batching(p, d, cls))
 		b = wait_for_reuse(p, d, cls, s0, bytes);
 	if (b != NULL) {
 		account_live(d, b->list % GP_STRIPES, (int64_t)b->bytes);

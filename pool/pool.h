@@ -78,6 +78,11 @@ struct gp_pool_config {
 	 * cached block of a larger class if it is at most this percentage of the request (the
 	 * smallest such class first). 100 or less: never, a block serves its own class only. */
 	unsigned oversize_pct;
+	/* A class of at most 1 MiB whose cached blocks are all fenced and fewer than this grows
+	 * (a real allocation) instead of recording a fence on the miss: its frees pile up and one
+	 * fence later covers them all, so a loop over one size pays a fence per fence_batch
+	 * allocations, not per allocation. 0 or 1: a fence on every such miss. */
+	unsigned fence_batch;
 };
 
 /* Per-device figures, summed over size classes. Bytes are real allocation sizes. */

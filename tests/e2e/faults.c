@@ -197,6 +197,9 @@ static void mode_free(void)
 	check_clean("free");
 }
 
+/* Above 1 MiB: reuse follows each fence (smaller blocks wait for a batch of fenced frees). */
+#define FENCED (2 * E2E_MIB)
+
 static void mode_events(void)
 {
 	struct standin_counters c0;
@@ -205,19 +208,19 @@ static void mode_events(void)
 
 	e2e_cuda(cudaStreamCreate(&s), "cudaStreamCreate (reuse now waits for fences)");
 	standin_set_manual_events(1);
-	p = must_malloc(E2E_MIB);
+	p = must_malloc(FENCED);
 	e2e_cuda(cudaFree(p), "cudaFree");
 
 	standin_set_fault(STANDIN_FAULT_EVENT_QUERY, 1, 0);
-	q = must_malloc(E2E_MIB);
+	q = must_malloc(FENCED);
 	e2e_check(q != p, "every cudaEventQuery fails: the freed block is not reused (GPU work may "
 		  "still use it)");
 	standin_complete_events();
-	r = must_malloc(E2E_MIB);
+	r = must_malloc(FENCED);
 	e2e_check(r != p, "nor after the work is done: a failed query says nothing");
 	expect_rc(cudaGetLastError(), cudaSuccess, "the failed queries leave the program no error");
 	standin_set_fault(STANDIN_FAULT_EVENT_QUERY, 0, 0);
-	x = must_malloc(E2E_MIB);
+	x = must_malloc(FENCED);
 	e2e_check(x == p, "once queries work the fence completes and the block is reused");
 	oldest = q;
 	e2e_cuda(cudaFree(q), "cudaFree");
@@ -225,8 +228,8 @@ static void mode_events(void)
 
 	standin_set_fault(STANDIN_FAULT_EVENT_RECORD, 1, 0);
 	e2e_cuda(cudaFree(x), "cudaFree");
-	q = must_malloc(E2E_MIB);
-	r = must_malloc(E2E_MIB);
+	q = must_malloc(FENCED);
+	r = must_malloc(FENCED);
 	e2e_check(q != x && r != x && q != oldest && r != oldest,
 		  "every cudaEventRecord fails: no fence, no freed block reused");
 	expect_rc(cudaGetLastError(), cudaSuccess, "the failed records leave the program no error");
@@ -241,13 +244,13 @@ static void mode_events(void)
 
 	standin_set_fault(STANDIN_FAULT_EVENT_RECORD, 0, 0);
 	e2e_cuda(cudaFree(q), "cudaFree");
-	x = must_malloc(E2E_MIB);
+	x = must_malloc(FENCED);
 	e2e_check(x != p && x != q && x != oldest,
 		  "records work again: a fence is recorded, not yet complete");
 	standin_complete_events();
 	e2e_cuda(cudaFree(x), "cudaFree");
 	e2e_cuda(cudaFree(r), "cudaFree");
-	x = must_malloc(E2E_MIB);
+	x = must_malloc(FENCED);
 	e2e_check(x == oldest, "once the GPU is done, the oldest freed block is reused");
 	e2e_cuda(cudaFree(x), "cudaFree");
 	standin_set_manual_events(0);

@@ -28,6 +28,10 @@ static int live_is(void *arg)
 	return dev(0).live_bytes == w->b0 && dev(1).live_bytes == w->b1;
 }
 
+/* The block moved between devices: above 1 MiB, where a freed block is reused as soon as its
+ * fence completes (smaller ones wait for a batch of fenced frees: cfg.fence_batch). */
+#define BIG (2 * MIB)
+
 int main(void)
 {
 	void *a0, *a1, *b0, *x, *keep0, *keep1;
@@ -36,7 +40,7 @@ int main(void)
 
 	e2e_start("e2e_multidev");
 	e2e_cuda(cudaSetDevice(0), "cudaSetDevice(0)");
-	e2e_cuda(cudaMalloc(&a0, MIB), "cudaMalloc on device 0");
+	e2e_cuda(cudaMalloc(&a0, BIG), "cudaMalloc on device 0");
 	e2e_cuda(cudaMalloc(&keep0, MIB), "cudaMalloc on device 0");
 	e2e_fill(keep0, MIB, 100);
 	e2e_cuda(cudaSetDevice(1), "cudaSetDevice(1)");
@@ -46,13 +50,13 @@ int main(void)
 
 	/* Device 1 current: free device 0's block; it goes back to device 0's pool. */
 	e2e_cuda(cudaFree(a0), "cudaFree(device 0 block) with device 1 current");
-	e2e_cuda(cudaMalloc(&x, MIB), "cudaMalloc on device 1");
+	e2e_cuda(cudaMalloc(&x, BIG), "cudaMalloc on device 1");
 	e2e_check(x != a0, "device 1 is not handed device 0's cached block");
 	e2e_check(dev(1).mallocs == 3, "device 1 made a real allocation for it (%llu)",
 		  (unsigned long long)dev(1).mallocs);
 	e2e_cuda(cudaFree(x), "cudaFree on device 1");
 	e2e_cuda(cudaSetDevice(0), "cudaSetDevice(0)");
-	e2e_cuda(cudaMalloc(&b0, MIB), "cudaMalloc on device 0");
+	e2e_cuda(cudaMalloc(&b0, BIG), "cudaMalloc on device 0");
 	e2e_check(b0 == a0 && dev(0).mallocs == 2, "device 0 gets its own cached block back, no new real "
 		  "allocation");
 

@@ -3,7 +3,8 @@
  * alloc, free, double and foreign frees, release (any device, target and cause), idle release,
  * fence driving, fences completed or failing, ordered mode off, the clock, caps, a device
  * forgotten (and reset), capacity limits, failing backend frees, no releases allowed; the first
- * byte picks ordered mode and oversize (a reused block of a larger class, at most 200%).
+ * byte picks ordered mode, oversize (a reused block of a larger class, at most 200%) and fence
+ * batching (small classes grow to 4 fenced blocks before a fence is recorded on a miss).
  * After every operation the backend must hold the model's live bytes plus what the pool says it
  * caches; every 32nd (and at the end) all the invariants are checked: the pool's stats match a
  * model of the program's live blocks; the backend holds exactly live + cached blocks; a cached block comes
@@ -464,6 +465,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		cfg.ordered = m.ordered = (int)(first & 1);
 		cfg.oversize_pct = m.oversize_pct = first & 2 ? 200 : 0;
+		cfg.fence_batch = first & 4 ? 4 : 0;
 	}
 	if (gp_pool_create(&m.fake.be, &cfg, &m.pool) != GP_OK)
 		abort();

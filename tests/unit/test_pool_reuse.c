@@ -414,6 +414,57 @@ static void test_no_wait_below_threshold(void **state)
 	fx_free(fx, q);
 }
 
+static int setup_batch_4(void **state)
+{
+	struct gp_pool_config cfg = { .ordered = 0, .fence_batch = 4 };
+
+	return fx_setup_cfg(state, &cfg);
+}
+
+/* 20 alloc/free pairs of one size, fences completing on their first poll; returns the fences
+ * recorded, *allocs the backend allocations. */
+static size_t loop_pairs(struct fx *fx, size_t bytes, uint64_t *allocs)
+{
+	size_t f0 = fake_fences_recorded(&fx->fake);
+	uint64_t a0 = fake_calls(&fx->fake, FAKE_OP_ALLOC);
+
+	for (int i = 0; i < 20; i++)
+		fx_free(fx, fx_alloc(fx, 0, bytes));
+	*allocs = fake_calls(&fx->fake, FAKE_OP_ALLOC) - a0;
+	return fake_fences_recorded(&fx->fake) - f0;
+}
+
+/* Proves: with fence_batch 4, a loop over one small size grows the class to a few blocks and
+ * records a fence per batch of frees, not per allocation; without it, a fence per allocation;
+ * above 1 MiB, no batching. Every reuse still follows a completed fence (fake's misuse check
+ * and the fixture's teardown). */
+static void test_fence_batch(void **state)
+{
+	struct fx *fx = *state;
+	uint64_t allocs;
+	size_t fences;
+
+	fake_set_fence_auto(&fx->fake, 1);
+	fences = loop_pairs(fx, 8192, &allocs);
+	assert_true(allocs >= 2 && allocs <= 5);
+	assert_true(fences <= 7);
+	fences = loop_pairs(fx, 2 * MiB, &allocs);
+	assert_int_equal(allocs, 1);
+	assert_true(fences >= 19);
+}
+
+static void test_no_fence_batch(void **state)
+{
+	struct fx *fx = *state;
+	uint64_t allocs;
+	size_t fences;
+
+	fake_set_fence_auto(&fx->fake, 1);
+	fences = loop_pairs(fx, 8192, &allocs);
+	assert_int_equal(allocs, 1);
+	assert_true(fences >= 19);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -447,6 +498,8 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_no_wait_below_threshold, setup_wait_1s,
 						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_fence_batch, setup_batch_4, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_no_fence_batch, fx_setup_unordered, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
