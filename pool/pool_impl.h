@@ -1,0 +1,165 @@
+/* pool_impl.h — the pool's internals, shared by its files (pool.c: create, alloc, free, stats;
+ * fences.c: the fence ring; release.c: giving blocks back). Not a public interface. */
+#ifndef GPUPOOL_POOL_IMPL_H
+#define GPUPOOL_POOL_IMPL_H
+
+#include "pool.h"
+#include "lock.h"
+#include "ptrmap.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_FENCES 64 /* fences in flight */
+
+enum block_state { BLOCK_LIVE = 1, BLOCK_CACHED = 2 };
+
+struct gp_block {
+	void *ptr;
+	size_t bytes;         /* real allocation size (the class size) */
+	size_t requested;     /* bytes the owner asked for */
+	uint64_t epoch;       /* fence count when freed: reusable once done_epoch > epoch */
+	uint64_t freed_ns;    /* when freed (backend clock) */
+	struct gp_block *next; /* class free list, oldest first */
+	int device;
+	unsigned cls;
+	unsigned list;        /* index of its home list in the device (class and stripe) */
+	_Atomic int state;
+};
+
+/* Each size class has GP_STRIPES lists; a thread uses the stripe its id hashes to, so threads
+ * allocating the same size rarely share a lock. A block goes back to the list it came from.
+ * Counters are atomics so stats can read them without the lock; writers hold the list lock. */
+#define GP_STRIPES 8
+#define MAX_CLASSES 288 /* >= gp_pool_class_count(), checked at create */
+
+struct gp_list {
+	struct gp_lock lock;
+	struct gp_block *head, *tail; /* cached blocks in free order */
+	_Atomic uint64_t cached_blocks, cached_bytes;
+	_Atomic uint64_t live_blocks, live_bytes, requested_bytes;
+	_Atomic uint64_t allocs, hits, frees;
+} __attribute__((aligned(64)));
+
+/* Bytes in use, per stripe, so that threads do not share one counter's cache line. */
+struct gp_stripe_acct {
+	_Atomic uint64_t live, peak;
+} __attribute__((aligned(64)));
+
+struct gp_dev {
+	struct gp_list list[MAX_CLASSES * GP_STRIPES]; /* class c, stripe s: [c * GP_STRIPES + s] */
+	struct gp_stripe_acct acct[GP_STRIPES];
+	_Atomic uint64_t reserved_bytes; /* live + cached, real bytes */
+	_Atomic uint64_t peak_reserved;
+	_Atomic uint64_t real_allocs, real_frees, failed_allocs, bad_frees;
+	_Atomic uint64_t fence_waits, fence_wait_timeouts, oversize_hits; /* misses only */
+	_Atomic uint64_t cap;      /* bytes of cache allowed, 0 = no cap */
+	_Atomic int cap_notified;  /* over_cap was called and no release ran since */
+};
+
+struct fence_slot {
+	void *handle;
+	uint64_t num; /* covers blocks whose epoch < num */
+};
+
+struct gp_pool {
+	struct gp_backend be;
+	struct gp_pool_config cfg;
+	_Atomic int ordered;
+	struct gp_dev *_Atomic dev[GP_MAX_DEVICES];
+	pthread_mutex_t dev_lock; /* creating a device's state */
+	struct gp_ptrmap map;
+
+	/* Fences. `epoch` counts fences recorded, `done_epoch` the prefix known complete.
+	 * `dirty`: a free happened since the last fence was recorded. One thread at a time
+	 * drives fences (`driving`); fence_lock guards the ring only, never a backend call. */
+	_Atomic uint64_t epoch, done_epoch;
+	_Atomic int dirty, driving;
+	pthread_mutex_t fence_lock;
+	struct fence_slot ring[MAX_FENCES];
+	unsigned ring_head, ring_count;
+
+	_Atomic uint64_t rel_count[GP_CAUSE_COUNT], rel_bytes[GP_CAUSE_COUNT];
+};
+
+static inline unsigned nlists(void)
+{
+	return gp_pool_class_count() * GP_STRIPES;
+}
+
+static inline uint64_t ld(_Atomic uint64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+/* Counter update by a thread that holds the lock guarding it: no read-modify-write needed. */
+static inline void bump(_Atomic uint64_t *c, int64_t delta)
+{
+	atomic_store_explicit(c, ld(c) + (uint64_t)delta, memory_order_relaxed);
+}
+
+static inline void raise_peak(_Atomic uint64_t *peak, uint64_t v)
+{
+	uint64_t cur = ld(peak);
+	while (v > cur && !atomic_compare_exchange_weak_explicit(peak, &cur, v, memory_order_relaxed,
+								 memory_order_relaxed))
+		;
+}
+
+static inline uint64_t now(struct gp_pool *p)
+{
+	return p->be.now_ns ? p->be.now_ns(p->be.ctx) : 0;
+}
+
+static inline struct gp_dev *dev_get(struct gp_pool *p, int device, int create)
+{
+	struct gp_dev *d;
+
+	if (device < 0 || device >= GP_MAX_DEVICES)
+		return NULL;
+	d = atomic_load_explicit(&p->dev[device], memory_order_acquire);
+	if (d != NULL || !create)
+		return d;
+	pthread_mutex_lock(&p->dev_lock);
+	d = atomic_load_explicit(&p->dev[device], memory_order_acquire);
+	if (d == NULL) {
+		d = aligned_alloc(64, sizeof(*d));
+		if (d != NULL) {
+			memset(d, 0, sizeof(*d));
+			for (unsigned i = 0; i < nlists(); i++)
+				gp_lock_init(&d->list[i].lock);
+			atomic_store_explicit(&p->dev[device], d, memory_order_release);
+		}
+	}
+	pthread_mutex_unlock(&p->dev_lock);
+	return d;
+}
+
+static inline void free_list(struct gp_block *b)
+{
+	while (b != NULL) {
+		struct gp_block *next = b->next;
+		free(b);
+		b = next;
+	}
+}
+
+static inline uint64_t live_total(struct gp_dev *d)
+{
+	uint64_t sum = 0;
+	for (unsigned s = 0; s < GP_STRIPES; s++)
+		sum += ld(&d->acct[s].live);
+	return sum;
+}
+
+static inline uint64_t dev_cached(struct gp_dev *d)
+{
+	uint64_t reserved = ld(&d->reserved_bytes), live = live_total(d);
+	return reserved > live ? reserved - live : 0;
+}
+
+
+#endif

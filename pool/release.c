@@ -1,0 +1,260 @@
+/* release.c — giving cached blocks back to the backend: to a target (oldest first), by age,
+ * on out-of-memory; and forgetting a device after a reset. Backend frees run with no pool lock
+ * held. */
+#define _POSIX_C_SOURCE 200809L
+#include "pool_impl.h"
+
+/* ---- release --------------------------------------------------------------------------- */
+
+static uint64_t cached_bytes(struct gp_dev *d)
+{
+	uint64_t sum = 0;
+	for (unsigned i = 0; i < nlists(); i++)
+		sum += ld(&d->list[i].cached_bytes);
+	return sum;
+}
+
+/* Unlink the first `n` blocks of a class (all when n is 0); caller frees them. */
+static struct gp_block *detach(struct gp_list *c, size_t n)
+{
+	struct gp_block *first, *last;
+	size_t k = 1;
+
+	gp_lock(&c->lock);
+	first = c->head;
+	if (first == NULL) {
+		gp_unlock(&c->lock);
+		return NULL;
+	}
+	last = first;
+	bump(&c->cached_blocks, -1);
+	bump(&c->cached_bytes, -(int64_t)first->bytes);
+	while (last->next != NULL && (n == 0 || k < n)) {
+		last = last->next;
+		bump(&c->cached_blocks, -1);
+		bump(&c->cached_bytes, -(int64_t)last->bytes);
+		k++;
+	}
+	c->head = last->next;
+	if (c->head == NULL)
+		c->tail = NULL;
+	last->next = NULL;
+	gp_unlock(&c->lock);
+	return first;
+}
+
+/* Unlink up to `n` head blocks freed before `before`. */
+static struct gp_block *detach_older(struct gp_list *c, size_t n, uint64_t before)
+{
+	struct gp_block *first = NULL, **tail = &first;
+
+	gp_lock(&c->lock);
+	while (n-- > 0 && c->head != NULL && c->head->freed_ns < before) {
+		struct gp_block *b = c->head;
+		c->head = b->next;
+		b->next = NULL;
+		*tail = b;
+		tail = &b->next;
+		bump(&c->cached_blocks, -1);
+		bump(&c->cached_bytes, -(int64_t)b->bytes);
+	}
+	if (c->head == NULL)
+		c->tail = NULL;
+	gp_unlock(&c->lock);
+	return first;
+}
+
+/* Forget the blocks of a detached list and give them to the backend. */
+static void free_blocks(struct gp_pool *p, struct gp_dev *d, struct gp_block *b,
+			struct gp_release_result *r)
+{
+	while (b != NULL) {
+		struct gp_block *next = b->next;
+		struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
+
+		gp_lock(&s->lock);
+		gp_ptrmap_remove(s, (uintptr_t)b->ptr);
+		gp_unlock(&s->lock);
+		if (p->be.free(p->be.ctx, b->device, b->ptr, b->bytes) != GP_OK)
+			r->errors++;
+		atomic_fetch_add(&d->real_frees, 1);
+		atomic_fetch_sub(&d->reserved_bytes, b->bytes);
+		r->bytes += b->bytes;
+		r->blocks++;
+		free(b);
+		b = next;
+	}
+}
+
+/* Index of the list whose head was freed longest ago, or -1 when nothing is cached. */
+static int oldest_list(struct gp_dev *d)
+{
+	uint64_t best_t = UINT64_MAX, best_e = UINT64_MAX;
+	int best = -1;
+
+	for (unsigned i = 0; i < nlists(); i++) {
+		struct gp_list *c = &d->list[i];
+		if (ld(&c->cached_blocks) == 0)
+			continue;
+		gp_lock(&c->lock);
+		if (c->head != NULL &&
+		    (c->head->freed_ns < best_t ||
+		     (c->head->freed_ns == best_t && c->head->epoch < best_e))) {
+			best_t = c->head->freed_ns;
+			best_e = c->head->epoch;
+			best = (int)i;
+		}
+		gp_unlock(&c->lock);
+	}
+	return best;
+}
+
+static void release_dev(struct gp_pool *p, struct gp_dev *d, uint64_t target,
+			struct gp_release_result *r)
+{
+	uint64_t cached, excess, start = r->bytes;
+
+	if (target == 0) {
+		for (unsigned i = 0; i < nlists(); i++)
+			if (ld(&d->list[i].cached_blocks) != 0)
+				free_blocks(p, d, detach(&d->list[i], 0), r);
+		return;
+	}
+	/* What is over the target now, and no more: the frees that land meanwhile would keep the
+	 * release going for as long as the program churns (the next over-cap free asks again). */
+	cached = cached_bytes(d);
+	excess = cached > target ? cached - target : 0;
+	while (r->bytes - start < excess && cached_bytes(d) > target) {
+		int i = oldest_list(d);
+		if (i < 0)
+			break;
+		free_blocks(p, d, detach(&d->list[i], 1), r);
+	}
+}
+
+/* Each list is in free order: the blocks freed before `before` are at its head. */
+static void release_older(struct gp_pool *p, struct gp_dev *d, uint64_t before,
+			  struct gp_release_result *r)
+{
+	for (unsigned i = 0; i < nlists(); i++)
+		if (ld(&d->list[i].cached_blocks) != 0)
+			free_blocks(p, d, detach_older(&d->list[i], SIZE_MAX, before), r);
+}
+
+/* What a release keeps: by size, at most `target` cached bytes per device (oldest go first);
+ * by age, the blocks freed at or after `before_ns`. */
+struct keep {
+	int by_age;
+	uint64_t target, before_ns;
+};
+
+static int release_devices(struct gp_pool *p, int device, const struct keep *k,
+			   enum gp_release_cause cause, struct gp_release_result *res)
+{
+	struct gp_release_result r = { 0, 0, 0, 0 };
+	uint64_t t0 = now(p);
+
+	if (cause >= GP_CAUSE_COUNT || device >= GP_MAX_DEVICES)
+		return GP_EINVAL;
+	for (int i = 0; i < GP_MAX_DEVICES; i++) {
+		struct gp_dev *d = device >= 0 && i != device ? NULL : dev_get(p, i, 0);
+		if (d == NULL)
+			continue;
+		if (k->by_age) {
+			release_older(p, d, k->before_ns, &r);
+		} else {
+			atomic_store(&d->cap_notified, 0);
+			release_dev(p, d, k->target, &r);
+		}
+	}
+	r.duration_ns = now(p) - t0;
+	if (!k->by_age || r.blocks > 0) {
+		atomic_fetch_add(&p->rel_count[cause], 1);
+		atomic_fetch_add(&p->rel_bytes[cause], r.bytes);
+	}
+	if (res)
+		*res = r;
+	return r.errors ? GP_EBACKEND : GP_OK;
+}
+
+int gp_pool_release(struct gp_pool *p, int device, uint64_t target, enum gp_release_cause cause,
+		    struct gp_release_result *res)
+{
+	struct keep k = { 0, target, 0 };
+	return release_devices(p, device, &k, cause, res);
+}
+
+int gp_pool_release_idle(struct gp_pool *p, int device, uint64_t freed_before_ns,
+			 enum gp_release_cause cause, struct gp_release_result *res)
+{
+	struct keep k = { 1, 0, freed_before_ns };
+	return release_devices(p, device, &k, cause, res);
+}
+
+void gp_pool_set_cap(struct gp_pool *p, int device, uint64_t bytes)
+{
+	struct gp_dev *d = dev_get(p, device, 1);
+	if (d != NULL)
+		atomic_store(&d->cap, bytes);
+}
+
+uint64_t gp_pool_cap(struct gp_pool *p, int device)
+{
+	struct gp_dev *d = dev_get(p, device, 0);
+	return d ? ld(&d->cap) : 0;
+}
+
+uint64_t gp_pool_cached_bytes(struct gp_pool *p, int device)
+{
+	struct gp_dev *d = dev_get(p, device, 0);
+	return d ? dev_cached(d) : 0;
+}
+
+/* ---- device reset ---------------------------------------------------------------------- */
+
+static int keep_other_device(void *val, void *arg)
+{
+	struct gp_block *b = val;
+	if (b->device != *(int *)arg)
+		return 1;
+	if (atomic_load(&b->state) == BLOCK_LIVE)
+		free(b);
+	return 0;
+}
+
+void gp_pool_forget_device(struct gp_pool *p, int device)
+{
+	struct gp_dev *d = dev_get(p, device, 0);
+
+	if (d == NULL)
+		return;
+	/* Cached blocks first (their metadata is freed from the lists), then the live ones. */
+	for (unsigned i = 0; i < nlists(); i++) {
+		struct gp_list *c = &d->list[i];
+		struct gp_block *list = detach(c, 0);
+		for (struct gp_block *b = list; b != NULL; b = b->next) {
+			struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
+			gp_lock(&s->lock);
+			gp_ptrmap_remove(s, (uintptr_t)b->ptr);
+			gp_unlock(&s->lock);
+		}
+		free_list(list);
+	}
+	for (int i = 0; i < GP_PTRMAP_SHARDS; i++) {
+		struct gp_ptrmap_shard *s = &p->map.shard[i];
+		gp_lock(&s->lock);
+		gp_ptrmap_filter(s, keep_other_device, &device);
+		gp_unlock(&s->lock);
+	}
+	for (unsigned i = 0; i < nlists(); i++) {
+		struct gp_list *c = &d->list[i];
+		gp_lock(&c->lock);
+		atomic_store(&c->live_blocks, 0);
+		atomic_store(&c->live_bytes, 0);
+		atomic_store(&c->requested_bytes, 0);
+		gp_unlock(&c->lock);
+	}
+	for (unsigned i = 0; i < GP_STRIPES; i++)
+		atomic_store(&d->acct[i].live, 0);
+	atomic_store(&d->reserved_bytes, 0);
+}
