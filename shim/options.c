@@ -301,39 +301,36 @@ int gp_opt_check(const struct gp_opt_def *d, const char *value)
 	return parse(d, value, &scratch);
 }
 
+/* The variable's value from the environment, if set; a bad one gives the default, and `warn`
+ * (may be NULL) a line naming the variable, the value and the accepted form. */
+static void load_one(const struct gp_opt_def *d, struct gp_options *o,
+		     void (*warn)(const char *line))
+{
+	const char *v = secure_getenv(d->name);
+	char line[384];
+
+	if (v == NULL || parse(d, v, o) == 0)
+		return;
+	parse(d, d->def, o);
+	snprintf(line, sizeof(line), "%s=%s is not valid (accepted: %s); using %s", d->name, v,
+		 d->accepts, d->def);
+	if (warn)
+		warn(line);
+}
+
 void gp_opt_load_only(struct gp_options *o, const char *const *names, size_t n)
 {
-	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-		const struct gp_opt_def *d = &table[i];
-		const char *v;
-		size_t k = 0;
-
-		while (k < n && strcmp(names[k], d->name) != 0)
-			k++;
-		if (k == n || (v = secure_getenv(d->name)) == NULL)
-			continue;
-		if (parse(d, v, o) != 0)
-			parse(d, d->def, o);
-	}
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+		for (size_t k = 0; k < n; k++)
+			if (strcmp(names[k], table[i].name) == 0)
+				load_one(&table[i], o, NULL);
 }
 
 void gp_opt_load(struct gp_options *o, void (*warn)(const char *line))
 {
 	memset(o, 0, sizeof(*o));
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-		const struct gp_opt_def *d = &table[i];
-		const char *v = secure_getenv(d->name);
-
-		parse(d, d->def, o); /* the default always parses */
-		if (v == NULL)
-			continue;
-		if (parse(d, v, o) != 0) {
-			char line[384];
-			parse(d, d->def, o);
-			snprintf(line, sizeof(line), "%s=%s is not valid (accepted: %s); using %s",
-				 d->name, v, d->accepts, d->def);
-			if (warn)
-				warn(line);
-		}
+		parse(&table[i], table[i].def, o); /* the default always parses */
+		load_one(&table[i], o, warn);
 	}
 }
