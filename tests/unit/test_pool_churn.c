@@ -40,6 +40,22 @@ static void on_backend(void *arg, enum fake_op op)
 		c->added++;
 }
 
+/* BLOCKS blocks of 1 MiB cached (p[] oldest first), and a program thread that allocates and
+ * frees at every backend free from now on (in the class being released, or a new one). */
+static void cache_then_churn(struct fx *fx, void **p, int same_class)
+{
+	int i;
+
+	for (i = 0; i < BLOCKS; i++)
+		p[i] = fx_alloc(fx, 0, MiB);
+	for (i = 0; i < BLOCKS; i++)
+		fx_free(fx, p[i]);
+	churn.fx = fx;
+	churn.same_class = same_class;
+	churn.frees_seen = churn.added = 0;
+	fake_set_hook(&fx->fake, on_backend, &churn);
+}
+
 /* Proves: gp_pool_release to a target makes exactly the backend frees needed to bring the cache
  * down by what was over the target at its start (oldest blocks first), although every one of
  * those frees lands a new cached block; the blocks that arrived meanwhile stay cached. */
@@ -50,14 +66,7 @@ static void test_release_to_target_is_bounded(void **state)
 	void *p[BLOCKS];
 	int i;
 
-	for (i = 0; i < BLOCKS; i++)
-		p[i] = fx_alloc(fx, 0, MiB);
-	for (i = 0; i < BLOCKS; i++)
-		fx_free(fx, p[i]);
-	churn.fx = fx;
-	churn.same_class = 0;
-	churn.frees_seen = churn.added = 0;
-	fake_set_hook(&fx->fake, on_backend, &churn);
+	cache_then_churn(fx, p, 0);
 	assert_int_equal(gp_pool_release(fx->pool, 0, (BLOCKS / 2) * cb(MiB), GP_CAUSE_CAP, &res), GP_OK);
 	fake_set_hook(&fx->fake, NULL, NULL);
 	assert_int_equal(res.blocks, BLOCKS / 2);
@@ -75,16 +84,8 @@ static void test_release_all_is_one_pass(void **state)
 	struct fx *fx = *state;
 	struct gp_release_result res;
 	void *p[BLOCKS];
-	int i;
 
-	for (i = 0; i < BLOCKS; i++)
-		p[i] = fx_alloc(fx, 0, MiB);
-	for (i = 0; i < BLOCKS; i++)
-		fx_free(fx, p[i]);
-	churn.fx = fx;
-	churn.same_class = 1;
-	churn.frees_seen = churn.added = 0;
-	fake_set_hook(&fx->fake, on_backend, &churn);
+	cache_then_churn(fx, p, 1);
 	assert_int_equal(gp_pool_release(fx->pool, -1, 0, GP_CAUSE_SIGNAL, &res), GP_OK);
 	fake_set_hook(&fx->fake, NULL, NULL);
 	assert_int_equal(res.blocks, BLOCKS);
