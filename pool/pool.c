@@ -284,16 +284,20 @@ static int batching(struct gp_pool *p, struct gp_dev *d, unsigned cls)
 	       class_cached_blocks(d, cls) < p->cfg.fence_batch;
 }
 
-/* Every cached block of the class is still fenced: drive the fences (record one for recent
- * frees, poll) until one of those blocks may be reused, the class has none left, or
- * cfg.reuse_wait_ns has passed (see struct gp_pool_config). No lock is held between polls. */
-static struct gp_block *wait_for_reuse(struct gp_pool *p, struct gp_dev *d, unsigned cls,
-				       unsigned s0, size_t bytes)
+/* A miss whose class holds only fenced blocks. Three answers, cheapest first: a small class
+ * still batching grows (NULL, no fence call); otherwise the fences are driven (one recorded for
+ * recent frees, polled) and, if the class has become worth waiting for, driven again until one
+ * of its blocks may be reused, it has none left, or cfg.reuse_wait_ns has passed. NULL: make a
+ * real allocation. No lock is held between polls. */
+static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsigned cls,
+				     unsigned s0, size_t bytes)
 {
 	uint64_t deadline = 0, t;
 	struct gp_block *b;
 	int waiting;
 
+	if (batching(p, d, cls))
+		return NULL;
 	for (;;) {
 		waiting = 0;
 		if (gp_pool_advance(p, 0) == GP_EAGAIN && deadline != 0)
@@ -332,8 +336,8 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	b = take_any(p, d, cls, s0, bytes, &waiting);
 	if (b == NULL)
 		b = take_larger(p, d, cls, s0, bytes);
-	if (b == NULL && waiting && !batching(p, d, cls))
-		b = wait_for_reuse(p, d, cls, s0, bytes);
+	if (b == NULL && waiting)
+		b = reuse_fenced(p, d, cls, s0, bytes);
 	if (b != NULL) {
 		account_live(d, b->list % GP_STRIPES, (int64_t)b->bytes);
 		*out = b->ptr;
