@@ -5,6 +5,7 @@
 #include <sys/types.h>
 #include "control.h"
 #include "fence.h"
+#include "graphs.h"
 #include "real.h"
 #include "../include/gpupool.h"
 
@@ -65,12 +66,18 @@ GP_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
 	return gp_real.StreamDestroy(s);
 }
 
+static void capture_begun(cudaStream_t s)
+{
+	if (gp_fence_capture_begin(s))
+		gp_graphs_capture_begin();
+}
+
 GP_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
 {
 	int active = ready();
 	cudaError_t rc = gp_real.StreamBeginCapture(s, mode);
 	if (active && rc == cudaSuccess)
-		gp_fence_capture_begin(s);
+		capture_begun(s);
 	return rc;
 }
 
@@ -82,7 +89,7 @@ GP_EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t s, cudaGraph_t 
 	int active = ready();
 	cudaError_t rc = gp_real.StreamBeginCaptureToGraph(s, g, deps, data, n, mode);
 	if (active && rc == cudaSuccess)
-		gp_fence_capture_begin(s);
+		capture_begun(s);
 	return rc;
 }
 
@@ -90,8 +97,110 @@ GP_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
 {
 	int active = ready();
 	cudaError_t rc = gp_real.StreamEndCapture(s, g);
-	if (active)
-		gp_fence_capture_end(s);
+	/* Ended on the wrong thread, the capture goes on; any other outcome ends it. */
+	if (active && rc != cudaErrorStreamCaptureWrongThread && gp_fence_capture_end(s))
+		gp_graphs_capture_end(rc == cudaSuccess && g != NULL ? *g : NULL);
+	return rc;
+}
+
+/* Graph lifetimes (graphs.h). A runtime without the entry point: the call cannot be made. */
+#define GP_REAL_OR_FAIL(fn)                                                                 \
+	do {                                                                                \
+		ready();                                                                    \
+		if (gp_real.fn == NULL)                                                     \
+			return cudaErrorNotSupported;                                       \
+	} while (0)
+
+static cudaError_t instantiated(cudaError_t rc, cudaGraphExec_t *exec, cudaGraph_t g)
+{
+	if (rc == cudaSuccess && exec != NULL && gp_shim_active())
+		gp_graphs_link(g, *exec);
+	return rc;
+}
+
+GP_EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g,
+					   unsigned long long flags)
+{
+	GP_REAL_OR_FAIL(GraphInstantiate);
+	return instantiated(gp_real.GraphInstantiate(exec, g, flags), exec, g);
+}
+
+GP_EXPORT cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t g,
+						    unsigned long long flags)
+{
+	GP_REAL_OR_FAIL(GraphInstantiateWithFlags);
+	return instantiated(gp_real.GraphInstantiateWithFlags(exec, g, flags), exec, g);
+}
+
+GP_EXPORT cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t *exec, cudaGraph_t g,
+						     cudaGraphInstantiateParams *params)
+{
+	GP_REAL_OR_FAIL(GraphInstantiateWithParams);
+	return instantiated(gp_real.GraphInstantiateWithParams(exec, g, params), exec, g);
+}
+
+/* Forgotten before the real destroy: a new graph may get the same handle right after it. */
+GP_EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+	GP_REAL_OR_FAIL(GraphExecDestroy);
+	if (gp_shim_active())
+		gp_graphs_gone(exec);
+	return gp_real.GraphExecDestroy(exec);
+}
+
+GP_EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t g)
+{
+	GP_REAL_OR_FAIL(GraphDestroy);
+	if (gp_shim_active())
+		gp_graphs_gone(g);
+	return gp_real.GraphDestroy(g);
+}
+
+GP_EXPORT cudaError_t cudaGraphClone(cudaGraph_t *clone, cudaGraph_t g)
+{
+	cudaError_t rc;
+
+	GP_REAL_OR_FAIL(GraphClone);
+	rc = gp_real.GraphClone(clone, g);
+	if (rc == cudaSuccess && clone != NULL && gp_shim_active())
+		gp_graphs_link(g, *clone);
+	return rc;
+}
+
+GP_EXPORT cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t *node, cudaGraph_t g,
+						 const cudaGraphNode_t *deps, size_t n,
+						 cudaGraph_t child)
+{
+	cudaError_t rc;
+
+	GP_REAL_OR_FAIL(GraphAddChildGraphNode);
+	rc = gp_real.GraphAddChildGraphNode(node, g, deps, n, child);
+	if (rc == cudaSuccess && gp_shim_active())
+		gp_graphs_link(child, g); /* the parent holds a copy of the child */
+	return rc;
+}
+
+GP_EXPORT cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t exec,
+							   cudaGraphNode_t node, cudaGraph_t child)
+{
+	cudaError_t rc;
+
+	GP_REAL_OR_FAIL(GraphExecChildGraphNodeSetParams);
+	rc = gp_real.GraphExecChildGraphNodeSetParams(exec, node, child);
+	if (rc == cudaSuccess && gp_shim_active())
+		gp_graphs_link(child, exec);
+	return rc;
+}
+
+GP_EXPORT cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t g,
+					  cudaGraphExecUpdateResultInfo *info)
+{
+	cudaError_t rc;
+
+	GP_REAL_OR_FAIL(GraphExecUpdate);
+	rc = gp_real.GraphExecUpdate(exec, g, info);
+	if (rc == cudaSuccess && gp_shim_active())
+		gp_graphs_link(g, exec); /* what it used before stays held too: harmless */
 	return rc;
 }
 

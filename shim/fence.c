@@ -188,28 +188,36 @@ void gp_fence_stream_destroying(cudaStream_t s)
 		gp_real.GetLastError(); /* the errors are ours, not the program's */
 }
 
-void gp_fence_capture_begin(cudaStream_t s)
+int gp_fence_capture_begin(cudaStream_t s)
 {
+	int tracked = 0;
+
 	pthread_mutex_lock(&cap_lock);
 	if (atomic_load(&ncapturing) < 64) {
 		capturing[atomic_load(&ncapturing)] = s;
 		atomic_fetch_add(&ncapturing, 1);
+		tracked = 1;
 	}
 	pthread_mutex_unlock(&cap_lock);
+	return tracked;
 }
 
-void gp_fence_capture_end(cudaStream_t s)
+int gp_fence_capture_end(cudaStream_t s)
 {
+	int found = 0;
+
 	pthread_mutex_lock(&cap_lock);
 	int n = atomic_load(&ncapturing);
 	for (int i = 0; i < n; i++) {
 		if (capturing[i] == s) {
 			capturing[i] = capturing[n - 1];
 			atomic_fetch_sub(&ncapturing, 1);
+			found = 1;
 			break;
 		}
 	}
 	pthread_mutex_unlock(&cap_lock);
+	return found;
 }
 
 int gp_fence_capture_active(void)

@@ -14,8 +14,9 @@ void gp_fence_use_device(int device);
  * that hold its events count them as complete and never touch them again. */
 void gp_fence_device_reset(int device);
 
-void gp_fence_capture_begin(cudaStream_t s);
-void gp_fence_capture_end(cudaStream_t s);
+/* Return 1 when the capture of `s` is (was) tracked: begin and end pair up on those. */
+int gp_fence_capture_begin(cudaStream_t s);
+int gp_fence_capture_end(cudaStream_t s);
 int gp_fence_capture_active(void); /* any thread */
 
 /* The backend's fence operations (struct gp_backend). */

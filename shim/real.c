@@ -78,6 +78,15 @@ static void resolve(void)
 	RESOLVE(StreamBeginCaptureToGraph, "cudaStreamBeginCaptureToGraph");
 	RESOLVE(StreamEndCapture, "cudaStreamEndCapture");
 	RESOLVE(ThreadExchangeStreamCaptureMode, "cudaThreadExchangeStreamCaptureMode");
+	RESOLVE(GraphInstantiate, "cudaGraphInstantiate");
+	RESOLVE(GraphInstantiateWithFlags, "cudaGraphInstantiateWithFlags");
+	RESOLVE(GraphInstantiateWithParams, "cudaGraphInstantiateWithParams");
+	RESOLVE(GraphExecDestroy, "cudaGraphExecDestroy");
+	RESOLVE(GraphDestroy, "cudaGraphDestroy");
+	RESOLVE(GraphClone, "cudaGraphClone");
+	RESOLVE(GraphAddChildGraphNode, "cudaGraphAddChildGraphNode");
+	RESOLVE(GraphExecChildGraphNodeSetParams, "cudaGraphExecChildGraphNodeSetParams");
+	RESOLVE(GraphExecUpdate, "cudaGraphExecUpdate");
 	RESOLVE(LaunchKernel_ptsz, "cudaLaunchKernel_ptsz");
 	RESOLVE(MemcpyAsync_ptsz, "cudaMemcpyAsync_ptsz");
 	RESOLVE(MemsetAsync_ptsz, "cudaMemsetAsync_ptsz");

@@ -33,6 +33,18 @@ struct gp_real {
 						 enum cudaStreamCaptureMode);
 	cudaError_t (*StreamEndCapture)(cudaStream_t, cudaGraph_t *);
 	cudaError_t (*ThreadExchangeStreamCaptureMode)(enum cudaStreamCaptureMode *);
+	/* Graph lifetimes: blocks freed during a capture are held until the graphs are gone. */
+	cudaError_t (*GraphInstantiate)(cudaGraphExec_t *, cudaGraph_t, unsigned long long);
+	cudaError_t (*GraphInstantiateWithFlags)(cudaGraphExec_t *, cudaGraph_t, unsigned long long);
+	cudaError_t (*GraphInstantiateWithParams)(cudaGraphExec_t *, cudaGraph_t,
+						  cudaGraphInstantiateParams *);
+	cudaError_t (*GraphExecDestroy)(cudaGraphExec_t);
+	cudaError_t (*GraphDestroy)(cudaGraph_t);
+	cudaError_t (*GraphClone)(cudaGraph_t *, cudaGraph_t);
+	cudaError_t (*GraphAddChildGraphNode)(cudaGraphNode_t *, cudaGraph_t, const cudaGraphNode_t *,
+					      size_t, cudaGraph_t);
+	cudaError_t (*GraphExecChildGraphNodeSetParams)(cudaGraphExec_t, cudaGraphNode_t, cudaGraph_t);
+	cudaError_t (*GraphExecUpdate)(cudaGraphExec_t, cudaGraph_t, cudaGraphExecUpdateResultInfo *);
 	/* Per-thread default stream variants: seeing one means streams are not one order. */
 	cudaError_t (*LaunchKernel_ptsz)(const void *, dim3, dim3, void **, size_t, cudaStream_t);
 	cudaError_t (*MemcpyAsync_ptsz)(void *, const void *, size_t, enum cudaMemcpyKind,

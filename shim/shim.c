@@ -6,6 +6,7 @@
 #include "backend.h"
 #include "control.h"
 #include "fence.h"
+#include "graphs.h"
 #include "framework.h"
 #include "log.h"
 #include "observe.h"
@@ -213,6 +214,15 @@ cudaError_t gp_shim_free(void *ptr)
 	if (ptr == NULL)
 		return cudaSuccess;
 	traced = gp_trace_free_begin(); /* stamped before another thread can get the block */
+	if (gp_fence_capture_active()) {
+		size_t bytes = gp_pool_block_size(gp_shim_pool, ptr, NULL);
+		int held = bytes ? gp_graphs_hold(ptr, bytes) : 0;
+		if (held != 0) {
+			/* Kept for the graph being captured (graphs.h), or a double free. */
+			gp_trace_free_end(traced, held > 0 ? ptr : NULL);
+			return held > 0 ? cudaSuccess : cudaErrorInvalidValue;
+		}
+	}
 	rc = gp_pool_free(gp_shim_pool, ptr);
 	gp_trace_free_end(traced, rc == GP_OK ? ptr : NULL);
 	switch (rc) {
@@ -252,11 +262,13 @@ void gp_shim_device_reset(void)
 
 	if (current_device(&dev) == cudaSuccess) {
 		gp_fence_device_reset(dev);
+		gp_graphs_device_reset(dev);
 		gp_pool_forget_device(gp_shim_pool, dev);
 		return;
 	}
 	/* Which device is reset is unknown: forget them all rather than ever hand out a block the
 	 * reset freed (the other devices' cached blocks stay allocated, unused). */
+	gp_graphs_device_reset(-1);
 	for (dev = 0; dev < GP_MAX_DEVICES; dev++) {
 		gp_fence_device_reset(dev);
 		gp_pool_forget_device(gp_shim_pool, dev);

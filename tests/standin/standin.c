@@ -1351,6 +1351,61 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph)
 	return cudaSuccess;
 }
 
+/* Executable graphs: launches are not simulated (the stand-in runs no kernels); the handles are
+ * real objects so that a shim tracking graph lifetimes can be tested. */
+struct CUgraphExec_st {
+	int device;
+};
+
+static cudaError_t instantiate(cudaGraphExec_t *exec, cudaGraph_t graph)
+{
+	if (gone())
+		return result(cudaErrorCudartUnloading);
+	if (exec == NULL || graph == NULL)
+		return result(cudaErrorInvalidValue);
+	*exec = calloc(1, sizeof(**exec));
+	if (*exec == NULL)
+		return result(cudaErrorMemoryAllocation);
+	(*exec)->device = graph->device;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)
+{
+	(void)flags;
+	return instantiate(exec, graph);
+}
+
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph,
+					  unsigned long long flags)
+{
+	(void)flags;
+	return instantiate(exec, graph);
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+	if (gone())
+		return result(cudaErrorCudartUnloading);
+	if (exec == NULL)
+		return result(cudaErrorInvalidValue);
+	free(exec);
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphClone(cudaGraph_t *clone, cudaGraph_t graph)
+{
+	if (gone())
+		return result(cudaErrorCudartUnloading);
+	if (clone == NULL || graph == NULL)
+		return result(cudaErrorInvalidValue);
+	*clone = calloc(1, sizeof(**clone));
+	if (*clone == NULL)
+		return result(cudaErrorMemoryAllocation);
+	(*clone)->device = graph->device;
+	return cudaSuccess;
+}
+
 /* ---- events ---- */
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)

@@ -1,0 +1,252 @@
+/* graphs.c — blocks freed during a CUDA graph capture, held for the graphs that use them
+ * (graphs.h says why). Which capture a free belongs to cannot be told (cudaFree names no
+ * stream), so a free during any capture is held for every graph ended while it was open: a
+ * "hold" collects the frees from the first capture's begin until no capture is left, and each
+ * graph, executable graph or copy made from one of its graphs counts as one reference to it.
+ * Unknown destroys (a graph destroyed through the driver API) only keep blocks longer. */
+#include "graphs.h"
+#include "log.h"
+#include "pool.h"
+#include "shim.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+struct held {
+	void *ptr;
+	size_t bytes;
+	int dev;
+};
+
+struct hold {
+	struct held *b;
+	int n, cap;
+	int refs;  /* graphs and executable graphs that may use the blocks */
+	int open;  /* captures are still underway: more frees may come */
+	struct hold *next;
+};
+
+struct owner {
+	const void *handle;
+	struct hold *h;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct hold *holds; /* every hold not yet given to the pool */
+static struct hold *cur;   /* the open one, while captures are underway */
+static int capturing;
+static struct owner *owners;
+static int nowners, capowners;
+static _Atomic int any_owner;
+static _Atomic uint64_t held_bytes, held_blocks;
+static _Atomic int told;
+
+static void unlink_hold(struct hold *h)
+{
+	for (struct hold **pp = &holds; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == h) {
+			*pp = h->next;
+			return;
+		}
+	}
+}
+
+/* No lock held: the blocks go to the pool (which never calls the backend on a free). */
+static void drop(struct hold *h)
+{
+	uint64_t bytes = 0;
+
+	while (h != NULL) {
+		struct hold *next = h->next;
+		for (int i = 0; i < h->n; i++) {
+			bytes += h->b[i].bytes;
+			/* GP_ENOTOWNED: the device was reset meanwhile (and the entry removed then);
+			 * nothing to do either way. */
+			gp_pool_free(gp_shim_pool, h->b[i].ptr);
+		}
+		atomic_fetch_sub(&held_blocks, (uint64_t)h->n);
+		if (h->n > 0)
+			gp_log(GP_LOG_DEBUG, "%d block(s) freed during a graph capture go back to the pool: "
+			       "no graph made from that capture is left", h->n);
+		free(h->b);
+		free(h);
+		h = next;
+	}
+	atomic_fetch_sub(&held_bytes, bytes);
+}
+
+void gp_graphs_capture_begin(void)
+{
+	pthread_mutex_lock(&lock);
+	if (cur == NULL) {
+		cur = calloc(1, sizeof(*cur));
+		if (cur != NULL) {
+			cur->open = 1;
+			cur->next = holds;
+			holds = cur;
+		} else {
+			gp_log(GP_LOG_WARN, "out of host memory: blocks freed during this graph capture "
+			       "are not kept for the graph");
+		}
+	}
+	capturing++;
+	pthread_mutex_unlock(&lock);
+}
+
+static int add_owner(const void *handle, struct hold *h)
+{
+	if (nowners == capowners) {
+		int ncap = capowners ? capowners * 2 : 16;
+		struct owner *o = realloc(owners, (size_t)ncap * sizeof(*o));
+		if (o == NULL)
+			return -1;
+		owners = o;
+		capowners = ncap;
+	}
+	owners[nowners].handle = handle;
+	owners[nowners].h = h;
+	nowners++;
+	h->refs++;
+	atomic_store(&any_owner, 1);
+	return 0;
+}
+
+void gp_graphs_capture_end(cudaGraph_t g)
+{
+	struct hold *h, *dead = NULL;
+
+	pthread_mutex_lock(&lock);
+	h = cur;
+	if (h != NULL && g != NULL && h->n > 0 && add_owner(g, h) != 0) {
+		/* Without a record of the graph the blocks can never be given back safely: they
+		 * stay held (lost to reuse, never to correctness). */
+		h->refs++;
+		gp_log(GP_LOG_WARN, "out of host memory: %d block(s) freed during a graph capture "
+		       "stay allocated for good", h->n);
+	}
+	if (capturing > 0)
+		capturing--;
+	if (capturing == 0 && h != NULL) {
+		h->open = 0;
+		cur = NULL;
+		if (h->refs == 0) {
+			unlink_hold(h);
+			h->next = NULL;
+			dead = h;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	drop(dead);
+}
+
+int gp_graphs_hold(void *ptr, size_t bytes)
+{
+	int dev = -1;
+
+	if (gp_pool_block_size(gp_shim_pool, ptr, &dev) == 0)
+		return 0;
+	pthread_mutex_lock(&lock);
+	if (cur == NULL) {
+		pthread_mutex_unlock(&lock);
+		return 0;
+	}
+	for (struct hold *h = holds; h != NULL; h = h->next) {
+		for (int i = 0; i < h->n; i++) {
+			if (h->b[i].ptr == ptr) {
+				pthread_mutex_unlock(&lock);
+				return -1;
+			}
+		}
+	}
+	if (cur->n == cur->cap) {
+		int ncap = cur->cap ? cur->cap * 2 : 16;
+		struct held *b = realloc(cur->b, (size_t)ncap * sizeof(*b));
+		if (b == NULL) {
+			pthread_mutex_unlock(&lock);
+			gp_log_capped(GP_LOG_WARN, &told, "out of host memory: a block freed during a "
+				      "graph capture stays allocated for good");
+			return 1; /* never reused: safe, and the program's free succeeded */
+		}
+		cur->b = b;
+		cur->cap = ncap;
+	}
+	cur->b[cur->n].ptr = ptr;
+	cur->b[cur->n].bytes = bytes;
+	cur->b[cur->n].dev = dev;
+	cur->n++;
+	pthread_mutex_unlock(&lock);
+	atomic_fetch_add(&held_bytes, bytes);
+	atomic_fetch_add(&held_blocks, 1);
+	return 1;
+}
+
+void gp_graphs_link(const void *from, const void *to)
+{
+	if (from == NULL || to == NULL || !atomic_load(&any_owner))
+		return;
+	pthread_mutex_lock(&lock);
+	for (int i = 0, n = nowners; i < n; i++) {
+		if (owners[i].handle == from && add_owner(to, owners[i].h) != 0) {
+			/* `to` would use blocks that `from`'s destroy could give away: keep them. */
+			owners[i].h->refs++;
+			gp_log(GP_LOG_WARN, "out of host memory: blocks of a captured graph stay "
+			       "allocated for good");
+		}
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+void gp_graphs_gone(const void *handle)
+{
+	struct hold *dead = NULL;
+
+	if (handle == NULL || !atomic_load(&any_owner))
+		return;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < nowners;) {
+		struct hold *h = owners[i].h;
+		if (owners[i].handle != handle) {
+			i++;
+			continue;
+		}
+		owners[i] = owners[--nowners];
+		if (--h->refs == 0 && !h->open) {
+			unlink_hold(h);
+			h->next = dead;
+			dead = h;
+		}
+	}
+	if (nowners == 0)
+		atomic_store(&any_owner, 0);
+	pthread_mutex_unlock(&lock);
+	drop(dead);
+}
+
+void gp_graphs_device_reset(int device)
+{
+	uint64_t bytes = 0, blocks = 0;
+
+	pthread_mutex_lock(&lock);
+	for (struct hold *h = holds; h != NULL; h = h->next) {
+		int k = 0;
+		for (int i = 0; i < h->n; i++) {
+			if (device >= 0 && h->b[i].dev != device) {
+				h->b[k++] = h->b[i];
+				continue;
+			}
+			bytes += h->b[i].bytes;
+			blocks++;
+		}
+		h->n = k;
+	}
+	pthread_mutex_unlock(&lock);
+	atomic_fetch_sub(&held_bytes, bytes);
+	atomic_fetch_sub(&held_blocks, blocks);
+}
+
+void gp_graphs_held(uint64_t *bytes, uint64_t *blocks)
+{
+	*bytes = atomic_load(&held_bytes);
+	*blocks = atomic_load(&held_blocks);
+}

@@ -1,0 +1,109 @@
+/* graph_hold.c — a block freed while a CUDA graph is being captured is used again by every
+ * replay of that graph, so the shim must neither hand it out nor release it until every graph
+ * made from the capture is gone (shim/graphs.h). Here: blocks freed during a capture (one
+ * allocated during it, one before it) survive a release and are not reused while an executable
+ * graph made from the capture exists, and go back once it is destroyed; a clone keeps them as
+ * long as it lives; a capture that fails gives its blocks back at once; a double free during a
+ * capture is still an error. The stand-in counts the real allocations. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <unistd.h>
+
+#include "e2e.h"
+
+#define BYTES (2 * E2E_MIB)
+#define PROBES 4
+
+static void release_and_expect(uint64_t live, uint64_t per_block, const char *what)
+{
+	struct standin_counters c;
+
+	kill(getpid(), SIGUSR1);
+	if (!e2e_wait_live(live, live * per_block, 5000)) {
+		c = e2e_counters();
+		e2e_fail("%s: after SIGUSR1 the runtime holds %llu allocations / %llu B, want %llu", what,
+			 (unsigned long long)c.live_allocs, (unsigned long long)c.live_bytes,
+			 (unsigned long long)live);
+	}
+	e2e_check(1, "%s: %llu block(s) still allocated after a release", what,
+		  (unsigned long long)live);
+}
+
+/* New blocks of the same size must not be the held ones; they are freed again. */
+static void probe_not(void *a, void *b, const char *what)
+{
+	void *p[PROBES];
+	int i, clash = 0;
+
+	for (i = 0; i < PROBES; i++) {
+		e2e_cuda(cudaMalloc(&p[i], BYTES), "cudaMalloc (probe)");
+		clash += p[i] == a || p[i] == b;
+	}
+	for (i = 0; i < PROBES; i++)
+		e2e_cuda(cudaFree(p[i]), "cudaFree (probe)");
+	e2e_check(clash == 0, "%s: %d new blocks of the same size, %d of them a held block", what,
+		  PROBES, clash);
+}
+
+int main(void)
+{
+	cudaStream_t s;
+	cudaGraph_t g = NULL, g2 = NULL, g3 = NULL;
+	cudaGraphExec_t exec = NULL;
+	void *before, *during, *t2, *t3;
+	uint64_t per_block;
+	cudaError_t rc;
+
+	e2e_start("e2e_graph_hold");
+	e2e_cuda(cudaStreamCreate(&s), "cudaStreamCreate");
+	e2e_cuda(cudaMalloc(&before, BYTES), "cudaMalloc");
+	per_block = e2e_counters().live_bytes;
+	e2e_fill(before, BYTES, 1);
+
+	/* 1. An executable graph keeps what its capture freed. */
+	e2e_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+	e2e_cuda(cudaMalloc(&during, BYTES), "cudaMalloc during capture");
+	e2e_cuda(cudaFree(during), "cudaFree during capture");
+	e2e_cuda(cudaFree(before), "cudaFree during capture (allocated before it)");
+	rc = cudaFree(during);
+	e2e_check(rc == cudaErrorInvalidValue, "double free during a capture is refused (%s)",
+		  cudaGetErrorName(rc));
+	cudaGetLastError();
+	e2e_cuda(cudaStreamEndCapture(s, &g), "cudaStreamEndCapture");
+	e2e_cuda(cudaGraphInstantiate(&exec, g, 0), "cudaGraphInstantiate");
+	e2e_cuda(cudaGraphDestroy(g), "cudaGraphDestroy (the executable graph lives on)");
+	probe_not(before, during, "executable graph alive");
+	release_and_expect(2, per_block, "executable graph alive");
+	e2e_cuda(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
+	release_and_expect(0, per_block, "executable graph destroyed");
+
+	/* 2. A clone keeps them after the original is gone. */
+	e2e_cuda(cudaMalloc(&t2, BYTES), "cudaMalloc");
+	e2e_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+	e2e_cuda(cudaFree(t2), "cudaFree during capture");
+	e2e_cuda(cudaStreamEndCapture(s, &g2), "cudaStreamEndCapture");
+	e2e_cuda(cudaGraphClone(&g3, g2), "cudaGraphClone");
+	e2e_cuda(cudaGraphDestroy(g2), "cudaGraphDestroy (the original)");
+	probe_not(t2, NULL, "clone alive");
+	release_and_expect(1, per_block, "clone alive");
+	e2e_cuda(cudaGraphDestroy(g3), "cudaGraphDestroy (the clone)");
+	release_and_expect(0, per_block, "clone destroyed");
+
+	/* 3. A capture that produced no graph holds nothing. */
+	e2e_cuda(cudaMalloc(&t3, BYTES), "cudaMalloc");
+	e2e_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+	e2e_cuda(cudaFree(t3), "cudaFree during capture");
+	rc = cudaDeviceSynchronize(); /* illegal while capturing: invalidates the capture */
+	e2e_check(rc != cudaSuccess, "cudaDeviceSynchronize during the capture fails (%s)",
+		  cudaGetErrorName(rc));
+	g = NULL;
+	rc = cudaStreamEndCapture(s, &g);
+	e2e_check(rc != cudaSuccess && g == NULL, "the invalidated capture ends without a graph (%s)",
+		  cudaGetErrorName(rc));
+	cudaGetLastError();
+	release_and_expect(0, per_block, "failed capture");
+
+	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+	printf("PASS e2e_graph_hold\n");
+	return 0;
+}
