@@ -2,7 +2,8 @@
  * reuse stays as safe as native cudaFree however frees, new allocations and writers interleave.
  * Each round: K (1..4) blocks of random sizes (480 B .. 64 MiB, two sizes per size class)
  * each get a slow writer (spin 0..3 ms, then write) on a random one of 4 non-blocking streams.
- * Then, in a random interleaving with random host delays (0..500 us, often none), each block is
+ * Then, in a random interleaving with random host delays (0..500 us, often none; 1 in 8 up to
+ * 4 ms, so that some blocks are reused), each block is
  * freed and a block of its size is allocated (after its free) and written at once by a new owner:
  * a kernel on another of the 4 streams, cudaMemsetAsync on the legacy stream (which does not wait
  * for non-blocking streams), or sometimes a kernel on the writer's own stream. In 1 round of 10
@@ -82,10 +83,13 @@ static uint64_t rnd(uint64_t n) /* 0 .. n-1 */
 	return rnd64() % n;
 }
 
-/* A host delay of 0..500 us (none one time in three), spun for precision. */
+/* A host delay of 0..500 us (none one time in three), spun for precision; one time in eight
+ * 0..4 ms instead, so that some writers finish before their block's next allocation and the
+ * pool really reuses addresses (else "reuse only after the writer" would hold vacuously). */
 static void host_delay(void)
 {
-	uint64_t ns = rnd(3) == 0 ? 0 : rnd(MAX_DELAY_NS + 1), t0 = gt_now_ns();
+	uint64_t ns = rnd(8) == 0 ? rnd(MAX_SPIN_NS + 1000001ull)
+		    : rnd(3) == 0 ? 0 : rnd(MAX_DELAY_NS + 1), t0 = gt_now_ns();
 
 	while (gt_now_ns() - t0 < ns)
 		;
@@ -304,6 +308,10 @@ int main(int argc, char **argv)
 	gt_check(t.early == 0 && t.dup == 0, "reuse only after the writer",
 		 "%d of %d reuses before the writer can have finished, %d addresses handed to two "
 		 "live blocks", t.early, t.reused, t.dup);
+	/* Without reuses the check above holds vacuously. */
+	gt_check(t.rounds < 100 || t.reused > 0, "reuse exercised",
+		 "%d of %d new blocks got the address of a block freed in their round (want >= 1 "
+		 "from 100 rounds)", t.reused, t.blocks);
 	/* If the writers were never still running when the new owners wrote, this proved nothing. */
 	gt_check(t.blocks > 0 && t.raced * 4 >= t.blocks, "race exercised",
 		 "%d of %d new owners queued their write, on a stream not ordered after the writer, "
