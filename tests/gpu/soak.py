@@ -16,7 +16,11 @@ Checked all along, and counted as errors:
   - no CUDA error and no exception out of an iteration (each is printed, with the iteration).
 Every --report-every seconds one line: elapsed time, iterations, signals sent, errors, PyTorch's
 live bytes, device memory used as the runtime reports it (the shim's cudaMemGetInfo counts
-cached blocks as free; this reads the runtime's own), and the peak of that.
+cached blocks as free; this reads the runtime's own), the peak of that, and the window's floor:
+the least device memory used seen at the end of an iteration in the window (a release a second
+brings the cache down, so this tracks what the process holds besides its cache). Flat memory is
+checked at the end: the median floor of the last third of the windows may exceed that of the
+first third (after the first window: warm-up) by at most --flat-slack-mib.
 Exit: 0 when no error, 1 otherwise, 77 (skipped) when torch, a GPU or the shim is missing, or the
 shim is not in takeover mode. --self-check parses the arguments and exits 0 without torch (CI).
 """
@@ -44,6 +48,9 @@ def parse_args(argv):
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--max-len", type=int, default=2048)
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--flat-slack-mib", type=float, default=1024.0,
+                   help="flat memory: the floor may rise this much from the first to the last "
+                   "third of the run (kernels loaded on first use of a shape cost some)")
     p.add_argument("--self-check", action="store_true", help="parse arguments, exit 0 (no torch)")
     return p.parse_args(argv)
 
@@ -107,6 +114,8 @@ def main(argv):
     errors = 0
     iters = 0
     peak_used = 0
+    floor = None   # least device memory used seen in this report window
+    floors = []    # one per window
     sig = Signaller(args.signal_every)
     sig.start()
     t0 = last = time.monotonic()
@@ -148,20 +157,37 @@ def main(argv):
             say("ERROR", "iteration %d: %s" % (iters, traceback.format_exc().strip().splitlines()[-1]))
         now = time.monotonic()
         if runtime_free is not None:
-            peak_used = max(peak_used, total - runtime_free())
+            used = total - runtime_free()
+            peak_used = max(peak_used, used)
+            floor = used if floor is None else min(floor, used)
         if now - last >= args.report_every:
             last = now
             used = total - runtime_free() if runtime_free is not None else -1
+            if floor is not None:
+                floors.append(floor)
             say("INFO", "%6.0f s  %7d iterations  %5d signals  %d errors  live %7.0f MiB  "
-                "device used %7.0f MiB (peak %.0f MiB)"
+                "device used %7.0f MiB (peak %.0f MiB, floor %.0f MiB)"
                 % (now - t0, iters, sig.sent, errors, torch.cuda.memory_allocated() / MIB,
-                   used / MIB, peak_used / MIB))
+                   used / MIB, peak_used / MIB, (floor if floor is not None else -MIB) / MIB))
+            floor = None
     sig.stop.set()
     sig.join()
     torch.cuda.synchronize()
     say("PASS" if errors == 0 else "FAIL", "%d iterations in %.0f s with %d SIGUSR1: %d errors"
         % (iters, time.monotonic() - t0, sig.sent, errors))
-    return 0 if errors == 0 else 1
+    flat = True
+    w = floors[1:]  # the first window is warm-up
+    if len(w) >= 3:
+        third = len(w) // 3
+        first = sorted(w[:third])[third // 2] / MIB
+        final = sorted(w[-third:])[third // 2] / MIB
+        flat = final <= first + args.flat_slack_mib
+        say("PASS" if flat else "FAIL", "flat memory: median floor %.0f MiB in the first third of "
+            "the windows, %.0f MiB in the last (%+.0f MiB; allowed %+.0f MiB)"
+            % (first, final, final - first, args.flat_slack_mib))
+    else:
+        say("INFO", "flat memory: not judged (fewer than 4 report windows)")
+    return 0 if errors == 0 and flat else 1
 
 
 if __name__ == "__main__":
