@@ -59,6 +59,26 @@ def say(tag, text):
     print("%s gpu_soak %s" % (tag, text), flush=True)
 
 
+def pool_figures():
+    """The pool's bytes in use and cached on device 0, from `gpupool stats --json` beside the
+    preloaded library (build/cli/gpupool next to build/shim/libgpupool.so); None if unavailable.
+    Tells memory the pool holds from memory outside it (the context, kernels loaded later)."""
+    import json
+    import subprocess
+    for lib in os.environ.get("LD_PRELOAD", "").split():
+        if "libgpupool" not in lib:
+            continue
+        cli = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(lib))), "cli", "gpupool")
+        try:
+            out = subprocess.run([cli, "stats", str(os.getpid()), "--json"], capture_output=True,
+                                 text=True, timeout=10)
+            d = json.loads(out.stdout)["devices"][0]
+            return d["in_use_bytes"], d["idle_bytes"] + d["pending_bytes"]
+        except Exception:
+            return None
+    return None
+
+
 class Signaller(threading.Thread):
     def __init__(self, every):
         super().__init__(daemon=True)
@@ -165,10 +185,13 @@ def main(argv):
             used = total - runtime_free() if runtime_free is not None else -1
             if floor is not None:
                 floors.append(floor)
+            pool = pool_figures()
             say("INFO", "%6.0f s  %7d iterations  %5d signals  %d errors  live %7.0f MiB  "
-                "device used %7.0f MiB (peak %.0f MiB, floor %.0f MiB)"
+                "device used %7.0f MiB (peak %.0f MiB, floor %.0f MiB)  pool in use %s, cached %s"
                 % (now - t0, iters, sig.sent, errors, torch.cuda.memory_allocated() / MIB,
-                   used / MIB, peak_used / MIB, (floor if floor is not None else -MIB) / MIB))
+                   used / MIB, peak_used / MIB, (floor if floor is not None else -MIB) / MIB,
+                   "%.0f MiB" % (pool[0] / MIB) if pool else "?",
+                   "%.0f MiB" % (pool[1] / MIB) if pool else "?"))
             floor = None
     sig.stop.set()
     sig.join()
