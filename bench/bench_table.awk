@@ -45,7 +45,7 @@ function nsort(list,   i, j, t) {
 	}
 }
 function threads_section(   m, i, c, n, k, row, hdr, sep, one, eight, cs) {
-	n = split("native async gpupool gpupool-fenced gpupool-oversize2 gpupool-fenced-oversize2", cs, " ")
+	n = split("native async gpupool gpupool-fenced gpupool-exact gpupool-fenced-exact", cs, " ")
 	print "### Threads: cudaMalloc+cudaFree pairs per second, all threads together\n"
 	nsort(th_counts)
 	for (m = 1; m <= th_modes[0]; m++) {
@@ -101,7 +101,7 @@ function verdict(b, cfg, c,   a, g, tg, ta, mem, s, why) {
 }
 function alloc_section(b, list, title, withstreams,   i, j, n, cs, cfg, p, row, k, first) {
 	if (list[0] == 0) return
-	n = split("native async gpupool gpupool-fenced gpupool-oversize2 gpupool-fenced-oversize2", cs, " ")
+	n = split("native async gpupool gpupool-fenced gpupool-exact gpupool-fenced-exact", cs, " ")
 	print title "\n"
 	if (b == "replay") { print "| trace | contender |" hdr_rest(); print "|---|---|" sep_rest() }
 	else if (withstreams) { print "| streams | allocs | max | contender |" hdr_rest(); print "|---|---|---|---|" sep_rest() }
