@@ -3,10 +3,12 @@
  * made from the capture is gone (shim/graphs.h). Here: blocks freed during a capture (one
  * allocated during it, one before it) survive a release and are not reused while an executable
  * graph made from the capture exists, and go back once it is destroyed; a clone keeps them as
- * long as it lives; a capture that fails gives its blocks back at once; a double free during a
- * capture is still an error. The stand-in counts the real allocations. */
+ * long as it lives, and so do a parent graph holding it as a child and an executable graph
+ * updated from it; a capture that fails gives its blocks back at once; a double free during a
+ * capture is still an error; after cudaDeviceReset the held blocks are forgotten, not freed. The stand-in counts the real allocations. */
 #define _GNU_SOURCE
 #include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "e2e.h"
@@ -89,7 +91,48 @@ int main(void)
 	e2e_cuda(cudaGraphDestroy(g3), "cudaGraphDestroy (the clone)");
 	release_and_expect(0, per_block, "clone destroyed");
 
-	/* 3. A capture that produced no graph holds nothing. */
+	/* 3. A parent graph holds a copy of its child graph, and so its blocks. */
+	{
+		cudaGraph_t child = NULL, parent = NULL;
+		cudaGraphNode_t node;
+		void *t4;
+
+		e2e_cuda(cudaMalloc(&t4, BYTES), "cudaMalloc");
+		e2e_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+		e2e_cuda(cudaFree(t4), "cudaFree during capture");
+		e2e_cuda(cudaStreamEndCapture(s, &child), "cudaStreamEndCapture");
+		e2e_cuda(cudaGraphCreate(&parent, 0), "cudaGraphCreate");
+		e2e_cuda(cudaGraphAddChildGraphNode(&node, parent, NULL, 0, child),
+			 "cudaGraphAddChildGraphNode");
+		e2e_cuda(cudaGraphDestroy(child), "cudaGraphDestroy (the child)");
+		release_and_expect(1, per_block, "parent of the captured graph alive");
+		e2e_cuda(cudaGraphDestroy(parent), "cudaGraphDestroy (the parent)");
+		release_and_expect(0, per_block, "parent destroyed");
+	}
+
+	/* 4. cudaGraphExecUpdate: the executable graph now uses the captured graph's blocks. */
+	{
+		cudaGraph_t with = NULL, without = NULL;
+		cudaGraphExec_t ex = NULL;
+		cudaGraphExecUpdateResultInfo info;
+		void *t5;
+
+		e2e_cuda(cudaMalloc(&t5, BYTES), "cudaMalloc");
+		e2e_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+		e2e_cuda(cudaFree(t5), "cudaFree during capture");
+		e2e_cuda(cudaStreamEndCapture(s, &with), "cudaStreamEndCapture");
+		e2e_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+		e2e_cuda(cudaStreamEndCapture(s, &without), "cudaStreamEndCapture (nothing freed)");
+		e2e_cuda(cudaGraphInstantiate(&ex, without, 0), "cudaGraphInstantiate");
+		e2e_cuda(cudaGraphExecUpdate(ex, with, &info), "cudaGraphExecUpdate");
+		e2e_cuda(cudaGraphDestroy(with), "cudaGraphDestroy (the update's source)");
+		e2e_cuda(cudaGraphDestroy(without), "cudaGraphDestroy");
+		release_and_expect(1, per_block, "updated executable graph alive");
+		e2e_cuda(cudaGraphExecDestroy(ex), "cudaGraphExecDestroy");
+		release_and_expect(0, per_block, "updated executable graph destroyed");
+	}
+
+	/* 5. A capture that produced no graph holds nothing. */
 	e2e_cuda(cudaMalloc(&t3, BYTES), "cudaMalloc");
 	e2e_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
 	e2e_cuda(cudaFree(t3), "cudaFree during capture");
@@ -103,7 +146,38 @@ int main(void)
 	cudaGetLastError();
 	release_and_expect(0, per_block, "failed capture");
 
-	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+	/* 6. cudaDeviceReset frees the held blocks with everything else: destroying the graph
+	 * afterwards must not give their addresses to the pool, where new blocks may have them. */
+	{
+		void *t7, *x[PROBES];
+		int i, same = 0, bad = 0;
+
+		e2e_cuda(cudaMalloc(&t7, BYTES), "cudaMalloc");
+		e2e_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+		e2e_cuda(cudaFree(t7), "cudaFree during capture");
+		g = NULL;
+		e2e_cuda(cudaStreamEndCapture(s, &g), "cudaStreamEndCapture");
+		e2e_cuda(cudaDeviceReset(), "cudaDeviceReset");
+		for (i = 0; i < PROBES; i++) {
+			e2e_cuda(cudaMalloc(&x[i], BYTES), "cudaMalloc after the reset");
+			e2e_fill(x[i], BYTES, 70u + (unsigned)i);
+			same += x[i] == t7;
+		}
+		if (getenv("STANDIN_MMAP") != NULL) /* mmap gives a freed address back next */
+			e2e_check(same > 0, "the case is exercised: %d of %d new blocks have the held "
+				  "block's address", same, PROBES);
+		else
+			e2e_note("%d of %d new blocks have the held block's address", same, PROBES);
+		e2e_cuda(cudaGraphDestroy(g), "cudaGraphDestroy after the reset");
+		probe_not(t7, NULL, "graph destroyed after a reset");
+		for (i = 0; i < PROBES; i++) {
+			bad += !e2e_verify(x[i], BYTES, 70u + (unsigned)i);
+			bad += cudaFree(x[i]) != cudaSuccess; /* a double free if the pool had it */
+		}
+		e2e_check(bad == 0, "the %d blocks allocated after the reset kept their data and were "
+			  "still live (%d problems)", PROBES, bad);
+		release_and_expect(0, per_block, "after the reset");
+	}
 	printf("PASS e2e_graph_hold\n");
 	return 0;
 }

@@ -46,7 +46,7 @@ struct alloc {
 	void *ptr;
 	uint64_t size;    /* bytes asked for */
 	uint64_t charged; /* bytes counted against the device */
-	size_t span;      /* STANDIN_MMAP: bytes mapped, this record first */
+	size_t span;      /* st.use_mmap: bytes mapped, this record first */
 	int device;
 };
 
@@ -95,6 +95,8 @@ static struct {
 	int captures; /* streams now capturing */
 	int reported; /* the exit report was written: rewrite it on every later call */
 	int trace;    /* STANDIN_TRACE=1: say on stderr which call broke the capture rules */
+	int use_mmap; /* device memory from mmap: under ASan, or STANDIN_MMAP=1 (a block freed and
+		       * one allocated next, of one size, then usually get the same address) */
 	uint64_t record_seq;
 	struct device dev[STANDIN_MAX_DEVICES];
 	struct alloc *map[STANDIN_MAP_BUCKETS];
@@ -187,6 +189,8 @@ static void st_init(void)
 	st.manual_events = s != NULL && strcmp(s, "1") == 0;
 	s = getenv("STANDIN_TRACE");
 	st.trace = s != NULL && strcmp(s, "1") == 0;
+	s = getenv("STANDIN_MMAP");
+	st.use_mmap = STANDIN_MMAP || (s != NULL && strcmp(s, "1") == 0);
 	s = getenv("STANDIN_REPORT");
 	if (s != NULL)
 		snprintf(st.report_path, sizeof(st.report_path), "%s", s);
@@ -579,7 +583,7 @@ static struct alloc *alloc_new(size_t size)
 {
 	struct alloc *a;
 
-	if (STANDIN_MMAP) {
+	if (st.use_mmap) {
 		size_t page = 4096, span = page + (size + page - 1) / page * page;
 		void *base = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
@@ -603,7 +607,7 @@ static struct alloc *alloc_new(size_t size)
 
 static void alloc_delete(struct alloc *a)
 {
-	if (STANDIN_MMAP) {
+	if (st.use_mmap) {
 		munmap(a, a->span);
 		return;
 	}
@@ -1390,6 +1394,47 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
 	if (exec == NULL)
 		return result(cudaErrorInvalidValue);
 	free(exec);
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphCreate(cudaGraph_t *graph, unsigned int flags)
+{
+	if (gone())
+		return result(cudaErrorCudartUnloading);
+	if (graph == NULL || flags != 0)
+		return result(cudaErrorInvalidValue);
+	*graph = calloc(1, sizeof(**graph));
+	if (*graph == NULL)
+		return result(cudaErrorMemoryAllocation);
+	(*graph)->device = cur_device;
+	return cudaSuccess;
+}
+
+/* Nodes are not simulated: every node is this one. */
+static struct CUgraphNode_st {
+	int unused;
+} the_node;
+
+cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t *node, cudaGraph_t graph,
+				       const cudaGraphNode_t *deps, size_t ndeps, cudaGraph_t child)
+{
+	if (gone())
+		return result(cudaErrorCudartUnloading);
+	if (node == NULL || graph == NULL || child == NULL || (ndeps > 0 && deps == NULL))
+		return result(cudaErrorInvalidValue);
+	*node = &the_node;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
+				cudaGraphExecUpdateResultInfo *info)
+{
+	if (gone())
+		return result(cudaErrorCudartUnloading);
+	if (exec == NULL || graph == NULL)
+		return result(cudaErrorInvalidValue);
+	if (info != NULL)
+		memset(info, 0, sizeof(*info));
 	return cudaSuccess;
 }
 
