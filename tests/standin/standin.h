@@ -23,6 +23,10 @@
  *                                (as a GPU that takes time to reach it; synchronising is immediate)
  *   STANDIN_FREE_DELAY_US=n      cudaFree sleeps n µs first (outside the runtime's lock): a slow
  *                                device, to catch a release in progress
+ *   STANDIN_MMAP=1               device memory from mmap (always so under ASan): a block freed and
+ *                                the next of its size usually share an address, as on a GPU
+ * Graphs: capture yields a graph object; instantiate, clone, child nodes and exec update give
+ * handles and record nothing (no kernels run here).
  * The stand-in applies the runtime's capture rules (cudaThreadExchangeStreamCaptureMode): during a
  * global-mode capture, cudaMalloc, cudaFree, event/stream queries and synchronisation from a
  * thread not in relaxed mode fail with cudaErrorStreamCaptureUnsupported, touching the legacy
