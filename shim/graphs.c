@@ -140,7 +140,7 @@ void gp_graphs_capture_end(cudaGraph_t g)
 	drop(dead);
 }
 
-int gp_graphs_hold(void *ptr, size_t bytes)
+__attribute__((noinline)) int gp_graphs_hold(void *ptr, size_t bytes) /* cold: not flattened */
 {
 	int dev = -1;
 

@@ -206,7 +206,9 @@ cudaError_t gp_shim_malloc_on(int dev, void **ptr, size_t size)
 	}
 }
 
-cudaError_t gp_shim_free(void *ptr)
+/* flatten: the pool's free is inlined here, as when this was its only caller (graphs.c calls it
+ * too, on a cold path); about 35 instructions less per pair on the hit path (callgrind). */
+__attribute__((flatten)) cudaError_t gp_shim_free(void *ptr)
 {
 	uint64_t traced;
 	int rc;
