@@ -5,6 +5,7 @@
  * graph, executable graph or copy made from one of its graphs counts as one reference to it.
  * Unknown destroys (a graph destroyed through the driver API) only keep blocks longer. */
 #include "graphs.h"
+#include "fence.h"
 #include "log.h"
 #include "pool.h"
 #include "shim.h"
@@ -34,8 +35,7 @@ struct owner {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct hold *holds; /* every hold not yet given to the pool */
-static struct hold *cur;   /* the open one, while captures are underway */
-static int capturing;
+static struct hold *cur;   /* the open one, while captures are underway (fence.c counts them) */
 static struct owner *owners;
 static int nowners, capowners;
 static _Atomic int any_owner;
@@ -90,7 +90,6 @@ void gp_graphs_capture_begin(void)
 			       "are not kept for the graph");
 		}
 	}
-	capturing++;
 	pthread_mutex_unlock(&lock);
 }
 
@@ -125,9 +124,9 @@ void gp_graphs_capture_end(cudaGraph_t g)
 		gp_log(GP_LOG_WARN, "out of host memory: %d block(s) freed during a graph capture "
 		       "stay allocated for good", h->n);
 	}
-	if (capturing > 0)
-		capturing--;
-	if (capturing == 0 && h != NULL) {
+	/* The capture that ended is no longer counted: close the hold when none is left. A capture
+	 * begun meanwhile keeps it open, and its own end closes it. */
+	if (!gp_fence_capture_active() && h != NULL) {
 		h->open = 0;
 		cur = NULL;
 		if (h->refs == 0) {
@@ -140,11 +139,12 @@ void gp_graphs_capture_end(cudaGraph_t g)
 	drop(dead);
 }
 
-__attribute__((noinline)) int gp_graphs_hold(void *ptr, size_t bytes) /* cold: not flattened */
+__attribute__((noinline)) int gp_graphs_hold(void *ptr) /* cold: not flattened */
 {
 	int dev = -1;
+	size_t bytes = gp_pool_block_size(gp_shim_pool, ptr, &dev);
 
-	if (gp_pool_block_size(gp_shim_pool, ptr, &dev) == 0)
+	if (bytes == 0)
 		return 0;
 	pthread_mutex_lock(&lock);
 	if (cur == NULL) {

@@ -12,14 +12,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A capture began / ended (whatever the outcome; g is the graph it produced, or NULL). */
+/* A capture began / ended (whatever the outcome; g is the graph it produced, or NULL); called
+ * after fence.c counted the begin / the end. */
 void gp_graphs_capture_begin(void);
 void gp_graphs_capture_end(cudaGraph_t g);
 
-/* cudaFree of a live pool block of `bytes` while a capture may be underway. Returns 1 when the
- * block is now held for the captures underway, 0 when none is (free it as usual), -1 when it
- * is held already (a double free). */
-int gp_graphs_hold(void *ptr, size_t bytes);
+/* cudaFree while a capture may be underway. Returns 1 when `ptr`, a live pool block, is now held
+ * for the captures underway; 0 when none is or it is not a live pool block (free it as usual);
+ * -1 when it is held already (a double free). */
+int gp_graphs_hold(void *ptr);
 
 /* `to` (an executable graph, a clone, a parent graph) now uses what `from` uses. */
 void gp_graphs_link(const void *from, const void *to);

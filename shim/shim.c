@@ -217,8 +217,7 @@ __attribute__((flatten)) cudaError_t gp_shim_free(void *ptr)
 		return cudaSuccess;
 	traced = gp_trace_free_begin(); /* stamped before another thread can get the block */
 	if (gp_fence_capture_active()) {
-		size_t bytes = gp_pool_block_size(gp_shim_pool, ptr, NULL);
-		int held = bytes ? gp_graphs_hold(ptr, bytes) : 0;
+		int held = gp_graphs_hold(ptr);
 		if (held != 0) {
 			/* Kept for the graph being captured (graphs.h), or a double free. */
 			gp_trace_free_end(traced, held > 0 ? ptr : NULL);

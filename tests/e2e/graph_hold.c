@@ -47,6 +47,19 @@ static void probe_not(void *a, void *b, const char *what)
 		  PROBES, clash);
 }
 
+/* A block of BYTES allocated, then freed during a capture of its own on `s`: the graph, with
+ * *freed the block's (now held) address. */
+static cudaGraph_t capture_a_free(cudaStream_t s, void **freed)
+{
+	cudaGraph_t g = NULL;
+
+	e2e_cuda(cudaMalloc(freed, BYTES), "cudaMalloc");
+	e2e_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+	e2e_cuda(cudaFree(*freed), "cudaFree during capture");
+	e2e_cuda(cudaStreamEndCapture(s, &g), "cudaStreamEndCapture");
+	return g;
+}
+
 int main(void)
 {
 	cudaStream_t s;
@@ -80,10 +93,7 @@ int main(void)
 	release_and_expect(0, per_block, "executable graph destroyed");
 
 	/* 2. A clone keeps them after the original is gone. */
-	e2e_cuda(cudaMalloc(&t2, BYTES), "cudaMalloc");
-	e2e_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
-	e2e_cuda(cudaFree(t2), "cudaFree during capture");
-	e2e_cuda(cudaStreamEndCapture(s, &g2), "cudaStreamEndCapture");
+	g2 = capture_a_free(s, &t2);
 	e2e_cuda(cudaGraphClone(&g3, g2), "cudaGraphClone");
 	e2e_cuda(cudaGraphDestroy(g2), "cudaGraphDestroy (the original)");
 	probe_not(t2, NULL, "clone alive");
@@ -93,14 +103,11 @@ int main(void)
 
 	/* 3. A parent graph holds a copy of its child graph, and so its blocks. */
 	{
-		cudaGraph_t child = NULL, parent = NULL;
+		cudaGraph_t child, parent = NULL;
 		cudaGraphNode_t node;
 		void *t4;
 
-		e2e_cuda(cudaMalloc(&t4, BYTES), "cudaMalloc");
-		e2e_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
-		e2e_cuda(cudaFree(t4), "cudaFree during capture");
-		e2e_cuda(cudaStreamEndCapture(s, &child), "cudaStreamEndCapture");
+		child = capture_a_free(s, &t4);
 		e2e_cuda(cudaGraphCreate(&parent, 0), "cudaGraphCreate");
 		e2e_cuda(cudaGraphAddChildGraphNode(&node, parent, NULL, 0, child),
 			 "cudaGraphAddChildGraphNode");
@@ -117,10 +124,7 @@ int main(void)
 		cudaGraphExecUpdateResultInfo info;
 		void *t5;
 
-		e2e_cuda(cudaMalloc(&t5, BYTES), "cudaMalloc");
-		e2e_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
-		e2e_cuda(cudaFree(t5), "cudaFree during capture");
-		e2e_cuda(cudaStreamEndCapture(s, &with), "cudaStreamEndCapture");
+		with = capture_a_free(s, &t5);
 		e2e_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
 		e2e_cuda(cudaStreamEndCapture(s, &without), "cudaStreamEndCapture (nothing freed)");
 		e2e_cuda(cudaGraphInstantiate(&ex, without, 0), "cudaGraphInstantiate");
@@ -152,11 +156,7 @@ int main(void)
 		void *t7, *x[PROBES];
 		int i, same = 0, bad = 0;
 
-		e2e_cuda(cudaMalloc(&t7, BYTES), "cudaMalloc");
-		e2e_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
-		e2e_cuda(cudaFree(t7), "cudaFree during capture");
-		g = NULL;
-		e2e_cuda(cudaStreamEndCapture(s, &g), "cudaStreamEndCapture");
+		g = capture_a_free(s, &t7);
 		e2e_cuda(cudaDeviceReset(), "cudaDeviceReset");
 		for (i = 0; i < PROBES; i++) {
 			e2e_cuda(cudaMalloc(&x[i], BYTES), "cudaMalloc after the reset");

@@ -1250,6 +1250,16 @@ out:
 	return result(rc);
 }
 
+/* A graph object of `device` (graphs hold no nodes here); cudaErrorMemoryAllocation if none. */
+static cudaError_t new_graph(cudaGraph_t *out, int device)
+{
+	*out = calloc(1, sizeof(**out));
+	if (*out == NULL)
+		return cudaErrorMemoryAllocation;
+	(*out)->device = device;
+	return cudaSuccess;
+}
+
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
 {
 	struct CUevent_st *e;
@@ -1290,13 +1300,9 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
 		rc = cudaErrorStreamCaptureInvalidated;
 		goto out;
 	}
-	g = calloc(1, sizeof(*g));
-	if (g == NULL) {
-		rc = cudaErrorMemoryAllocation;
-		goto out;
-	}
-	g->device = stream->device;
-	*pGraph = g;
+	rc = new_graph(&g, stream->device);
+	if (rc == cudaSuccess)
+		*pGraph = g;
 out:
 	leave();
 	return result(rc);
@@ -1403,11 +1409,7 @@ cudaError_t cudaGraphCreate(cudaGraph_t *graph, unsigned int flags)
 		return result(cudaErrorCudartUnloading);
 	if (graph == NULL || flags != 0)
 		return result(cudaErrorInvalidValue);
-	*graph = calloc(1, sizeof(**graph));
-	if (*graph == NULL)
-		return result(cudaErrorMemoryAllocation);
-	(*graph)->device = cur_device;
-	return cudaSuccess;
+	return result(new_graph(graph, cur_device));
 }
 
 /* Nodes are not simulated: every node is this one. */
@@ -1444,11 +1446,7 @@ cudaError_t cudaGraphClone(cudaGraph_t *clone, cudaGraph_t graph)
 		return result(cudaErrorCudartUnloading);
 	if (clone == NULL || graph == NULL)
 		return result(cudaErrorInvalidValue);
-	*clone = calloc(1, sizeof(**clone));
-	if (*clone == NULL)
-		return result(cudaErrorMemoryAllocation);
-	(*clone)->device = graph->device;
-	return cudaSuccess;
+	return result(new_graph(clone, graph->device));
 }
 
 /* ---- events ---- */
