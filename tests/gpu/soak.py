@@ -18,11 +18,16 @@ Every --report-every seconds one line: elapsed time, iterations, signals sent, e
 live bytes, device memory used as the runtime reports it (the shim's cudaMemGetInfo counts
 cached blocks as free; this reads the runtime's own), the peak of that, and the window's floor:
 the least device memory used seen at the end of an iteration in the window (a release a second
-brings the cache down, so this tracks what the process holds besides its cache). Flat memory is
-checked at the end: the median floor of the last third of the windows may exceed that of the
-first third (after the first window: warm-up) by at most --flat-slack-mib.
+brings the cache down, so this tracks what the process holds besides its cache), and a settled
+reading: with the signals paused, the GPU idle (torch.cuda.synchronize) and a release done
+(`gpupool release PID --wait`), device memory used, split into the pool's blocks in use, its
+cached blocks (none are left after such a release) and what lies outside the pool (the context,
+kernels loaded on first use, the runtime's own allocations). Flat memory is judged at the end on
+the settled readings (the floors where the gpupool CLI is missing): the median of the last third
+of the windows may exceed that of the first third (after the first window: warm-up) by at most
+--flat-slack-mib.
 Exit: 0 when no error, 1 otherwise, 77 (skipped) when torch, a GPU or the shim is missing, or the
-shim is not in takeover mode. --self-check parses the arguments and exits 0 without torch (CI).
+shim is not in takeover mode. --self-check tests the flat-memory judgment on made-up readings, without torch (CI).
 """
 import argparse
 import os
@@ -51,7 +56,7 @@ def parse_args(argv):
     p.add_argument("--flat-slack-mib", type=float, default=1024.0,
                    help="flat memory: the floor may rise this much from the first to the last "
                    "third of the run (kernels loaded on first use of a shape cost some)")
-    p.add_argument("--self-check", action="store_true", help="parse arguments, exit 0 (no torch)")
+    p.add_argument("--self-check", action="store_true", help="check the flat-memory judgment on made-up readings (no torch)")
     return p.parse_args(argv)
 
 
@@ -59,24 +64,54 @@ def say(tag, text):
     print("%s gpu_soak %s" % (tag, text), flush=True)
 
 
+def gpupool_cli():
+    """build/cli/gpupool beside the preloaded build/shim/libgpupool.so, or None."""
+    for lib in os.environ.get("LD_PRELOAD", "").split():
+        if "libgpupool" in lib:
+            cli = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(lib))), "cli",
+                               "gpupool")
+            return cli if os.access(cli, os.X_OK) else None
+    return None
+
+
 def pool_figures():
-    """The pool's bytes in use and cached on device 0, from `gpupool stats --json` beside the
-    preloaded library (build/cli/gpupool next to build/shim/libgpupool.so); None if unavailable.
-    Tells memory the pool holds from memory outside it (the context, kernels loaded later)."""
+    """The pool's bytes in use and cached on device 0, from `gpupool stats --json`; None if
+    unavailable. Tells memory the pool holds from memory outside it."""
     import json
     import subprocess
-    for lib in os.environ.get("LD_PRELOAD", "").split():
-        if "libgpupool" not in lib:
-            continue
-        cli = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(lib))), "cli", "gpupool")
+    cli = gpupool_cli()
+    if cli is None:
+        return None
+    try:
+        out = subprocess.run([cli, "stats", str(os.getpid()), "--json"], capture_output=True,
+                             text=True, timeout=10)
+        d = json.loads(out.stdout)["devices"][0]
+        return d["in_use_bytes"], d["idle_bytes"] + d["pending_bytes"]
+    except Exception:
+        return None
+
+
+def settled_reading(torch, sig, used_now):
+    """(device used, pool in use, pool cached) with the signals paused, the GPU idle and a
+    release done and reported; None without the CLI or when the release is not reported."""
+    import subprocess
+    cli = gpupool_cli()
+    if cli is None or used_now is None:
+        return None
+    with sig.paused:
+        time.sleep(0.1)  # a release the signaller started just before ends first
+        torch.cuda.synchronize()
         try:
-            out = subprocess.run([cli, "stats", str(os.getpid()), "--json"], capture_output=True,
-                                 text=True, timeout=10)
-            d = json.loads(out.stdout)["devices"][0]
-            return d["in_use_bytes"], d["idle_bytes"] + d["pending_bytes"]
+            r = subprocess.run([cli, "release", str(os.getpid()), "--wait", "--timeout", "10"],
+                               capture_output=True, text=True, timeout=20)
         except Exception:
             return None
-    return None
+        if r.returncode != 0:
+            return None
+        pool = pool_figures()
+        if pool is None:
+            return None
+        return used_now(), pool[0], pool[1]
 
 
 class Signaller(threading.Thread):
@@ -85,18 +120,61 @@ class Signaller(threading.Thread):
         self.every = every
         self.sent = 0
         self.stop = threading.Event()
+        self.paused = threading.Lock()  # held while a settled reading is taken
 
     def run(self):
         while not self.stop.wait(self.every):
-            os.kill(os.getpid(), signal.SIGUSR1)
-            self.sent += 1
+            with self.paused:
+                os.kill(os.getpid(), signal.SIGUSR1)
+                self.sent += 1
+
+
+def judge_flat(floors, settled, slack_mib):
+    """Says whether memory stayed flat (see the module's doc) and prints why; True when there are
+    too few windows to judge."""
+    def median(xs):
+        return sorted(xs)[len(xs) // 2] / MIB
+    use_settled = len(settled) >= 4 and len(settled) >= len(floors) - 1
+    w = [s[0] for s in settled[1:]] if use_settled else floors[1:]  # the first window: warm-up
+    if len(w) < 3:
+        say("INFO", "flat memory: not judged (fewer than 4 report windows)")
+        return True
+    third = len(w) // 3
+    first, final = median(w[:third]), median(w[-third:])
+    flat = final <= first + slack_mib
+    say("PASS" if flat else "FAIL", "flat memory: median %s %.0f MiB in the first third of the "
+        "windows, %.0f MiB in the last (%+.0f MiB; allowed %+.0f MiB)"
+        % ("settled device memory used" if use_settled else "floor", first, final, final - first,
+           slack_mib))
+    if use_settled:
+        parts = [("pool in use", lambda s: s[1]), ("pool cached", lambda s: s[2]),
+                 ("outside the pool", lambda s: s[0] - s[1] - s[2])]
+        say("INFO", "flat memory, by part (first third -> last third, medians): " + ", ".join(
+            "%s %.0f -> %.0f MiB" % (name, median([f(s) for s in settled[1:][:third]]),
+                                     median([f(s) for s in settled[1:][-third:]]))
+            for name, f in parts))
+    return flat
+
+
+def self_check():
+    """What runs without torch (CI): the flat-memory judgment on made-up readings."""
+    g = 1024 * MIB
+    steady = [(5 * g + i % 3 * MIB, 2 * g, 0) for i in range(20)]
+    rising = [(5 * g + i * 200 * MIB, 2 * g, 0) for i in range(20)]
+    cases = [(judge_flat([], steady, 1024.0), True), (judge_flat([], rising, 1024.0), False),
+             (judge_flat([1 * g] * 10, [], 1024.0), True),
+             (judge_flat([1 * g] * 5 + [3 * g] * 5, [], 1024.0), False),
+             (judge_flat([1 * g, 9 * g], [], 1024.0), True)]
+    bad = [i for i, (got, want) in enumerate(cases) if got != want]
+    say("FAIL" if bad else "PASS", "self-check: flat-memory judgment %s" %
+        ("wrong in cases %s" % bad if bad else "right in %d made-up runs" % len(cases)))
+    return 1 if bad else 0
 
 
 def main(argv):
     args = parse_args(argv)
     if args.self_check:
-        say("PASS", "self-check: arguments parse (duration %.0f s)" % args.duration)
-        return 0
+        return self_check()
     try:
         import torch
     except ImportError:
@@ -136,6 +214,7 @@ def main(argv):
     peak_used = 0
     floor = None   # least device memory used seen in this report window
     floors = []    # one per window
+    settled = []   # (used, pool in use, pool cached), one per window where it could be read
     sig = Signaller(args.signal_every)
     sig.start()
     t0 = last = time.monotonic()
@@ -186,30 +265,28 @@ def main(argv):
             if floor is not None:
                 floors.append(floor)
             pool = pool_figures()
+            st = settled_reading(torch, sig, (lambda: total - runtime_free())
+                                 if runtime_free is not None else None)
+            if st is not None:
+                settled.append(st)
             say("INFO", "%6.0f s  %7d iterations  %5d signals  %d errors  live %7.0f MiB  "
-                "device used %7.0f MiB (peak %.0f MiB, floor %.0f MiB)  pool in use %s, cached %s"
+                "device used %7.0f MiB (peak %.0f MiB, floor %.0f MiB)  pool in use %s, cached %s  "
+                "settled %s"
                 % (now - t0, iters, sig.sent, errors, torch.cuda.memory_allocated() / MIB,
                    used / MIB, peak_used / MIB, (floor if floor is not None else -MIB) / MIB,
                    "%.0f MiB" % (pool[0] / MIB) if pool else "?",
-                   "%.0f MiB" % (pool[1] / MIB) if pool else "?"))
+                   "%.0f MiB" % (pool[1] / MIB) if pool else "?",
+                   "%.0f MiB (pool in use %.0f, cached %.0f, outside the pool %.0f)"
+                   % (st[0] / MIB, st[1] / MIB, st[2] / MIB, (st[0] - st[1] - st[2]) / MIB)
+                   if st else "?"))
             floor = None
+            last = time.monotonic()  # the settled reading's pause is not part of the window
     sig.stop.set()
     sig.join()
     torch.cuda.synchronize()
     say("PASS" if errors == 0 else "FAIL", "%d iterations in %.0f s with %d SIGUSR1: %d errors"
         % (iters, time.monotonic() - t0, sig.sent, errors))
-    flat = True
-    w = floors[1:]  # the first window is warm-up
-    if len(w) >= 3:
-        third = len(w) // 3
-        first = sorted(w[:third])[third // 2] / MIB
-        final = sorted(w[-third:])[third // 2] / MIB
-        flat = final <= first + args.flat_slack_mib
-        say("PASS" if flat else "FAIL", "flat memory: median floor %.0f MiB in the first third of "
-            "the windows, %.0f MiB in the last (%+.0f MiB; allowed %+.0f MiB)"
-            % (first, final, final - first, args.flat_slack_mib))
-    else:
-        say("INFO", "flat memory: not judged (fewer than 4 report windows)")
+    flat = judge_flat(floors, settled, args.flat_slack_mib)
     return 0 if errors == 0 and flat else 1
 
 
