@@ -30,10 +30,15 @@ struct gp_block {
 	_Atomic int state;
 };
 
-/* Each size class has GP_STRIPES lists; a thread uses the stripe its id hashes to, so threads
- * allocating the same size rarely share a lock. A block goes back to the list it came from.
- * Counters are atomics so stats can read them without the lock; writers hold the list lock. */
-#define GP_STRIPES 8
+/* Each size class has GP_STRIPES lists; threads get stripes round-robin (pool.c), so up to
+ * GP_STRIPES threads allocating the same size never share a lock. A block goes back to the list
+ * it came from. Counters are atomics so stats can read them without the lock; writers hold the
+ * list lock. 16: on the H200 machine (16 cores) 16 threads ran 8x slower with 8 stripes than
+ * with 16 (two threads per lock); 32 was no faster there (docs/BENCHMARKS.md). Set at build
+ * time: cmake -DGPUPOOL_STRIPES=N. */
+#ifndef GP_STRIPES
+#define GP_STRIPES 16
+#endif
 #define MAX_CLASSES 288 /* >= gp_pool_class_count(), checked at create */
 
 struct gp_list {
