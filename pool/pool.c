@@ -254,6 +254,26 @@ static uint64_t fine_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* A wait for fences polls back to back for its first WAIT_SPIN_NS, then sleeps between polls
+ * an eighth of the time waited so far (at most WAIT_NAP_MAX_NS): a wait of milliseconds costs a
+ * few dozen fence queries, not one per microsecond, and ends at most an eighth late. */
+#define WAIT_SPIN_NS 50000u
+#define WAIT_NAP_MAX_NS 500000u
+
+static void wait_nap(uint64_t waited_ns)
+{
+	uint64_t ns = waited_ns / 8;
+	struct timespec ts;
+
+	if (waited_ns < WAIT_SPIN_NS)
+		return;
+	if (ns > WAIT_NAP_MAX_NS)
+		ns = WAIT_NAP_MAX_NS;
+	ts.tv_sec = 0;
+	ts.tv_nsec = (long)ns;
+	nanosleep(&ts, NULL);
+}
+
 /* Cached blocks of a class, over its stripes (racy: a hint). When the head of each list is
  * still fenced, so are the blocks behind it (freed later). */
 static uint64_t class_cached_blocks(struct gp_dev *d, unsigned cls)
@@ -292,7 +312,7 @@ static int batching(struct gp_pool *p, struct gp_dev *d, unsigned cls)
 static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsigned cls,
 				     unsigned s0, size_t bytes)
 {
-	uint64_t deadline = 0, t;
+	uint64_t start = 0, deadline = 0, t;
 	struct gp_block *b;
 	int waiting;
 
@@ -309,11 +329,14 @@ static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsign
 			return NULL;
 		t = fine_ns();
 		if (deadline == 0) {
+			start = t;
 			deadline = t + p->cfg.reuse_wait_ns;
 			atomic_fetch_add_explicit(&d->fence_waits, 1, memory_order_relaxed);
 		} else if (t >= deadline) {
 			atomic_fetch_add_explicit(&d->fence_wait_timeouts, 1, memory_order_relaxed);
 			return NULL;
+		} else {
+			wait_nap(t - start);
 		}
 	}
 }

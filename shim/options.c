@@ -32,7 +32,7 @@ static const struct gp_opt_def table[] = {
 	  OPT(min_free), 0 },
 	{ "GPUPOOL_POLL_INTERVAL", GP_OPT_DURATION, "100ms", "a duration (50ms, 1s), at least 1ms",
 	  "How often free device memory is checked for GPUPOOL_MIN_FREE.", OPT(poll_interval_ns), 1 },
-	{ "GPUPOOL_REUSE_WAIT", GP_OPT_DURATION, "50us", "a duration (20us, 1ms); 0 = do not wait",
+	{ "GPUPOOL_REUSE_WAIT", GP_OPT_DURATION, "10ms", "a duration (20us, 1ms); 0 = do not wait",
 	  "Once a stream exists, a freed block is reused only after the GPU work before its cudaFree is done; a cudaMalloc that finds only such blocks of its size (at least 2, and 64 MiB) waits this long for them before asking the driver for more memory.",
 	  OPT(reuse_wait_ns), 0 },
 	{ "GPUPOOL_OVERSIZE", GP_OPT_RATIO, "2", "a number from 1 to 4 (1.5, 2); 1 = off",
