@@ -37,7 +37,7 @@ void gp_ptrmap_fini(struct gp_ptrmap *m)
 
 struct gp_ptrmap_shard *gp_ptrmap_shard(struct gp_ptrmap *m, uintptr_t key)
 {
-	return &m->shard[mix(key) >> 58]; /* top 6 bits: 64 shards */
+	return &m->shard[mix(key) >> (64 - GP_PTRMAP_SHARDS_LOG2)]; /* the top bits */
 }
 
 static size_t slot_of(const struct gp_ptrmap_shard *s, uintptr_t key)

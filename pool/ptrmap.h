@@ -10,7 +10,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GP_PTRMAP_SHARDS 64
+/* 2^GP_PTRMAP_SHARDS_LOG2 shards, each its own lock and cache line; a free locks the shard its
+ * block's address hashes to. Set at build time (-DGP_PTRMAP_SHARDS_LOG2=8) to try another
+ * count: scripts/bench-variants. */
+#ifndef GP_PTRMAP_SHARDS_LOG2
+#define GP_PTRMAP_SHARDS_LOG2 6
+#endif
+#define GP_PTRMAP_SHARDS (1 << GP_PTRMAP_SHARDS_LOG2)
 
 struct gp_ptrmap_shard {
 	struct gp_lock lock;
