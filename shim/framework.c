@@ -35,6 +35,8 @@ static int copy_fn(void *dst, const char *name)
 {
 	void *sym = dlsym(RTLD_DEFAULT, name);
 	memcpy(dst, &sym, sizeof(sym));
+	if (sym == NULL)
+		gp_dl_forget_error();
 	return sym != NULL;
 }
 

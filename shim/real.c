@@ -26,6 +26,12 @@ static int is_ours(void *p)
 	return mine.dli_fbase == theirs.dli_fbase;
 }
 
+void gp_dl_forget_error(void)
+{
+	(void)dlerror(); /* returns the message, marks it returned */
+	(void)dlerror(); /* frees the record */
+}
+
 static void *find(const char *name)
 {
 	static const char *const sonames[] = { "libcudart.so.13", "libcudart.so.12" };
@@ -42,6 +48,7 @@ static void *find(const char *name)
 		if (p != NULL && !is_ours(p))
 			return p;
 	}
+	gp_dl_forget_error();
 	return NULL;
 }
 
