@@ -62,7 +62,9 @@ static int64_t wall_offset; /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
 static struct rec *batch, *spare;
 static size_t batch_cap, held; /* batch[0..held): held back by the last flush */
 static size_t *runs, runs_cap, nruns; /* start of each run; runs[nruns] = the end */
-static char out[OUT_BYTES];
+/* Allocated when tracing starts: as a static array its 1 MiB of .bss cost every process the
+ * library is preloaded into about 20 us at start (docs/BENCHMARKS.md, /bin/true). */
+static char *out;
 static size_t out_n;
 static time_t shown_sec = -1; /* the second whose local time is in shown_hms */
 static char shown_hms[16];
@@ -332,7 +334,7 @@ static void format(const struct rec *e)
 	uint64_t size = e->size;
 	char *p;
 
-	if (out_n > sizeof(out) - 160)
+	if (out_n > OUT_BYTES - 160)
 		out_flush();
 	if (e->action == GP_TRACE_ALLOC)
 		sizes_put(e->ptr, size);
@@ -509,8 +511,11 @@ int gp_trace_start(const char *path)
 		       strerror(errno));
 		goto out;
 	}
-	if (pthread_key_create(&owner_key, disown) != 0) {
-		gp_log(GP_LOG_ERROR, "GPUPOOL_TRACE: no thread key left; not tracing");
+	if (out == NULL)
+		out = malloc(OUT_BYTES);
+	if (out == NULL || pthread_key_create(&owner_key, disown) != 0) {
+		gp_log(GP_LOG_ERROR, "GPUPOOL_TRACE: %s; not tracing",
+		       out == NULL ? "no memory for the output buffer" : "no thread key left");
 		close(fd);
 		fd = -1;
 		goto out;
