@@ -6,14 +6,6 @@
 
 /* ---- release --------------------------------------------------------------------------- */
 
-static uint64_t cached_bytes(struct gp_dev *d)
-{
-	uint64_t sum = 0;
-	for (unsigned i = 0; i < nlists(); i++)
-		sum += ld(&d->list[i].cached_bytes);
-	return sum;
-}
-
 /* Unlink the first `n` blocks of a class (all when n is 0); caller frees them. */
 static struct gp_block *detach(struct gp_list *c, size_t n)
 {
@@ -86,16 +78,25 @@ static void free_blocks(struct gp_pool *p, struct gp_dev *d, struct gp_block *b,
 	}
 }
 
-/* Index of the list whose head was freed longest ago, or -1 when nothing is cached. */
-static int oldest_list(struct gp_dev *d)
+/* Of the lists idx[0..*n) (those that held cached blocks when the release began; every list
+ * when idx is NULL), the index of the one whose head was freed longest ago, or -1 when none
+ * holds any now; lists found empty are dropped from idx. Lists that got blocks only after the
+ * release began are not looked at: it gives back what was over the target then. */
+static int oldest_list(struct gp_dev *d, unsigned *idx, unsigned *n)
 {
 	uint64_t best_t = UINT64_MAX, best_e = UINT64_MAX;
 	int best = -1;
 
-	for (unsigned i = 0; i < nlists(); i++) {
+	for (unsigned j = 0; j < *n;) {
+		unsigned i = idx ? idx[j] : j;
 		struct gp_list *c = &d->list[i];
-		if (ld(&c->cached_blocks) == 0)
+		if (ld(&c->cached_blocks) == 0) {
+			if (idx)
+				idx[j] = idx[--*n];
+			else
+				j++;
 			continue;
+		}
 		gp_lock(&c->lock);
 		if (c->head != NULL &&
 		    (c->head->freed_ns < best_t ||
@@ -105,14 +106,21 @@ static int oldest_list(struct gp_dev *d)
 			best = (int)i;
 		}
 		gp_unlock(&c->lock);
+		j++;
 	}
 	return best;
 }
 
+/* Down to `target` cached bytes, oldest freed first. One pass over every list finds those with
+ * cached blocks; each block given back then costs a look at those lists only (a few dozen,
+ * against 273 classes x GP_STRIPES), and the cached total is reserved minus live (per stripe),
+ * not a sum over every list: a release to a cap used to cost two passes over all lists per
+ * block. */
 static void release_dev(struct gp_pool *p, struct gp_dev *d, uint64_t target,
 			struct gp_release_result *r)
 {
 	uint64_t cached, excess, start = r->bytes;
+	unsigned *idx, n = 0;
 
 	if (target == 0) {
 		for (unsigned i = 0; i < nlists(); i++)
@@ -122,14 +130,25 @@ static void release_dev(struct gp_pool *p, struct gp_dev *d, uint64_t target,
 	}
 	/* What is over the target now, and no more: the frees that land meanwhile would keep the
 	 * release going for as long as the program churns (the next over-cap free asks again). */
-	cached = cached_bytes(d);
+	cached = dev_cached(d);
 	excess = cached > target ? cached - target : 0;
-	while (r->bytes - start < excess && cached_bytes(d) > target) {
-		int i = oldest_list(d);
+	if (excess == 0)
+		return;
+	idx = malloc(nlists() * sizeof(*idx));
+	if (idx == NULL) {
+		n = nlists(); /* no memory for the plan: look at every list each time */
+	} else {
+		for (unsigned i = 0; i < nlists(); i++)
+			if (ld(&d->list[i].cached_blocks) != 0)
+				idx[n++] = i;
+	}
+	while (r->bytes - start < excess && dev_cached(d) > target) {
+		int i = oldest_list(d, idx, &n);
 		if (i < 0)
 			break;
 		free_blocks(p, d, detach(&d->list[i], 1), r);
 	}
+	free(idx);
 }
 
 /* Each list is in free order: the blocks freed before `before` are at its head. */
