@@ -64,7 +64,7 @@ static int drop_all(void *val, void *arg)
 {
 	(void)arg;
 	struct gp_block *b = val;
-	if (atomic_load(&b->state) == BLOCK_LIVE)
+	if (block_state(b) == BLOCK_LIVE)
 		free(b); /* cached blocks are freed through their class lists */
 	return 0;
 }
@@ -83,6 +83,7 @@ void gp_pool_destroy(struct gp_pool *p)
 			free_list(d->list[i].head);
 		free(d);
 	}
+	free_list(p->spare);
 	/* Fences still in flight are abandoned: their handles belong to the backend. */
 	gp_ptrmap_fini(&p->map);
 	pthread_mutex_destroy(&p->dev_lock);
@@ -116,7 +117,8 @@ static struct gp_block *take_cached(struct gp_pool *p, struct gp_list *c, size_t
 			c->tail = NULL;
 		b->next = NULL;
 		b->requested = bytes;
-		atomic_store_explicit(&b->state, BLOCK_LIVE, memory_order_relaxed);
+		atomic_store_explicit(&b->state, with_state(ld(&b->state), BLOCK_LIVE),
+				      memory_order_relaxed);
 		bump(&c->cached_blocks, -1);
 		bump(&c->cached_bytes, -(int64_t)b->bytes);
 		bump(&c->live_blocks, 1);
@@ -186,22 +188,27 @@ static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned 
 	rc = p->be.alloc(p->be.ctx, device, cbytes, &ptr);
 	if (rc != GP_OK)
 		return rc == GP_ENOMEM ? GP_ENOMEM : GP_EBACKEND;
-	b = calloc(1, sizeof(*b));
-	if (b == NULL)
-		goto undo;
+	b = new_block(p);
+	if (b == NULL) {
+		p->be.free(p->be.ctx, device, ptr, cbytes);
+		return GP_ENOMEM;
+	}
 	b->ptr = ptr;
 	b->bytes = cbytes;
 	b->requested = bytes;
 	b->device = device;
 	b->cls = cls;
 	b->list = list;
-	atomic_store(&b->state, BLOCK_LIVE);
+	atomic_store(&b->state, with_state(ld(&b->state), BLOCK_LIVE));
 	s = gp_ptrmap_shard(&p->map, (uintptr_t)ptr);
 	gp_lock(&s->lock);
 	rc = gp_ptrmap_insert(s, (uintptr_t)ptr, b);
 	gp_unlock(&s->lock);
-	if (rc != 0)
-		goto undo;
+	if (rc != 0) {
+		retire_block(p, b);
+		p->be.free(p->be.ctx, device, ptr, cbytes);
+		return GP_ENOMEM;
+	}
 
 	gp_lock(&c->lock);
 	bump(&c->live_blocks, 1);
@@ -214,10 +221,6 @@ static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned 
 	account_live(d, s0, (int64_t)cbytes);
 	*out = ptr;
 	return GP_OK;
-undo:
-	free(b);
-	p->be.free(p->be.ctx, device, ptr, cbytes);
-	return GP_ENOMEM;
 }
 
 #define FENCE_BATCH_MAX_BYTES ((size_t)1 << 20)
@@ -392,33 +395,79 @@ static void check_cap(struct gp_pool *p, struct gp_dev *d, int device)
 	p->cfg.over_cap(p->cfg.arg, device);
 }
 
-int gp_pool_free(struct gp_pool *p, void *ptr)
+#ifdef GP_POOL_TEST_HOOKS
+/* Unit tests only (tests/unit/test_pool_free_race.c): runs between a free's lookup and its
+ * change of the block's state, to stage what another thread could do there. */
+void (*gp_pool_test_after_lookup)(struct gp_pool *p, void *ptr);
+#endif
+
+/* The block of ptr and its state word, read together: while ptr -> b was in the map. Lock-free
+ * (a seqlock read, ptrmap.h) unless a writer is busy on the shard twice in a row, then under
+ * its lock. With GP_PTRMAP_LOCKED_FREE defined, always under the lock (for comparison:
+ * scripts/bench-variants). */
+static struct gp_block *lookup(struct gp_pool *p, const void *ptr, uint64_t *word)
 {
 	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)ptr);
 	struct gp_block *b;
+
+#ifndef GP_PTRMAP_LOCKED_FREE
+	for (int tries = 0; tries < 2; tries++) {
+		unsigned seq = gp_ptrmap_read_begin(s);
+		b = gp_ptrmap_find_racy(s, (uintptr_t)ptr);
+		*word = b ? atomic_load_explicit(&b->state, memory_order_acquire) : 0;
+		if (!gp_ptrmap_read_retry(s, seq))
+			return b;
+	}
+#endif
+	gp_lock(&s->lock);
+	b = gp_ptrmap_find(s, (uintptr_t)ptr);
+	*word = b ? atomic_load_explicit(&b->state, memory_order_acquire) : 0;
+	gp_unlock(&s->lock);
+	return b;
+}
+
+/* A free of a block that is not in use: counted against its device if the map still holds it
+ * (looked at under the shard's lock, where no record can be recycled). */
+static int bad_free(struct gp_pool *p, const void *ptr)
+{
+	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)ptr);
+	struct gp_block *b;
+	struct gp_dev *d = NULL;
+
+	gp_lock(&s->lock);
+	b = gp_ptrmap_find(s, (uintptr_t)ptr);
+	if (b != NULL)
+		d = dev_get(p, b->device, 0);
+	gp_unlock(&s->lock);
+	if (d != NULL)
+		atomic_fetch_add(&d->bad_frees, 1);
+	return b != NULL ? GP_EINVAL : GP_ENOTOWNED;
+}
+
+int gp_pool_free(struct gp_pool *p, void *ptr)
+{
+	struct gp_block *b;
 	struct gp_list *c;
 	struct gp_dev *d;
-	int expected = BLOCK_LIVE, device;
+	int device;
 	unsigned list;
-	uint64_t t;
+	uint64_t t, word;
 	size_t bytes;
 
 	if (ptr == NULL)
 		return GP_ENOTOWNED;
-	gp_lock(&s->lock);
-	b = gp_ptrmap_find(s, (uintptr_t)ptr);
-	if (b == NULL) {
-		gp_unlock(&s->lock);
+	b = lookup(p, ptr, &word);
+	if (b == NULL)
 		return GP_ENOTOWNED;
-	}
-	if (!atomic_compare_exchange_strong(&b->state, &expected, BLOCK_CACHED)) {
-		d = dev_get(p, b->device, 0);
-		gp_unlock(&s->lock);
-		if (d != NULL)
-			atomic_fetch_add(&d->bad_frees, 1);
-		return GP_EINVAL;
-	}
-	gp_unlock(&s->lock);
+#ifdef GP_POOL_TEST_HOOKS
+	if (gp_pool_test_after_lookup != NULL)
+		gp_pool_test_after_lookup(p, ptr);
+#endif
+	/* From the word read with the lookup: fails if the block was freed already (a double
+	 * free), or its record has been recycled for another allocation since (a new generation). */
+	if (state_of(word) != BLOCK_LIVE ||
+	    !atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_CACHED)))
+		return bad_free(p, ptr);
 
 	/* The block is ours alone now: cached but on no list, invisible to alloc and release.
 	 * Once it is on the list it may be reused or released at once: read it before that. */
@@ -459,7 +508,7 @@ size_t gp_pool_block_size(struct gp_pool *p, const void *ptr, int *device)
 
 	gp_lock(&s->lock);
 	b = gp_ptrmap_find(s, (uintptr_t)ptr);
-	if (b != NULL && atomic_load(&b->state) == BLOCK_LIVE) {
+	if (b != NULL && block_state(b) == BLOCK_LIVE) {
 		n = b->bytes;
 		if (device)
 			*device = b->device;

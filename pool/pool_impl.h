@@ -9,13 +9,31 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_FENCES 64 /* fences in flight */
 
-enum block_state { BLOCK_LIVE = 1, BLOCK_CACHED = 2 };
+/* A block's state word: its state in the low STATE_BITS, above them a generation that grows each
+ * time the record is recycled for another allocation. A free finds its block without a lock and
+ * changes the word with one compare-and-swap from what it read during the lookup, so it can only
+ * ever act on the allocation it looked up, even if that was given back meanwhile and the record
+ * now holds another one (gp_pool_free). */
+enum block_state { BLOCK_UNUSED = 0, BLOCK_LIVE = 1, BLOCK_CACHED = 2 };
+#define STATE_BITS 2
+#define STATE_MASK ((uint64_t)(1u << STATE_BITS) - 1)
+
+static inline unsigned state_of(uint64_t word)
+{
+	return (unsigned)(word & STATE_MASK);
+}
+
+static inline uint64_t with_state(uint64_t word, enum block_state s)
+{
+	return (word & ~STATE_MASK) | (uint64_t)s;
+}
 
 struct gp_block {
 	void *ptr;
@@ -27,8 +45,13 @@ struct gp_block {
 	int device;
 	unsigned cls;
 	unsigned list;        /* index of its home list in the device (class and stripe) */
-	_Atomic int state;
+	_Atomic uint64_t state; /* generation and block_state, above */
 };
+
+static inline unsigned block_state(struct gp_block *b)
+{
+	return state_of(atomic_load_explicit(&b->state, memory_order_acquire));
+}
 
 /* Each size class has GP_STRIPES lists; threads get stripes round-robin (pool.c), so up to
  * GP_STRIPES threads allocating the same size never share a lock. A block goes back to the list
@@ -88,6 +111,12 @@ struct gp_pool {
 	unsigned ring_head, ring_count;
 
 	_Atomic uint64_t rel_count[GP_CAUSE_COUNT], rel_bytes[GP_CAUSE_COUNT];
+
+	/* Records of blocks given back, for the next new block. A lock-free reader of the pointer
+	 * map may still hold one (ptrmap.h), so they are never freed while the pool lives: at most
+	 * one record per block the pool ever held at once. */
+	struct gp_lock spare_lock;
+	struct gp_block *spare;
 };
 
 static inline unsigned nlists(void)
@@ -143,6 +172,48 @@ static inline struct gp_dev *dev_get(struct gp_pool *p, int device, int create)
 	return d;
 }
 
+/* A record for a new block: a recycled one (its generation kept) or a new one. */
+static inline struct gp_block *new_block(struct gp_pool *p)
+{
+	struct gp_block *b;
+	uint64_t word;
+
+	gp_lock(&p->spare_lock);
+	b = p->spare;
+	if (b != NULL)
+		p->spare = b->next;
+	gp_unlock(&p->spare_lock);
+	if (b == NULL)
+		return calloc(1, sizeof(*b));
+	word = atomic_load_explicit(&b->state, memory_order_relaxed);
+	memset(b, 0, offsetof(struct gp_block, state));
+	atomic_store_explicit(&b->state, word, memory_order_relaxed);
+	return b;
+}
+
+/* Retire a record whose block is no longer in the pointer map: a new generation, unused. */
+static inline void retire_block(struct gp_pool *p, struct gp_block *b)
+{
+	uint64_t word = atomic_load_explicit(&b->state, memory_order_relaxed);
+
+	atomic_store_explicit(&b->state, with_state(word + (1u << STATE_BITS), BLOCK_UNUSED),
+			      memory_order_release);
+	gp_lock(&p->spare_lock);
+	b->next = p->spare;
+	p->spare = b;
+	gp_unlock(&p->spare_lock);
+}
+
+static inline void retire_list(struct gp_pool *p, struct gp_block *b)
+{
+	while (b != NULL) {
+		struct gp_block *next = b->next;
+		retire_block(p, b);
+		b = next;
+	}
+}
+
+/* At pool destroy only. */
 static inline void free_list(struct gp_block *b)
 {
 	while (b != NULL) {

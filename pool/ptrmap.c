@@ -1,9 +1,13 @@
 /* ptrmap.c — sharded open-addressing hash map from device address to block.
- * Linear probing with backward-shift deletion (no tombstones), grown at 50% load.
- * Holds no lock of its own beyond the shard's, which the caller takes. */
+ * Linear probing with backward-shift deletion (no tombstones), grown at 50% load. Writers hold
+ * the shard's lock and make the sequence number odd while they change anything; lock-free
+ * readers check it (ptrmap.h). Every slot is read and written as an atomic, so a reader racing a
+ * writer reads stale or mixed values, never torn words, and the check tells it so. */
 #include "ptrmap.h"
 
 #include <stdlib.h>
+
+#define FIRST_CAP 16
 
 static uint64_t mix(uintptr_t key)
 {
@@ -14,13 +18,50 @@ static uint64_t mix(uintptr_t key)
 	return h;
 }
 
+/* Slots are loaded with acquire and stored with release (plain moves on x86): a reader that sees
+ * a writer's store also sees the odd sequence number stored before it, and its check of the
+ * sequence number cannot be done before its loads. No fences (ThreadSanitizer cannot see them). */
+static uintptr_t key_at(const struct gp_ptrmap_table *t, size_t i)
+{
+	return atomic_load_explicit(&((struct gp_ptrmap_table *)t)->slot[i].key, memory_order_acquire);
+}
+
+static void *val_at(const struct gp_ptrmap_table *t, size_t i)
+{
+	return atomic_load_explicit(&((struct gp_ptrmap_table *)t)->slot[i].val, memory_order_acquire);
+}
+
+static void set_at(struct gp_ptrmap_table *t, size_t i, uintptr_t key, void *val)
+{
+	atomic_store_explicit(&t->slot[i].key, key, memory_order_release);
+	atomic_store_explicit(&t->slot[i].val, val, memory_order_release);
+}
+
+static struct gp_ptrmap_table *table_of(struct gp_ptrmap_shard *s)
+{
+	return atomic_load_explicit(&s->table, memory_order_acquire);
+}
+
+/* Around every change a writer makes (it holds the lock). */
+static void write_begin(struct gp_ptrmap_shard *s)
+{
+	/* Relaxed: the release stores of the change that follows carry it to readers. */
+	atomic_store_explicit(&s->seq, atomic_load_explicit(&s->seq, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+static void write_end(struct gp_ptrmap_shard *s)
+{
+	atomic_store_explicit(&s->seq, atomic_load_explicit(&s->seq, memory_order_relaxed) + 1,
+			      memory_order_release);
+}
+
 int gp_ptrmap_init(struct gp_ptrmap *m)
 {
 	for (int i = 0; i < GP_PTRMAP_SHARDS; i++) {
 		struct gp_ptrmap_shard *s = &m->shard[i];
-		s->keys = NULL;
-		s->vals = NULL;
-		s->cap = 0;
+		atomic_init(&s->seq, 0);
+		atomic_init(&s->table, NULL);
 		s->count = 0;
 		gp_lock_init(&s->lock);
 	}
@@ -30,8 +71,13 @@ int gp_ptrmap_init(struct gp_ptrmap *m)
 void gp_ptrmap_fini(struct gp_ptrmap *m)
 {
 	for (int i = 0; i < GP_PTRMAP_SHARDS; i++) {
-		free(m->shard[i].keys);
-		free(m->shard[i].vals);
+		struct gp_ptrmap_table *t = atomic_load(&m->shard[i].table);
+		while (t != NULL) {
+			struct gp_ptrmap_table *older = t->older;
+			free(t);
+			t = older;
+		}
+		atomic_store(&m->shard[i].table, NULL);
 	}
 }
 
@@ -40,109 +86,132 @@ struct gp_ptrmap_shard *gp_ptrmap_shard(struct gp_ptrmap *m, uintptr_t key)
 	return &m->shard[mix(key) >> (64 - GP_PTRMAP_SHARDS_LOG2)]; /* the top bits */
 }
 
-static size_t slot_of(const struct gp_ptrmap_shard *s, uintptr_t key)
+static size_t slot_of(const struct gp_ptrmap_table *t, uintptr_t key)
 {
-	return (size_t)mix(key) & (s->cap - 1);
+	return (size_t)mix(key) & (t->cap - 1);
+}
+
+static void *find_in(const struct gp_ptrmap_table *t, uintptr_t key)
+{
+	if (t == NULL)
+		return NULL;
+	/* At most cap probes: a racing reader may see a table no writer ever left full, but a
+	 * stale view must not loop forever. */
+	for (size_t n = 0, i = slot_of(t, key); n < t->cap; n++, i = (i + 1) & (t->cap - 1)) {
+		uintptr_t k = key_at(t, i);
+		if (k == key)
+			return val_at(t, i);
+		if (k == 0)
+			return NULL;
+	}
+	return NULL;
 }
 
 void *gp_ptrmap_find(struct gp_ptrmap_shard *s, uintptr_t key)
 {
-	if (s->cap == 0)
-		return NULL;
-	for (size_t i = slot_of(s, key);; i = (i + 1) & (s->cap - 1)) {
-		if (s->keys[i] == key)
-			return s->vals[i];
-		if (s->keys[i] == 0)
-			return NULL;
-	}
+	return find_in(table_of(s), key);
 }
 
-static void put(uintptr_t *keys, void **vals, size_t cap, uintptr_t key, void *val)
+void *gp_ptrmap_find_racy(struct gp_ptrmap_shard *s, uintptr_t key)
 {
-	size_t i = (size_t)mix(key) & (cap - 1);
-	while (keys[i] != 0)
-		i = (i + 1) & (cap - 1);
-	keys[i] = key;
-	vals[i] = val;
+	return find_in(table_of(s), key);
 }
 
+static void put(struct gp_ptrmap_table *t, uintptr_t key, void *val)
+{
+	size_t i = slot_of(t, key);
+	while (key_at(t, i) != 0)
+		i = (i + 1) & (t->cap - 1);
+	set_at(t, i, key, val);
+}
+
+/* The old table stays readable (late readers) until fini. */
 static int grow(struct gp_ptrmap_shard *s)
 {
-	size_t cap = s->cap ? s->cap * 2 : 64;
-	uintptr_t *keys = calloc(cap, sizeof(*keys));
-	void **vals = calloc(cap, sizeof(*vals));
+	struct gp_ptrmap_table *old = table_of(s), *t;
+	size_t cap = old ? old->cap * 2 : FIRST_CAP;
 
-	if (keys == NULL || vals == NULL) {
-		free(keys);
-		free(vals);
+	t = calloc(1, sizeof(*t) + cap * sizeof(t->slot[0]));
+	if (t == NULL)
 		return -1;
-	}
-	for (size_t i = 0; i < s->cap; i++)
-		if (s->keys[i] != 0)
-			put(keys, vals, cap, s->keys[i], s->vals[i]);
-	free(s->keys);
-	free(s->vals);
-	s->keys = keys;
-	s->vals = vals;
-	s->cap = cap;
+	t->cap = cap;
+	t->older = old;
+	for (size_t i = 0; old != NULL && i < old->cap; i++)
+		if (key_at(old, i) != 0)
+			put(t, key_at(old, i), val_at(old, i));
+	atomic_store_explicit(&s->table, t, memory_order_release);
 	return 0;
 }
 
 int gp_ptrmap_insert(struct gp_ptrmap_shard *s, uintptr_t key, void *val)
 {
-	if ((s->count + 1) * 2 > s->cap && grow(s) != 0)
-		return -1;
-	put(s->keys, s->vals, s->cap, key, val);
-	s->count++;
-	return 0;
+	struct gp_ptrmap_table *t = table_of(s);
+	int rc = 0;
+
+	write_begin(s);
+	if ((t == NULL || (s->count + 1) * 2 > t->cap) && grow(s) != 0) {
+		rc = -1;
+	} else {
+		put(table_of(s), key, val);
+		s->count++;
+	}
+	write_end(s);
+	return rc;
 }
 
 /* Backward-shift deletion: pull later entries of the probe run into the hole. */
-static void delete_at(struct gp_ptrmap_shard *s, size_t hole)
+static void delete_at(struct gp_ptrmap_shard *s, struct gp_ptrmap_table *t, size_t hole)
 {
-	size_t mask = s->cap - 1;
+	size_t mask = t->cap - 1;
 
-	for (size_t j = (hole + 1) & mask; s->keys[j] != 0; j = (j + 1) & mask) {
-		size_t home = slot_of(s, s->keys[j]);
+	for (size_t j = (hole + 1) & mask; key_at(t, j) != 0; j = (j + 1) & mask) {
+		size_t home = slot_of(t, key_at(t, j));
 		/* Move j into the hole unless its home lies cyclically in (hole, j]. */
 		if (((j - home) & mask) >= ((j - hole) & mask)) {
-			s->keys[hole] = s->keys[j];
-			s->vals[hole] = s->vals[j];
+			set_at(t, hole, key_at(t, j), val_at(t, j));
 			hole = j;
 		}
 	}
-	s->keys[hole] = 0;
-	s->vals[hole] = NULL;
+	set_at(t, hole, 0, NULL);
 	s->count--;
 }
 
 void *gp_ptrmap_remove(struct gp_ptrmap_shard *s, uintptr_t key)
 {
-	if (s->cap == 0)
+	struct gp_ptrmap_table *t = table_of(s);
+
+	if (t == NULL)
 		return NULL;
-	for (size_t i = slot_of(s, key);; i = (i + 1) & (s->cap - 1)) {
-		if (s->keys[i] == key) {
-			void *val = s->vals[i];
-			delete_at(s, i);
+	for (size_t i = slot_of(t, key);; i = (i + 1) & (t->cap - 1)) {
+		uintptr_t k = key_at(t, i);
+		if (k == key) {
+			void *val = val_at(t, i);
+			write_begin(s);
+			delete_at(s, t, i);
+			write_end(s);
 			return val;
 		}
-		if (s->keys[i] == 0)
+		if (k == 0)
 			return NULL;
 	}
 }
 
 size_t gp_ptrmap_filter(struct gp_ptrmap_shard *s, int (*keep)(void *val, void *arg), void *arg)
 {
-	size_t removed = 0;
-	size_t i = 0;
+	struct gp_ptrmap_table *t = table_of(s);
+	size_t removed = 0, i = 0;
 
-	while (i < s->cap) {
-		if (s->keys[i] != 0 && !keep(s->vals[i], arg)) {
-			delete_at(s, i); /* may pull a later entry into i: look at i again */
+	if (t == NULL)
+		return 0;
+	write_begin(s);
+	while (i < t->cap) {
+		if (key_at(t, i) != 0 && !keep(val_at(t, i), arg)) {
+			delete_at(s, t, i); /* may pull a later entry into i: look at i again */
 			removed++;
 			continue;
 		}
 		i++;
 	}
+	write_end(s);
 	return removed;
 }

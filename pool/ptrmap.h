@@ -1,28 +1,48 @@
 /* ptrmap.h — the pool's pointer -> block map: sharded open-addressing hash tables.
- * Internal to pool/. The caller locks a shard (gp_ptrmap_shard + lock) around find/insert/remove,
- * so it can change a block's state atomically with the lookup. No backend call may happen while
- * a shard is locked. */
+ * Internal to pool/. Writers (insert, remove, filter) hold the shard's lock, and bump the shard's
+ * sequence number around every change. Readers either hold the lock (gp_ptrmap_find), or hold
+ * nothing and check the sequence number around their reads (gp_ptrmap_read_begin, _find_racy,
+ * _read_retry: a seqlock), so that a free, the hot path's busiest lookup, writes nothing that
+ * another thread's free reads. No backend call may happen while a shard is locked.
+ *
+ * A lock-free reader may look at a table the writer has just replaced, or at an entry being
+ * moved: tables replaced by growth are kept until gp_ptrmap_fini (together less than the table
+ * in use), every slot is an atomic, and a value read is always one some writer stored (or NULL).
+ * What a caller reads of the value must be read with acquire loads, before read_retry.
+ * What the values point to must stay readable for as long as the map lives (the pool recycles
+ * its block records instead of freeing them). */
 #ifndef GPUPOOL_PTRMAP_H
 #define GPUPOOL_PTRMAP_H
 
 #include "lock.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* 2^GP_PTRMAP_SHARDS_LOG2 shards, each its own lock and cache line; a free locks the shard its
- * block's address hashes to. Set at build time (-DGP_PTRMAP_SHARDS_LOG2=8) to try another
- * count: scripts/bench-variants. */
+/* 2^GP_PTRMAP_SHARDS_LOG2 shards, each its own lock and cache line. Writers are misses and
+ * releases; a free locks nothing here unless it meets a writer. Set at build time
+ * (-DGP_PTRMAP_SHARDS_LOG2=8) to try another count: scripts/bench-variants. */
 #ifndef GP_PTRMAP_SHARDS_LOG2
 #define GP_PTRMAP_SHARDS_LOG2 6
 #endif
 #define GP_PTRMAP_SHARDS (1 << GP_PTRMAP_SHARDS_LOG2)
 
+struct gp_ptrmap_slot {
+	_Atomic uintptr_t key; /* 0 = empty */
+	void *_Atomic val;
+};
+
+struct gp_ptrmap_table {
+	size_t cap;                    /* slots, a power of two */
+	struct gp_ptrmap_table *older; /* the table this one replaced, kept for late readers */
+	struct gp_ptrmap_slot slot[];
+};
+
 struct gp_ptrmap_shard {
 	struct gp_lock lock;
-	uintptr_t *keys; /* 0 = empty slot */
-	void **vals;
-	size_t cap;      /* slots, a power of two (0 before the first insert) */
+	_Atomic unsigned seq;                  /* odd while a writer changes the table */
+	struct gp_ptrmap_table *_Atomic table; /* NULL before the first insert */
 	size_t count;
 } __attribute__((aligned(64)));
 
@@ -39,5 +59,24 @@ int gp_ptrmap_insert(struct gp_ptrmap_shard *s, uintptr_t key, void *val); /* 0 
 void *gp_ptrmap_remove(struct gp_ptrmap_shard *s, uintptr_t key);
 /* Remove every entry for which keep(val, arg) is 0; returns how many were removed. */
 size_t gp_ptrmap_filter(struct gp_ptrmap_shard *s, int (*keep)(void *val, void *arg), void *arg);
+
+/* Without the lock:
+ *     unsigned seq = gp_ptrmap_read_begin(s);    (0 with the bit set: a writer is busy)
+ *     v = gp_ptrmap_find_racy(s, key); ...read what v points to...
+ *     if (!gp_ptrmap_read_retry(s, seq)) -> v, and what was read of it, held together
+ * find_racy's answer means nothing until read_retry says 0. */
+static inline unsigned gp_ptrmap_read_begin(struct gp_ptrmap_shard *s)
+{
+	return atomic_load_explicit(&s->seq, memory_order_acquire);
+}
+
+void *gp_ptrmap_find_racy(struct gp_ptrmap_shard *s, uintptr_t key);
+
+static inline int gp_ptrmap_read_retry(struct gp_ptrmap_shard *s, unsigned seq)
+{
+	/* The reads it checks were acquire loads (ptrmap.c, and the caller's of what it found):
+	 * this load cannot be done before them. */
+	return (seq & 1) || atomic_load_explicit(&s->seq, memory_order_relaxed) != seq;
+}
 
 #endif

@@ -73,7 +73,7 @@ static void free_blocks(struct gp_pool *p, struct gp_dev *d, struct gp_block *b,
 		atomic_fetch_sub(&d->reserved_bytes, b->bytes);
 		r->bytes += b->bytes;
 		r->blocks++;
-		free(b);
+		retire_block(p, b);
 		b = next;
 	}
 }
@@ -231,13 +231,19 @@ uint64_t gp_pool_cached_bytes(struct gp_pool *p, int device)
 
 /* ---- device reset ---------------------------------------------------------------------- */
 
+struct forget {
+	struct gp_pool *p;
+	int device;
+};
+
 static int keep_other_device(void *val, void *arg)
 {
+	struct forget *f = arg;
 	struct gp_block *b = val;
-	if (b->device != *(int *)arg)
+	if (b->device != f->device)
 		return 1;
-	if (atomic_load(&b->state) == BLOCK_LIVE)
-		free(b);
+	if (block_state(b) == BLOCK_LIVE)
+		retire_block(f->p, b);
 	return 0;
 }
 
@@ -257,12 +263,13 @@ void gp_pool_forget_device(struct gp_pool *p, int device)
 			gp_ptrmap_remove(s, (uintptr_t)b->ptr);
 			gp_unlock(&s->lock);
 		}
-		free_list(list);
+		retire_list(p, list);
 	}
 	for (int i = 0; i < GP_PTRMAP_SHARDS; i++) {
 		struct gp_ptrmap_shard *s = &p->map.shard[i];
+		struct forget f = { p, device };
 		gp_lock(&s->lock);
-		gp_ptrmap_filter(s, keep_other_device, &device);
+		gp_ptrmap_filter(s, keep_other_device, &f);
 		gp_unlock(&s->lock);
 	}
 	for (unsigned i = 0; i < nlists(); i++) {
