@@ -60,7 +60,8 @@ int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config
 	return GP_OK;
 }
 
-static int drop_all(void *val, void *arg)
+#ifdef GP_BLOCK_UNALIGNED
+static int drop_live(void *val, void *arg)
 {
 	(void)arg;
 	struct gp_block *b = val;
@@ -69,21 +70,36 @@ static int drop_all(void *val, void *arg)
 	return 0;
 }
 
+static void free_records(struct gp_block *b)
+{
+	while (b != NULL) {
+		struct gp_block *next = b->next;
+		free(b);
+		b = next;
+	}
+}
+#endif
+
 void gp_pool_destroy(struct gp_pool *p)
 {
 	if (p == NULL)
 		return;
+#ifdef GP_BLOCK_UNALIGNED
 	for (int i = 0; i < GP_PTRMAP_SHARDS; i++)
-		gp_ptrmap_filter(&p->map.shard[i], drop_all, NULL);
+		gp_ptrmap_filter(&p->map.shard[i], drop_live, NULL);
+	free_records(p->spare);
+#endif
 	for (int i = 0; i < GP_MAX_DEVICES; i++) {
 		struct gp_dev *d = atomic_load(&p->dev[i]);
 		if (d == NULL)
 			continue;
+#ifdef GP_BLOCK_UNALIGNED
 		for (unsigned i = 0; i < nlists(); i++)
-			free_list(d->list[i].head);
+			free_records(d->list[i].head);
+#endif
 		free(d);
 	}
-	free_list(p->spare);
+	free_slabs(p); /* every record, live, cached or spare */
 	/* Fences still in flight are abandoned: their handles belong to the backend. */
 	gp_ptrmap_fini(&p->map);
 	pthread_mutex_destroy(&p->dev_lock);
@@ -117,7 +133,9 @@ static struct gp_block *take_cached(struct gp_pool *p, struct gp_list *c, size_t
 			c->tail = NULL;
 		b->next = NULL;
 		b->requested = bytes;
-		atomic_store_explicit(&b->state, with_state(ld(&b->state), BLOCK_LIVE),
+		atomic_store_explicit(&b->state,
+				      with_state(atomic_load_explicit(&b->state, memory_order_relaxed),
+						 BLOCK_LIVE),
 				      memory_order_relaxed);
 		bump(&c->cached_blocks, -1);
 		bump(&c->cached_bytes, -(int64_t)b->bytes);
@@ -199,7 +217,7 @@ static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned 
 	b->device = device;
 	b->cls = cls;
 	b->list = list;
-	atomic_store(&b->state, with_state(ld(&b->state), BLOCK_LIVE));
+	atomic_store(&b->state, with_state(atomic_load(&b->state), BLOCK_LIVE));
 	s = gp_ptrmap_shard(&p->map, (uintptr_t)ptr);
 	gp_lock(&s->lock);
 	rc = gp_ptrmap_insert(s, (uintptr_t)ptr, b);
@@ -405,7 +423,7 @@ void (*gp_pool_test_after_lookup)(struct gp_pool *p, void *ptr);
  * (a seqlock read, ptrmap.h) unless a writer is busy on the shard twice in a row, then under
  * its lock. With GP_PTRMAP_LOCKED_FREE defined, always under the lock (for comparison:
  * scripts/bench-variants). */
-static struct gp_block *lookup(struct gp_pool *p, const void *ptr, uint64_t *word)
+static struct gp_block *lookup(struct gp_pool *p, const void *ptr, uint32_t *word)
 {
 	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)ptr);
 	struct gp_block *b;
@@ -451,7 +469,8 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 	struct gp_dev *d;
 	int device;
 	unsigned list;
-	uint64_t t, word;
+	uint32_t word;
+	uint64_t t;
 	size_t bytes;
 
 	if (ptr == NULL)

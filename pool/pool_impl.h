@@ -17,23 +17,34 @@
 #define MAX_FENCES 64 /* fences in flight */
 
 /* A block's state word: its state in the low STATE_BITS, above them a generation that grows each
- * time the record is recycled for another allocation. A free finds its block without a lock and
- * changes the word with one compare-and-swap from what it read during the lookup, so it can only
- * ever act on the allocation it looked up, even if that was given back meanwhile and the record
- * now holds another one (gp_pool_free). */
+ * time the record is recycled for another allocation (30 bits: a stale free would have to wait
+ * for 2^30 recycles of one record between its lookup and its compare-and-swap). A free finds its
+ * block without a lock and changes the word with one compare-and-swap from what it read during
+ * the lookup, so it can only ever act on the allocation it looked up, even if that was given
+ * back meanwhile and the record now holds another one (gp_pool_free). */
 enum block_state { BLOCK_UNUSED = 0, BLOCK_LIVE = 1, BLOCK_CACHED = 2 };
 #define STATE_BITS 2
-#define STATE_MASK ((uint64_t)(1u << STATE_BITS) - 1)
+#define STATE_MASK ((uint32_t)(1u << STATE_BITS) - 1)
 
-static inline unsigned state_of(uint64_t word)
+static inline unsigned state_of(uint32_t word)
 {
-	return (unsigned)(word & STATE_MASK);
+	return word & STATE_MASK;
 }
 
-static inline uint64_t with_state(uint64_t word, enum block_state s)
+static inline uint32_t with_state(uint32_t word, enum block_state s)
 {
-	return (word & ~STATE_MASK) | (uint64_t)s;
+	return (word & ~STATE_MASK) | (uint32_t)s;
 }
+
+/* One record per block, 64 bytes, each on a cache line of its own (carved from 64-byte aligned
+ * slabs, never freed while the pool lives: new_block): threads using neighbouring records never
+ * write to one line. GP_BLOCK_UNALIGNED: calloc'd records, 16-byte aligned, as before (for
+ * comparison: scripts/bench-variants). */
+#ifdef GP_BLOCK_UNALIGNED
+#define GP_BLOCK_ALIGN
+#else
+#define GP_BLOCK_ALIGN __attribute__((aligned(64)))
+#endif
 
 struct gp_block {
 	void *ptr;
@@ -41,12 +52,12 @@ struct gp_block {
 	size_t requested;     /* bytes the owner asked for */
 	uint64_t epoch;       /* fence count when freed: reusable once done_epoch > epoch */
 	uint64_t freed_ns;    /* when freed (backend clock) */
-	struct gp_block *next; /* class free list, oldest first */
+	struct gp_block *next; /* class free list, oldest first; the spare list */
 	int device;
 	unsigned cls;
 	unsigned list;        /* index of its home list in the device (class and stripe) */
-	_Atomic uint64_t state; /* generation and block_state, above */
-};
+	_Atomic uint32_t state; /* generation and block_state, above */
+} GP_BLOCK_ALIGN;
 
 static inline unsigned block_state(struct gp_block *b)
 {
@@ -117,7 +128,16 @@ struct gp_pool {
 	 * one record per block the pool ever held at once. */
 	struct gp_lock spare_lock;
 	struct gp_block *spare;
+	struct gp_block *slab_next; /* uncarved records of the newest slab */
+	unsigned slab_left;
+	struct slab *slabs;         /* every slab, for gp_pool_destroy */
 };
+
+#define SLAB_RECORDS 63 /* and one record's room for the slab's header: 4 KiB */
+
+struct slab {
+	struct slab *next;
+} GP_BLOCK_ALIGN;
 
 static inline unsigned nlists(void)
 {
@@ -172,20 +192,40 @@ static inline struct gp_dev *dev_get(struct gp_pool *p, int device, int create)
 	return d;
 }
 
-/* A record for a new block: a recycled one (its generation kept) or a new one. */
+/* A record for a new block: a recycled one (its generation kept) or a new one. Only on a miss,
+ * right after a real allocation: its malloc of a slab under the spare lock is no hot-path cost. */
 static inline struct gp_block *new_block(struct gp_pool *p)
 {
 	struct gp_block *b;
-	uint64_t word;
+	uint32_t word = 0;
 
 	gp_lock(&p->spare_lock);
 	b = p->spare;
-	if (b != NULL)
+	if (b != NULL) {
 		p->spare = b->next;
+		word = atomic_load_explicit(&b->state, memory_order_relaxed);
+	} else {
+#ifdef GP_BLOCK_UNALIGNED
+		b = calloc(1, sizeof(*b));
+#else
+		if (p->slab_left == 0) {
+			struct slab *sl = aligned_alloc(64, sizeof(*sl) + SLAB_RECORDS * sizeof(*b));
+			if (sl != NULL) {
+				sl->next = p->slabs;
+				p->slabs = sl;
+				p->slab_next = (struct gp_block *)(sl + 1);
+				p->slab_left = SLAB_RECORDS;
+			}
+		}
+		if (p->slab_left > 0) {
+			b = p->slab_next++;
+			p->slab_left--;
+		}
+#endif
+	}
 	gp_unlock(&p->spare_lock);
 	if (b == NULL)
-		return calloc(1, sizeof(*b));
-	word = atomic_load_explicit(&b->state, memory_order_relaxed);
+		return NULL;
 	memset(b, 0, offsetof(struct gp_block, state));
 	atomic_store_explicit(&b->state, word, memory_order_relaxed);
 	return b;
@@ -194,7 +234,7 @@ static inline struct gp_block *new_block(struct gp_pool *p)
 /* Retire a record whose block is no longer in the pointer map: a new generation, unused. */
 static inline void retire_block(struct gp_pool *p, struct gp_block *b)
 {
-	uint64_t word = atomic_load_explicit(&b->state, memory_order_relaxed);
+	uint32_t word = atomic_load_explicit(&b->state, memory_order_relaxed);
 
 	atomic_store_explicit(&b->state, with_state(word + (1u << STATE_BITS), BLOCK_UNUSED),
 			      memory_order_release);
@@ -213,14 +253,18 @@ static inline void retire_list(struct gp_pool *p, struct gp_block *b)
 	}
 }
 
-/* At pool destroy only. */
-static inline void free_list(struct gp_block *b)
+/* Every record, at gp_pool_destroy: the slabs (or, unaligned, each record: the caller passes
+ * the cached lists, the map's live ones and the spare list through free_record). */
+static inline void free_slabs(struct gp_pool *p)
 {
-	while (b != NULL) {
-		struct gp_block *next = b->next;
-		free(b);
-		b = next;
+	struct slab *sl = p->slabs;
+
+	while (sl != NULL) {
+		struct slab *next = sl->next;
+		free(sl);
+		sl = next;
 	}
+	p->slabs = NULL;
 }
 
 static inline uint64_t live_total(struct gp_dev *d)
