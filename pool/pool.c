@@ -327,13 +327,14 @@ static int batching(struct gp_pool *p, struct gp_dev *d, unsigned cls)
 
 /* A miss whose class holds only fenced blocks. Three answers, cheapest first: a small class
  * still batching grows (NULL, no fence call); otherwise the fences are driven (one recorded for
- * recent frees, polled) and, if the class has become worth waiting for, driven again until one
- * of its blocks may be reused, it has none left, or cfg.reuse_wait_ns has passed. NULL: make a
- * real allocation. No lock is held between polls. */
+ * recent frees, polled) and, if none of the class's blocks may be reused yet, driven again until
+ * one may, it has none left, or the wait has passed: cfg.reuse_wait_ns when the class is worth
+ * waiting for, else cfg.reuse_poll_ns (at most reuse_wait_ns). NULL: make a real allocation. No
+ * lock is held between polls. */
 static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsigned cls,
 				     unsigned s0, size_t bytes)
 {
-	uint64_t start = 0, deadline = 0, t;
+	uint64_t start = 0, deadline = 0, limit, t;
 	struct gp_block *b;
 	int waiting;
 
@@ -344,14 +345,17 @@ static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsign
 		if (gp_pool_advance(p, 0) == GP_EAGAIN && deadline != 0)
 			sched_yield(); /* another thread drives the fences: let it run */
 		b = take_any(p, d, cls, s0, bytes, &waiting);
-		if (b != NULL || !waiting || p->cfg.reuse_wait_ns == 0)
+		if (b != NULL || !waiting)
 			return b;
-		if (deadline == 0 && !worth_waiting(d, cls))
-			return NULL;
 		t = fine_ns();
 		if (deadline == 0) {
+			limit = p->cfg.reuse_wait_ns;
+			if (!worth_waiting(d, cls) && p->cfg.reuse_poll_ns < limit)
+				limit = p->cfg.reuse_poll_ns;
+			if (limit == 0)
+				return NULL;
 			start = t;
-			deadline = t + p->cfg.reuse_wait_ns;
+			deadline = t + limit;
 			atomic_fetch_add_explicit(&d->fence_waits, 1, memory_order_relaxed);
 		} else if (t >= deadline) {
 			atomic_fetch_add_explicit(&d->fence_wait_timeouts, 1, memory_order_relaxed);

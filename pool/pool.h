@@ -68,12 +68,16 @@ struct gp_pool_config {
 	 * (gp_pool_set_cap); once, until gp_pool_release runs for that device. May be NULL. */
 	void (*over_cap)(void *arg, int device);
 	void *arg;
-	/* A miss whose size class holds only blocks still fenced polls their fences for up to
-	 * this long before a real allocation (0: one poll). On an idle GPU a fence completes in
-	 * microseconds, sooner than a real allocation returns; not waiting at all grows the pool
-	 * by every block freed within a fence's latency. Bounded near one real allocation's cost,
-	 * a miss costs at most about two of them when the GPU is busy. */
+	/* A miss whose size class holds only blocks still fenced, at least 2 and 64 MiB of them,
+	 * polls their fences for up to this long before a real allocation (0: one poll, and no
+	 * reuse_poll_ns either). Not waiting grows the pool by every block freed while the GPU
+	 * lags behind (docs/BENCHMARKS.md: 10 ms). */
 	uint64_t reuse_wait_ns;
+	/* The same for a class with fewer fenced blocks (and not batching, below), for up to this
+	 * long (at most reuse_wait_ns; 0: one poll). On an idle GPU a fence completes within
+	 * microseconds, sooner than a real allocation returns, where one poll finds it not yet
+	 * complete and the pool grows by the block. */
+	uint64_t reuse_poll_ns;
 	/* Above 1 MiB, a miss that would otherwise make a real allocation may take a reusable
 	 * cached block of a larger class if it is at most this percentage of the request (the
 	 * smallest such class first). 100 or less: never, a block serves its own class only. */
@@ -103,7 +107,7 @@ struct gp_pool_dev_stats {
 	uint64_t failed_allocs;   /* gp_pool_alloc calls that returned an error */
 	uint64_t frees;           /* successful gp_pool_free calls */
 	uint64_t bad_frees;       /* double frees */
-	uint64_t fence_waits;     /* misses that polled a fenced block's fence (cfg.reuse_wait_ns) */
+	uint64_t fence_waits;     /* misses that waited for fenced blocks (cfg.reuse_wait_ns, reuse_poll_ns) */
 	uint64_t fence_wait_timeouts; /* ... and gave up: a real allocation followed */
 	uint64_t oversize_hits;   /* misses served by a larger class's block (cfg.oversize_pct) */
 };

@@ -420,6 +420,83 @@ static void test_no_wait_below_threshold(void **state)
 	fx_free(fx, q);
 }
 
+static int setup_poll(void **state, uint64_t wait_ns, uint64_t poll_ns)
+{
+	struct gp_pool_config cfg = { .ordered = 0, .reuse_wait_ns = wait_ns, .reuse_poll_ns = poll_ns };
+
+	return fx_setup_cfg(state, &cfg);
+}
+
+static int setup_poll_1s(void **state)
+{
+	return setup_poll(state, 1000000000u, 1000000000u);
+}
+
+static int setup_poll_2ms(void **state)
+{
+	return setup_poll(state, 1000000000u, 2000000u);
+}
+
+static int setup_poll_above_wait(void **state)
+{
+	return setup_poll(state, 0, 1000000000u); /* reuse_wait 0: no poll either */
+}
+
+/* Proves: with reuse_poll_ns, a miss whose class holds a single fenced block (below the
+ * reuse_wait threshold) polls its fence until it completes (the third poll) and reuses the block:
+ * no second backend allocation. Without it (test_no_wait_below_threshold) the pool grows. */
+static void test_miss_polls_below_threshold(void **state)
+{
+	struct fx *fx = *state;
+	void *a, *c;
+
+	fake_set_fence_auto(&fx->fake, 3);
+	a = fx_alloc(fx, 0, 64 * MiB);
+	fx_free(fx, a);
+	c = fx_alloc(fx, 0, 64 * MiB);
+	assert_ptr_equal(c, a);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
+	assert_int_equal(fx_stats(fx, 0).fence_waits, 1);
+	assert_int_equal(fx_stats(fx, 0).fence_wait_timeouts, 0);
+	fx_free(fx, c);
+}
+
+/* Proves: the poll is bounded by reuse_poll_ns (2 ms) although reuse_wait_ns is 1 s: fences that
+ * never complete cost the miss about 2 ms, then a real allocation. */
+static void test_miss_poll_is_bounded(void **state)
+{
+	struct fx *fx = *state;
+	uint64_t t0, dt;
+	void *a, *c;
+
+	a = fx_alloc(fx, 0, 64 * MiB);
+	fx_free(fx, a);
+	t0 = mono_ns();
+	c = fx_alloc(fx, 0, 64 * MiB);
+	dt = mono_ns() - t0;
+	assert_ptr_not_equal(c, a);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
+	assert_true(dt >= 2000000u);
+	assert_true(dt < 500000000u); /* far below reuse_wait_ns, generous for a loaded machine */
+	assert_int_equal(fx_stats(fx, 0).fence_wait_timeouts, 1);
+	fx_free(fx, c);
+}
+
+/* Proves: reuse_wait_ns 0 ("do not wait") turns the poll off too: one look, a new block. */
+static void test_no_poll_when_wait_is_off(void **state)
+{
+	struct fx *fx = *state;
+	void *a, *c;
+
+	fake_set_fence_auto(&fx->fake, 3);
+	a = fx_alloc(fx, 0, 64 * MiB);
+	fx_free(fx, a);
+	c = fx_alloc(fx, 0, 64 * MiB);
+	assert_ptr_not_equal(c, a);
+	assert_int_equal(fx_stats(fx, 0).fence_waits, 0);
+	fx_free(fx, c);
+}
+
 static int setup_batch_4(void **state)
 {
 	struct gp_pool_config cfg = { .ordered = 0, .fence_batch = 4 };
@@ -503,6 +580,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_miss_wait_is_bounded, setup_wait_5ms,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_no_wait_below_threshold, setup_wait_1s,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_miss_polls_below_threshold, setup_poll_1s,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_miss_poll_is_bounded, setup_poll_2ms, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_no_poll_when_wait_is_off, setup_poll_above_wait,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_fence_batch, setup_batch_4, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_no_fence_batch, fx_setup_unordered, fx_teardown),
