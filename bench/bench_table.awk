@@ -101,7 +101,7 @@ function verdict(b, cfg, c,   a, g, tg, ta, mem, s, why) {
 }
 function alloc_section(b, list, title, withstreams,   i, j, n, cs, cfg, p, row, k, first) {
 	if (list[0] == 0) return
-	n = split("native async gpupool gpupool-fenced gpupool-exact gpupool-fenced-exact", cs, " ")
+	n = split("native async gpupool gpupool-fenced gpupool-exact gpupool-fenced-exact gpupool-poll gpupool-fenced-poll", cs, " ")
 	print title "\n"
 	if (b == "replay") { print "| trace | contender |" hdr_rest(); print "|---|---|" sep_rest() }
 	else if (withstreams) { print "| streams | allocs | max | contender |" hdr_rest(); print "|---|---|---|---|" sep_rest() }
@@ -155,7 +155,8 @@ END {
 		print "cudaMalloc: calls that reached the runtime (libbench_count.so preloaded after the shim)."
 		print "time xN: async's time / this one's (above 1: faster than async). gpupool: no stream created"
 		print "(immediate reuse); gpupool-fenced: after one was (event fences, as in programs with streams;"
-		print "with kernels on several streams gpupool is always fenced).\n"
+		print "with kernels on several streams gpupool is always fenced). -exact: again with GPUPOOL_OVERSIZE=1;"
+		print "-poll: again with GPUPOOL_REUSE_POLL=20us.\n"
 	}
 	if ("plain" in nc_med) nocuda_section()
 }
