@@ -134,8 +134,7 @@ static struct gp_block *take_cached(struct gp_pool *p, struct gp_list *c, size_t
 		b->next = NULL;
 		b->requested = bytes;
 		atomic_store_explicit(&b->state,
-				      with_state(atomic_load_explicit(&b->state, memory_order_relaxed),
-						 BLOCK_LIVE),
+				      next_live(atomic_load_explicit(&b->state, memory_order_relaxed)),
 				      memory_order_relaxed);
 		bump(&c->cached_blocks, -1);
 		bump(&c->cached_bytes, -(int64_t)b->bytes);
@@ -217,7 +216,7 @@ static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned 
 	b->device = device;
 	b->cls = cls;
 	b->list = list;
-	atomic_store(&b->state, with_state(atomic_load(&b->state), BLOCK_LIVE));
+	atomic_store(&b->state, next_live(atomic_load(&b->state)));
 	s = gp_ptrmap_shard(&p->map, (uintptr_t)ptr);
 	gp_lock(&s->lock);
 	rc = gp_ptrmap_insert(s, (uintptr_t)ptr, b);
@@ -487,7 +486,8 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 		gp_pool_test_after_lookup(p, ptr);
 #endif
 	/* From the word read with the lookup: fails if the block was freed already (a double
-	 * free), or its record has been recycled for another allocation since (a new generation). */
+	 * free), or has been handed out again since, from the cache or as a recycled record (a new
+	 * generation: a free racing its own double free cannot free the next owner's block). */
 	if (state_of(word) != BLOCK_LIVE ||
 	    !atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_CACHED)))
 		return bad_free(p, ptr);

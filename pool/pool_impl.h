@@ -17,11 +17,12 @@
 #define MAX_FENCES 64 /* fences in flight */
 
 /* A block's state word: its state in the low STATE_BITS, above them a generation that grows each
- * time the record is recycled for another allocation (30 bits: a stale free would have to wait
- * for 2^30 recycles of one record between its lookup and its compare-and-swap). A free finds its
- * block without a lock and changes the word with one compare-and-swap from what it read during
- * the lookup, so it can only ever act on the allocation it looked up, even if that was given
- * back meanwhile and the record now holds another one (gp_pool_free). */
+ * time the block is handed out (a new block or one from the cache) and each time its record is
+ * retired (30 bits: a stale free would have to wait for 2^30 of them between its lookup and its
+ * compare-and-swap). A free finds its block without a lock and changes the word with one
+ * compare-and-swap from what it read during the lookup, so it can only ever act on the
+ * allocation it looked up: not on a later owner's, whether the block came back from the cache or
+ * its record was recycled for another block (gp_pool_free). */
 enum block_state { BLOCK_UNUSED = 0, BLOCK_LIVE = 1, BLOCK_CACHED = 2 };
 #define STATE_BITS 2
 #define STATE_MASK ((uint32_t)(1u << STATE_BITS) - 1)
@@ -34,6 +35,12 @@ static inline unsigned state_of(uint32_t word)
 static inline uint32_t with_state(uint32_t word, enum block_state s)
 {
 	return (word & ~STATE_MASK) | (uint32_t)s;
+}
+
+/* The word of a block handed out to a new owner: the next generation, in use. */
+static inline uint32_t next_live(uint32_t word)
+{
+	return with_state(word + (1u << STATE_BITS), BLOCK_LIVE);
 }
 
 /* One record per block, 64 bytes, each on a cache line of its own (carved from 64-byte aligned

@@ -1,7 +1,8 @@
 /* test_pool_free_race.c — a free finds its block without a lock, then changes the block's state
  * word with one compare-and-swap. Between the two, other threads may free the same pointer,
- * release the block and recycle its record for a new allocation. Built with the pool's test hook
- * (GP_POOL_TEST_HOOKS), which stages exactly that between the two steps of one call. */
+ * hand the block out again from the cache, or release it and recycle its record for a new
+ * allocation. Built with the pool's test hook (GP_POOL_TEST_HOOKS), which stages exactly that
+ * between the two steps of one call. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -89,12 +90,49 @@ static void test_stale_lookup_after_free(void **state)
 	fx_free(fx, c);
 }
 
+/* What another thread does in this free's window when nothing is released: its free of the
+ * pointer wins, and an allocation of the same size takes the block straight back from the cache
+ * (same record, same address). */
+static void stage_free_and_reuse(struct gp_pool *p, void *ptr)
+{
+	gp_pool_test_after_lookup = NULL;
+	assert_int_equal(gp_pool_free(p, ptr), GP_OK);
+	staged_new = fx_alloc(staged_fx, 0, staged_size);
+}
+
+/* Proves: a stale lookup whose block was freed and handed out again from the cache meanwhile is
+ * refused (GP_EINVAL, one bad free): the new owner keeps its block (in use, freed normally later).
+ * Without a new generation per hand-out the late free would cache the new owner's block. */
+static void test_stale_lookup_after_reuse(void **state)
+{
+	struct fx *fx = *state;
+	struct gp_pool_dev_stats st;
+	void *a = fx_alloc(fx, 0, 4096);
+
+	staged_fx = fx;
+	staged_size = 4096;
+	staged_new = NULL;
+	gp_pool_test_after_lookup = stage_free_and_reuse;
+	assert_int_equal(gp_pool_free(fx->pool, a), GP_EINVAL);
+	assert_ptr_equal(staged_new, a); /* the same block came back */
+	st = fx_stats(fx, 0);
+	assert_int_equal(st.bad_frees, 1);
+	assert_int_equal(st.live_blocks, 1);
+	assert_int_equal(gp_pool_block_size(fx->pool, a, NULL), cb(4096));
+	fx_free(fx, staged_new);
+	st = fx_stats(fx, 0);
+	assert_int_equal(st.live_blocks, 0);
+	assert_int_equal(st.idle_blocks, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_stale_lookup_after_recycle, fx_setup_ordered,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_stale_lookup_after_free, fx_setup_ordered,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_stale_lookup_after_reuse, fx_setup_ordered,
 						fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
