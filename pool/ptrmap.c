@@ -9,28 +9,9 @@
 
 #define FIRST_CAP 16
 
-static uint64_t mix(uintptr_t key)
-{
-	uint64_t h = (uint64_t)key >> 8; /* device allocations are at least 256-byte aligned */
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	return h;
-}
-
-/* Slots are loaded with acquire and stored with release (plain moves on x86): a reader that sees
- * a writer's store also sees the odd sequence number stored before it, and its check of the
- * sequence number cannot be done before its loads. No fences (ThreadSanitizer cannot see them). */
-static uintptr_t key_at(const struct gp_ptrmap_table *t, size_t i)
-{
-	return atomic_load_explicit(&((struct gp_ptrmap_table *)t)->slot[i].key, memory_order_acquire);
-}
-
-static void *val_at(const struct gp_ptrmap_table *t, size_t i)
-{
-	return atomic_load_explicit(&((struct gp_ptrmap_table *)t)->slot[i].val, memory_order_acquire);
-}
-
+/* Stores with release (plain moves on x86): a reader that sees a writer's store also sees the odd
+ * sequence number stored before it (ptrmap.h has the loads). No fences: ThreadSanitizer cannot
+ * see them. */
 static void set_at(struct gp_ptrmap_table *t, size_t i, uintptr_t key, void *val)
 {
 	atomic_store_explicit(&t->slot[i].key, key, memory_order_release);
@@ -39,7 +20,22 @@ static void set_at(struct gp_ptrmap_table *t, size_t i, uintptr_t key, void *val
 
 static struct gp_ptrmap_table *table_of(struct gp_ptrmap_shard *s)
 {
-	return atomic_load_explicit(&s->table, memory_order_acquire);
+	return gp_ptrmap_table_of(s);
+}
+
+static size_t slot_of(const struct gp_ptrmap_table *t, uintptr_t key)
+{
+	return gp_ptrmap_slot_of(t, key);
+}
+
+static uintptr_t key_at(const struct gp_ptrmap_table *t, size_t i)
+{
+	return gp_ptrmap_key_at(t, i);
+}
+
+static void *val_at(const struct gp_ptrmap_table *t, size_t i)
+{
+	return gp_ptrmap_val_at(t, i);
 }
 
 /* Around every change a writer makes (it holds the lock). */
@@ -83,38 +79,7 @@ void gp_ptrmap_fini(struct gp_ptrmap *m)
 
 struct gp_ptrmap_shard *gp_ptrmap_shard(struct gp_ptrmap *m, uintptr_t key)
 {
-	return &m->shard[mix(key) >> (64 - GP_PTRMAP_SHARDS_LOG2)]; /* the top bits */
-}
-
-static size_t slot_of(const struct gp_ptrmap_table *t, uintptr_t key)
-{
-	return (size_t)mix(key) & (t->cap - 1);
-}
-
-static void *find_in(const struct gp_ptrmap_table *t, uintptr_t key)
-{
-	if (t == NULL)
-		return NULL;
-	/* At most cap probes: a racing reader may see a table no writer ever left full, but a
-	 * stale view must not loop forever. */
-	for (size_t n = 0, i = slot_of(t, key); n < t->cap; n++, i = (i + 1) & (t->cap - 1)) {
-		uintptr_t k = key_at(t, i);
-		if (k == key)
-			return val_at(t, i);
-		if (k == 0)
-			return NULL;
-	}
-	return NULL;
-}
-
-void *gp_ptrmap_find(struct gp_ptrmap_shard *s, uintptr_t key)
-{
-	return find_in(table_of(s), key);
-}
-
-void *gp_ptrmap_find_racy(struct gp_ptrmap_shard *s, uintptr_t key)
-{
-	return find_in(table_of(s), key);
+	return &m->shard[gp_ptrmap_mix(key) >> (64 - GP_PTRMAP_SHARDS_LOG2)]; /* the top bits */
 }
 
 static void put(struct gp_ptrmap_table *t, uintptr_t key, void *val)
