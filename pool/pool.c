@@ -60,46 +60,17 @@ int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config
 	return GP_OK;
 }
 
-#ifdef GP_BLOCK_UNALIGNED
-static int drop_live(void *val, void *arg)
-{
-	(void)arg;
-	struct gp_block *b = val;
-	if (block_state(b) == BLOCK_LIVE)
-		free(b); /* cached blocks are freed through their class lists */
-	return 0;
-}
-
-static void free_records(struct gp_block *b)
-{
-	while (b != NULL) {
-		struct gp_block *next = b->next;
-		free(b);
-		b = next;
-	}
-}
-#endif
-
 void gp_pool_destroy(struct gp_pool *p)
 {
 	if (p == NULL)
 		return;
-#ifdef GP_BLOCK_UNALIGNED
-	for (int i = 0; i < GP_PTRMAP_SHARDS; i++)
-		gp_ptrmap_filter(&p->map.shard[i], drop_live, NULL);
-	free_records(p->spare);
-#endif
 	for (int i = 0; i < GP_MAX_DEVICES; i++) {
 		struct gp_dev *d = atomic_load(&p->dev[i]);
 		if (d == NULL)
 			continue;
-#ifdef GP_BLOCK_UNALIGNED
-		for (unsigned i = 0; i < nlists(); i++)
-			free_records(d->list[i].head);
-#endif
 		free(d);
 	}
-	free_slabs(p); /* every record, live, cached or spare */
+	free_slabs(p);
 	/* Fences still in flight are abandoned: their handles belong to the backend. */
 	gp_ptrmap_fini(&p->map);
 	pthread_mutex_destroy(&p->dev_lock);
@@ -424,14 +395,12 @@ void (*gp_pool_test_after_lookup)(struct gp_pool *p, void *ptr);
 
 /* The block of ptr and its state word, read together: while ptr -> b was in the map. Lock-free
  * (a seqlock read, ptrmap.h) unless a writer is busy on the shard twice in a row, then under
- * its lock. With GP_PTRMAP_LOCKED_FREE defined, always under the lock (for comparison:
- * scripts/bench-variants). */
+ * its lock. */
 static struct gp_block *lookup(struct gp_pool *p, const void *ptr, uint32_t *word)
 {
 	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)ptr);
 	struct gp_block *b;
 
-#ifndef GP_PTRMAP_LOCKED_FREE
 	for (int tries = 0; tries < 2; tries++) {
 		unsigned seq = gp_ptrmap_read_begin(s);
 		b = gp_ptrmap_find_racy(s, (uintptr_t)ptr);
@@ -439,7 +408,6 @@ static struct gp_block *lookup(struct gp_pool *p, const void *ptr, uint32_t *wor
 		if (!gp_ptrmap_read_retry(s, seq))
 			return b;
 	}
-#endif
 	gp_lock(&s->lock);
 	b = gp_ptrmap_find(s, (uintptr_t)ptr);
 	*word = b ? atomic_load_explicit(&b->state, memory_order_acquire) : 0;

@@ -17,9 +17,8 @@
 #define MAX_FENCES 64 /* fences in flight */
 
 /* A block's state word: its state in the low STATE_BITS, above them a generation that grows each
- * time the block is handed out (a new block or one from the cache) and each time its record is
- * retired (30 bits: a stale free would have to wait for 2^30 of them between its lookup and its
- * compare-and-swap). A free finds its block without a lock and changes the word with one
+ * time the block is handed out, new or from the cache (30 bits: a stale free would have to wait
+ * for 2^30 hand-outs of one record between its lookup and its compare-and-swap). A free finds its block without a lock and changes the word with one
  * compare-and-swap from what it read during the lookup, so it can only ever act on the
  * allocation it looked up: not on a later owner's, whether the block came back from the cache or
  * its record was recycled for another block (gp_pool_free). */
@@ -45,13 +44,9 @@ static inline uint32_t next_live(uint32_t word)
 
 /* One record per block, 64 bytes, each on a cache line of its own (carved from 64-byte aligned
  * slabs, never freed while the pool lives: new_block): threads using neighbouring records never
- * write to one line. GP_BLOCK_UNALIGNED: calloc'd records, 16-byte aligned, as before (for
- * comparison: scripts/bench-variants). */
-#ifdef GP_BLOCK_UNALIGNED
-#define GP_BLOCK_ALIGN
-#else
+ * write to one line (calloc'd records, two to a line, cost mixed sizes at 8 threads a third of
+ * their throughput on the H200: docs/BENCHMARKS.md). */
 #define GP_BLOCK_ALIGN __attribute__((aligned(64)))
-#endif
 
 struct gp_block {
 	void *ptr;
@@ -212,9 +207,6 @@ static inline struct gp_block *new_block(struct gp_pool *p)
 		p->spare = b->next;
 		word = atomic_load_explicit(&b->state, memory_order_relaxed);
 	} else {
-#ifdef GP_BLOCK_UNALIGNED
-		b = calloc(1, sizeof(*b));
-#else
 		if (p->slab_left == 0) {
 			struct slab *sl = aligned_alloc(64, sizeof(*sl) + SLAB_RECORDS * sizeof(*b));
 			if (sl != NULL) {
@@ -228,7 +220,6 @@ static inline struct gp_block *new_block(struct gp_pool *p)
 			b = p->slab_next++;
 			p->slab_left--;
 		}
-#endif
 	}
 	gp_unlock(&p->spare_lock);
 	if (b == NULL)
@@ -238,13 +229,13 @@ static inline struct gp_block *new_block(struct gp_pool *p)
 	return b;
 }
 
-/* Retire a record whose block is no longer in the pointer map: a new generation, unused. */
+/* Retire a record whose block is no longer in the pointer map (its next hand-out starts a new
+ * generation). */
 static inline void retire_block(struct gp_pool *p, struct gp_block *b)
 {
 	uint32_t word = atomic_load_explicit(&b->state, memory_order_relaxed);
 
-	atomic_store_explicit(&b->state, with_state(word + (1u << STATE_BITS), BLOCK_UNUSED),
-			      memory_order_release);
+	atomic_store_explicit(&b->state, with_state(word, BLOCK_UNUSED), memory_order_release);
 	gp_lock(&p->spare_lock);
 	b->next = p->spare;
 	p->spare = b;
@@ -260,8 +251,7 @@ static inline void retire_list(struct gp_pool *p, struct gp_block *b)
 	}
 }
 
-/* Every record, at gp_pool_destroy: the slabs (or, unaligned, each record: the caller passes
- * the cached lists, the map's live ones and the spare list through free_record). */
+/* Every record, live, cached or spare, at gp_pool_destroy. */
 static inline void free_slabs(struct gp_pool *p)
 {
 	struct slab *sl = p->slabs;

@@ -18,26 +18,6 @@ static void set_at(struct gp_ptrmap_table *t, size_t i, uintptr_t key, void *val
 	atomic_store_explicit(&t->slot[i].val, val, memory_order_release);
 }
 
-static struct gp_ptrmap_table *table_of(struct gp_ptrmap_shard *s)
-{
-	return gp_ptrmap_table_of(s);
-}
-
-static size_t slot_of(const struct gp_ptrmap_table *t, uintptr_t key)
-{
-	return gp_ptrmap_slot_of(t, key);
-}
-
-static uintptr_t key_at(const struct gp_ptrmap_table *t, size_t i)
-{
-	return gp_ptrmap_key_at(t, i);
-}
-
-static void *val_at(const struct gp_ptrmap_table *t, size_t i)
-{
-	return gp_ptrmap_val_at(t, i);
-}
-
 /* Around every change a writer makes (it holds the lock). */
 static void write_begin(struct gp_ptrmap_shard *s)
 {
@@ -84,8 +64,8 @@ struct gp_ptrmap_shard *gp_ptrmap_shard(struct gp_ptrmap *m, uintptr_t key)
 
 static void put(struct gp_ptrmap_table *t, uintptr_t key, void *val)
 {
-	size_t i = slot_of(t, key);
-	while (key_at(t, i) != 0)
+	size_t i = gp_ptrmap_slot_of(t, key);
+	while (gp_ptrmap_key_at(t, i) != 0)
 		i = (i + 1) & (t->cap - 1);
 	set_at(t, i, key, val);
 }
@@ -93,7 +73,7 @@ static void put(struct gp_ptrmap_table *t, uintptr_t key, void *val)
 /* The old table stays readable (late readers) until fini. */
 static int grow(struct gp_ptrmap_shard *s)
 {
-	struct gp_ptrmap_table *old = table_of(s), *t;
+	struct gp_ptrmap_table *old = gp_ptrmap_table_of(s), *t;
 	size_t cap = old ? old->cap * 2 : FIRST_CAP;
 
 	t = calloc(1, sizeof(*t) + cap * sizeof(t->slot[0]));
@@ -102,22 +82,22 @@ static int grow(struct gp_ptrmap_shard *s)
 	t->cap = cap;
 	t->older = old;
 	for (size_t i = 0; old != NULL && i < old->cap; i++)
-		if (key_at(old, i) != 0)
-			put(t, key_at(old, i), val_at(old, i));
+		if (gp_ptrmap_key_at(old, i) != 0)
+			put(t, gp_ptrmap_key_at(old, i), gp_ptrmap_val_at(old, i));
 	atomic_store_explicit(&s->table, t, memory_order_release);
 	return 0;
 }
 
 int gp_ptrmap_insert(struct gp_ptrmap_shard *s, uintptr_t key, void *val)
 {
-	struct gp_ptrmap_table *t = table_of(s);
+	struct gp_ptrmap_table *t = gp_ptrmap_table_of(s);
 	int rc = 0;
 
 	write_begin(s);
 	if ((t == NULL || (s->count + 1) * 2 > t->cap) && grow(s) != 0) {
 		rc = -1;
 	} else {
-		put(table_of(s), key, val);
+		put(gp_ptrmap_table_of(s), key, val);
 		s->count++;
 	}
 	write_end(s);
@@ -129,11 +109,11 @@ static void delete_at(struct gp_ptrmap_shard *s, struct gp_ptrmap_table *t, size
 {
 	size_t mask = t->cap - 1;
 
-	for (size_t j = (hole + 1) & mask; key_at(t, j) != 0; j = (j + 1) & mask) {
-		size_t home = slot_of(t, key_at(t, j));
+	for (size_t j = (hole + 1) & mask; gp_ptrmap_key_at(t, j) != 0; j = (j + 1) & mask) {
+		size_t home = gp_ptrmap_slot_of(t, gp_ptrmap_key_at(t, j));
 		/* Move j into the hole unless its home lies cyclically in (hole, j]. */
 		if (((j - home) & mask) >= ((j - hole) & mask)) {
-			set_at(t, hole, key_at(t, j), val_at(t, j));
+			set_at(t, hole, gp_ptrmap_key_at(t, j), gp_ptrmap_val_at(t, j));
 			hole = j;
 		}
 	}
@@ -143,14 +123,14 @@ static void delete_at(struct gp_ptrmap_shard *s, struct gp_ptrmap_table *t, size
 
 void *gp_ptrmap_remove(struct gp_ptrmap_shard *s, uintptr_t key)
 {
-	struct gp_ptrmap_table *t = table_of(s);
+	struct gp_ptrmap_table *t = gp_ptrmap_table_of(s);
 
 	if (t == NULL)
 		return NULL;
-	for (size_t i = slot_of(t, key);; i = (i + 1) & (t->cap - 1)) {
-		uintptr_t k = key_at(t, i);
+	for (size_t i = gp_ptrmap_slot_of(t, key);; i = (i + 1) & (t->cap - 1)) {
+		uintptr_t k = gp_ptrmap_key_at(t, i);
 		if (k == key) {
-			void *val = val_at(t, i);
+			void *val = gp_ptrmap_val_at(t, i);
 			write_begin(s);
 			delete_at(s, t, i);
 			write_end(s);
@@ -163,14 +143,14 @@ void *gp_ptrmap_remove(struct gp_ptrmap_shard *s, uintptr_t key)
 
 size_t gp_ptrmap_filter(struct gp_ptrmap_shard *s, int (*keep)(void *val, void *arg), void *arg)
 {
-	struct gp_ptrmap_table *t = table_of(s);
+	struct gp_ptrmap_table *t = gp_ptrmap_table_of(s);
 	size_t removed = 0, i = 0;
 
 	if (t == NULL)
 		return 0;
 	write_begin(s);
 	while (i < t->cap) {
-		if (key_at(t, i) != 0 && !keep(val_at(t, i), arg)) {
+		if (gp_ptrmap_key_at(t, i) != 0 && !keep(gp_ptrmap_val_at(t, i), arg)) {
 			delete_at(s, t, i); /* may pull a later entry into i: look at i again */
 			removed++;
 			continue;

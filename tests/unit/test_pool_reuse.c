@@ -442,6 +442,15 @@ static int setup_poll_above_wait(void **state)
 	return setup_poll(state, 0, 1000000000u); /* reuse_wait 0: no poll either */
 }
 
+/* A 64 MiB block allocated and freed (*freed, fenced: the pool is unordered), then a 64 MiB
+ * allocation: the miss that meets only that fenced block. */
+static void *alloc_after_one_free(struct fx *fx, void **freed)
+{
+	*freed = fx_alloc(fx, 0, 64 * MiB);
+	fx_free(fx, *freed);
+	return fx_alloc(fx, 0, 64 * MiB);
+}
+
 /* Proves: with reuse_poll_ns, a miss whose class holds a single fenced block (below the
  * reuse_wait threshold) polls its fence until it completes (the third poll) and reuses the block:
  * no second backend allocation. Without it (test_no_wait_below_threshold) the pool grows. */
@@ -451,9 +460,7 @@ static void test_miss_polls_below_threshold(void **state)
 	void *a, *c;
 
 	fake_set_fence_auto(&fx->fake, 3);
-	a = fx_alloc(fx, 0, 64 * MiB);
-	fx_free(fx, a);
-	c = fx_alloc(fx, 0, 64 * MiB);
+	c = alloc_after_one_free(fx, &a);
 	assert_ptr_equal(c, a);
 	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
 	assert_int_equal(fx_stats(fx, 0).fence_waits, 1);
@@ -489,9 +496,7 @@ static void test_no_poll_when_wait_is_off(void **state)
 	void *a, *c;
 
 	fake_set_fence_auto(&fx->fake, 3);
-	a = fx_alloc(fx, 0, 64 * MiB);
-	fx_free(fx, a);
-	c = fx_alloc(fx, 0, 64 * MiB);
+	c = alloc_after_one_free(fx, &a);
 	assert_ptr_not_equal(c, a);
 	assert_int_equal(fx_stats(fx, 0).fence_waits, 0);
 	fx_free(fx, c);
