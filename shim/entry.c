@@ -37,7 +37,7 @@ GP_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *s)
 	int active = ready();
 	cudaError_t rc = gp_real.StreamCreate(s);
 	if (active)
-		gp_shim_stream_created(rc, s);
+		gp_shim_stream_created(rc, s, cudaStreamDefault);
 	return rc;
 }
 
@@ -46,7 +46,7 @@ GP_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int fl
 	int active = ready();
 	cudaError_t rc = gp_real.StreamCreateWithFlags(s, flags);
 	if (active)
-		gp_shim_stream_created(rc, s);
+		gp_shim_stream_created(rc, s, flags);
 	return rc;
 }
 
@@ -55,7 +55,7 @@ GP_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int
 	int active = ready();
 	cudaError_t rc = gp_real.StreamCreateWithPriority(s, flags, prio);
 	if (active)
-		gp_shim_stream_created(rc, s);
+		gp_shim_stream_created(rc, s, flags);
 	return rc;
 }
 

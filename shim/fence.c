@@ -17,6 +17,7 @@
 struct stream_ent {
 	cudaStream_t s;
 	int dev;
+	int blocking; /* synchronizes with its device's legacy stream: that one's event covers it */
 };
 
 struct ev {
@@ -140,14 +141,17 @@ void gp_fence_device_reset(int device)
 	pthread_mutex_unlock(&reg_lock);
 }
 
-void gp_fence_stream_created(cudaStream_t s)
+void gp_fence_stream_created(cudaStream_t s, unsigned flags)
 {
-	struct stream_ent e = { s, current_device() };
+	struct stream_ent e = { s, current_device(), !(flags & cudaStreamNonBlocking) };
 
-	/* Device unknown: 0. If that is wrong, recording on the stream fails and each fence is
-	 * dropped (no reuse) until the stream is destroyed: slow, never unsafe. */
-	if (e.dev < 0)
+	/* Device unknown: 0, and an event of its own. If that is wrong, recording on the stream
+	 * fails and each fence is dropped (no reuse) until the stream is destroyed: slow, never
+	 * unsafe. */
+	if (e.dev < 0) {
 		e.dev = 0;
+		e.blocking = 0;
+	}
 
 	pthread_mutex_lock(&reg_lock);
 	push((void **)&streams, &nstreams, &capstreams, sizeof(e), &e);
@@ -267,6 +271,10 @@ int gp_fence_record(void *ctx, void **out)
 	}
 	for (int i = 0; i < nstreams; i++) {
 		struct ev *e = &f->ev[f->n];
+		/* Covered by the legacy stream's event on its device, recorded above (a fence
+		 * missing that one is dropped). */
+		if (streams[i].blocking && streams[i].dev < 64 && (mask & (1ULL << streams[i].dev)))
+			continue;
 		if (event_get(streams[i].dev, &cur, e) != 0) {
 			failed = 1;
 			continue;

@@ -1,13 +1,17 @@
 /* fence.h — stream registry, capture tracking and the fences the pool waits on.
  * A fence is a set of events recorded on the legacy stream of every device in use and on every
  * stream the process created through the runtime, plus the last events of destroyed streams:
- * once all are complete, every GPU operation issued before the fence was recorded is done. */
+ * once all are complete, every GPU operation issued before the fence was recorded is done.
+ * A blocking stream (created without cudaStreamNonBlocking) gets no event of its own: an event
+ * on its device's legacy stream completes only after the work queued on it before (CUDA's
+ * implicit synchronization; tests/gpu/gpu_race.cu, phase 4, checks it on the GPU), so one event
+ * per device covers them all. */
 #ifndef GPUPOOL_FENCE_H
 #define GPUPOOL_FENCE_H
 
 #include <cuda_runtime_api.h>
 
-void gp_fence_stream_created(cudaStream_t s);
+void gp_fence_stream_created(cudaStream_t s, unsigned flags);
 void gp_fence_stream_destroying(cudaStream_t s);
 void gp_fence_use_device(int device);
 /* Before cudaDeviceReset of `device`: its streams and events are about to be destroyed. Fences

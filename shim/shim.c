@@ -237,11 +237,11 @@ __attribute__((flatten)) cudaError_t gp_shim_free(void *ptr)
 	}
 }
 
-void gp_shim_stream_created(cudaError_t rc, cudaStream_t *s)
+void gp_shim_stream_created(cudaError_t rc, cudaStream_t *s, unsigned flags)
 {
 	if (rc != cudaSuccess || s == NULL)
 		return;
-	gp_fence_stream_created(*s);
+	gp_fence_stream_created(*s, flags);
 	gp_shim_unordered();
 }
 

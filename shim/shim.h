@@ -30,7 +30,8 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size);
 /* The same, on a given device (the pool switches to it for a real allocation). */
 cudaError_t gp_shim_malloc_on(int device, void **ptr, size_t size);
 cudaError_t gp_shim_free(void *ptr);
-void gp_shim_stream_created(cudaError_t rc, cudaStream_t *s);
+/* flags: as given to cudaStreamCreateWithFlags (cudaStreamDefault for cudaStreamCreate). */
+void gp_shim_stream_created(cudaError_t rc, cudaStream_t *s, unsigned flags);
 void gp_shim_device_set(int device);
 void gp_shim_device_reset(void);
 void gp_shim_adjust_meminfo(size_t *free_b, size_t *total_b);

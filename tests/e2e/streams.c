@@ -3,7 +3,9 @@
  * stream, a freed block is not handed out again while the runtime's events are incomplete (a
  * second request of that size gets a new real allocation); after standin_complete_events() the
  * next request of that size is served from the cache. --nostream: with no stream created all
- * work is in one stream order, and a freed block comes straight back (same pointer, 1 malloc). */
+ * work is in one stream order, and a freed block comes straight back (same pointer, 1 malloc).
+ * --blocking: a fence records one event on the legacy stream and none on a blocking stream (the
+ * legacy stream's event waits for it: shim/fence.h), one more per non-blocking stream. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,15 +76,56 @@ static void run_stream(void)
 	printf("PASS e2e_streams\n");
 }
 
+/* Free a 4 MiB block and ask for one again while the events are incomplete: the miss records a
+ * fence (the freed block cannot be reused yet). Returns the events that fence recorded. */
+static uint64_t events_per_fence(void **p)
+{
+	uint64_t before;
+	void *q = NULL;
+
+	e2e_cuda(cudaFree(*p), "cudaFree");
+	before = e2e_counters().event_records;
+	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc while the events are incomplete");
+	e2e_check(q != *p, "the freed block is not handed out again before its fence completes");
+	*p = q;
+	return e2e_counters().event_records - before;
+}
+
+static void run_blocking(void)
+{
+	cudaStream_t b1 = NULL, b2 = NULL, nb = NULL;
+	uint64_t n;
+	void *p = NULL;
+
+	e2e_cuda(cudaStreamCreate(&b1), "cudaStreamCreate");
+	e2e_cuda(cudaStreamCreateWithPriority(&b2, cudaStreamDefault, 0), "cudaStreamCreateWithPriority");
+	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
+	n = events_per_fence(&p);
+	e2e_check(n == 1, "two blocking streams: a fence records %llu event(s) (want 1: the legacy "
+		  "stream's)", (unsigned long long)n);
+	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	n = events_per_fence(&p);
+	e2e_check(n == 2, "and a non-blocking stream: %llu event(s) (want 2)", (unsigned long long)n);
+	standin_complete_events();
+	e2e_cuda(cudaFree(p), "cudaFree");
+	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
+	e2e_cuda(cudaStreamDestroy(b2), "cudaStreamDestroy");
+	e2e_cuda(cudaStreamDestroy(b1), "cudaStreamDestroy");
+	printf("PASS e2e_streams_blocking\n");
+}
+
 int main(int argc, char **argv)
 {
 	int nostream = argc > 1 && strcmp(argv[1], "--nostream") == 0;
+	int blocking = argc > 1 && strcmp(argv[1], "--blocking") == 0;
 
-	e2e_start(nostream ? "e2e_nostream" : "e2e_streams");
+	e2e_start(nostream ? "e2e_nostream" : blocking ? "e2e_streams_blocking" : "e2e_streams");
 	if (getenv("STANDIN_MANUAL_EVENTS") == NULL || strcmp(getenv("STANDIN_MANUAL_EVENTS"), "1") != 0)
 		e2e_fail("run me with STANDIN_MANUAL_EVENTS=1");
 	if (nostream)
 		run_nostream();
+	else if (blocking)
+		run_blocking();
 	else
 		run_stream();
 	return 0;

@@ -5,6 +5,9 @@
  * non-blocking stream or on the legacy stream: neither waits for it, only the pool can.
  * Phase 3 runs the slow kernel on a stream that is destroyed before or after the free: its
  * queued work still runs, and the pool must still wait for it.
+ * Phase 4 runs the slow kernel on a blocking stream (cudaStreamCreate), kept or destroyed, and
+ * the new owner on a non-blocking one: the pool records no event on blocking streams (the one
+ * on the legacy stream waits for them, shim/fence.h), and this is where that would show.
  * Asserted: the new owner's data is never clobbered. Reported: how often B == A, and how long
  * the host's cudaFree + cudaMalloc took (native cudaFree would wait for the slow kernel). */
 #include "gpu_common.cuh"
@@ -26,6 +29,7 @@ struct round_cfg {
 	cudaStream_t fast;   /* where the new owner writes */
 	int use_memset;      /* new owner: cudaMemsetAsync instead of a kernel */
 	enum destroy destroy;
+	unsigned slow_flags; /* for a slow stream created per round */
 };
 
 struct tally {
@@ -44,7 +48,7 @@ static void round_trip(size_t size, struct round_cfg c, struct tally *t)
 
 	t->iters++;
 	if (c.destroy != KEEP &&
-	    !gt_ok(cudaStreamCreateWithFlags(&c.slow, cudaStreamNonBlocking), "cudaStreamCreate")) {
+	    !gt_ok(cudaStreamCreateWithFlags(&c.slow, c.slow_flags), "cudaStreamCreate")) {
 		t->errors++;
 		return;
 	}
@@ -115,7 +119,7 @@ static void report(const char *phase, size_t size, const struct tally *t)
 int main(int argc, char **argv)
 {
 	int iters = argc > 1 ? atoi(argv[1]) : 6;
-	cudaStream_t s1, s2;
+	cudaStream_t s1, s2, sb;
 	int exercised = 0, rounds = 0;
 
 	gt_test = "gpu_race";
@@ -128,7 +132,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < NSIZES; i++) {
 		struct tally t = { 0, 0, 0, 0, 0, 0 };
 		for (int k = 0; k < 2; k++) {
-			struct round_cfg c = { 20000000ull, 0, 0, k & 1, KEEP };
+			struct round_cfg c = { 20000000ull, 0, 0, k & 1, KEEP, 0 };
 			round_trip(sizes[i], c, &t);
 		}
 		report("ordered legacy", sizes[i], &t);
@@ -144,7 +148,8 @@ int main(int argc, char **argv)
 		struct tally t = { 0, 0, 0, 0, 0, 0 };
 		for (int k = 0; k < iters; k++) {
 			int memset_round = k & 1;
-			struct round_cfg c = { SPIN_NS, s1, memset_round ? 0 : s2, memset_round, KEEP };
+			struct round_cfg c = { SPIN_NS, s1, memset_round ? 0 : s2, memset_round, KEEP,
+					       0 };
 			round_trip(sizes[i], c, &t);
 		}
 		exercised += t.exercised;
@@ -156,7 +161,8 @@ int main(int argc, char **argv)
 	for (int d = DESTROY_BEFORE_FREE; d <= DESTROY_AFTER_FREE; d++) {
 		struct tally t = { 0, 0, 0, 0, 0, 0 };
 		for (size_t i = 0; i < NSIZES; i++) {
-			struct round_cfg c = { SPIN_NS, 0, s2, 0, (enum destroy)d };
+			struct round_cfg c = { SPIN_NS, 0, s2, 0, (enum destroy)d,
+					       cudaStreamNonBlocking };
 			round_trip(sizes[i], c, &t);
 		}
 		exercised += t.exercised;
@@ -165,6 +171,26 @@ int main(int argc, char **argv)
 						: "stream destroyed after free",
 		       0, &t);
 	}
+
+	/* Phase 4: the slow writer on a blocking stream, kept or destroyed; the new owner's kernel
+	 * on the non-blocking s2 (a memset on the legacy stream would wait for it). */
+	if (!gt_ok(cudaStreamCreate(&sb), "cudaStreamCreate(blocking)"))
+		return gt_finish();
+	for (int d = KEEP; d <= DESTROY_AFTER_FREE; d++) {
+		struct tally t = { 0, 0, 0, 0, 0, 0 };
+		for (size_t i = 0; i < NSIZES; i++) {
+			struct round_cfg c = { SPIN_NS, d == KEEP ? sb : 0, s2, 0, (enum destroy)d,
+					       cudaStreamDefault };
+			round_trip(sizes[i], c, &t);
+		}
+		exercised += t.exercised;
+		rounds += t.iters;
+		report(d == KEEP		  ? "blocking stream"
+		       : d == DESTROY_BEFORE_FREE ? "blocking stream destroyed before free"
+						  : "blocking stream destroyed after free",
+		       0, &t);
+	}
+	cudaStreamDestroy(sb);
 
 	/* If the slow kernel was never still running, the rounds above proved nothing. */
 	gt_check(exercised * 2 >= rounds, "race exercised",

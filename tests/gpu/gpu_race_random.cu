@@ -1,12 +1,13 @@
-/* gpu_race_random.cu — gpu_race with random timing across 4 non-blocking streams (issue 7):
+/* gpu_race_random.cu — gpu_race with random timing across 4 streams (issue 7), one of them
+ * blocking (the pool records no event on it: the legacy stream's covers it), 3 non-blocking:
  * reuse stays as safe as native cudaFree however frees, new allocations and writers interleave.
  * Each round: K (1..4) blocks of random sizes (480 B .. 64 MiB, two sizes per size class)
- * each get a slow writer (spin 0..3 ms, then write) on a random one of 4 non-blocking streams.
+ * each get a slow writer (spin 0..3 ms, then write) on a random one of the 4 streams.
  * Then, in a random interleaving with random host delays (0..500 us, often none; 1 in 8 up to
  * 4 ms, so that some blocks are reused), each block is
  * freed and a block of its size is allocated (after its free) and written at once by a new owner:
- * a kernel on another of the 4 streams, cudaMemsetAsync on the legacy stream (which does not wait
- * for non-blocking streams), or sometimes a kernel on the writer's own stream. In 1 round of 10
+ * a kernel on another of the 4 streams, cudaMemsetAsync on the legacy stream (which waits for the
+ * blocking stream only), or sometimes a kernel on the writer's own stream. In 1 round of 10
  * a writer's stream is destroyed (its queued work still runs) and recreated just before that
  * block's free. After cudaDeviceSynchronize every new block must hold its new owner's pattern.
  * Asserted: no new block clobbered, no CUDA error; no freed block handed out again while its
@@ -65,6 +66,8 @@ struct tally {
 };
 
 static cudaStream_t streams[NSTREAMS];
+static const unsigned stream_flags[NSTREAMS] = { cudaStreamDefault, cudaStreamNonBlocking,
+						 cudaStreamNonBlocking, cudaStreamNonBlocking };
 static int gen[NSTREAMS]; /* bumped when a slot's stream is destroyed and recreated */
 static int busy[NSTREAMS]; /* a slow writer was queued on the slot's stream in this round */
 static uint64_t rng;
@@ -136,8 +139,12 @@ static void renew_block(struct blk *bs, int k, int i, int round, struct tally *t
 		int byte = 0x10 + (round * MAXK + i) % 0xD0; /* all 4 bytes equal: never a kernel's */
 		b->want = 0x01010101u * (uint32_t)byte;
 		gt_ok(cudaMemsetAsync(b->nw, byte, b->size, 0), "cudaMemsetAsync(new)");
-		b->ordered = 0;
-		b->clear = 1; /* nothing of this round's slow writers is on the legacy stream */
+		/* The legacy stream waits for the blocking stream's work (not a destroyed one's:
+		 * not relied on) and for no other stream's. */
+		b->ordered = stream_flags[b->ws] == cudaStreamDefault && gen[b->ws] == b->wgen;
+		b->clear = 1;
+		for (int s = 0; s < NSTREAMS; s++)
+			b->clear &= stream_flags[s] != cudaStreamDefault || !busy[s];
 	} else {
 		ss = b->owner == OWN_SAME ? b->ws : (b->ws + 1 + (int)rnd(NSTREAMS - 1)) % NSTREAMS;
 		b->want = PAT_NEW_KERNEL | (uint32_t)((round * MAXK + i) & 0xFFFF);
@@ -200,7 +207,7 @@ static void one_round(int round, struct tally *t)
 			if (i == destroy_at) {
 				int s = bs[i].ws;
 				gt_ok(cudaStreamDestroy(streams[s]), "cudaStreamDestroy");
-				if (!gt_ok(cudaStreamCreateWithFlags(&streams[s], cudaStreamNonBlocking),
+				if (!gt_ok(cudaStreamCreateWithFlags(&streams[s], stream_flags[s]),
 					   "cudaStreamCreate"))
 					streams[s] = 0; /* the legacy stream: still a valid handle */
 				gen[s]++;
@@ -272,7 +279,7 @@ int main(int argc, char **argv)
 		(unsigned long long)seed, argv[0], rounds, (unsigned long long)seed);
 
 	for (int s = 0; s < NSTREAMS; s++)
-		if (!gt_ok(cudaStreamCreateWithFlags(&streams[s], cudaStreamNonBlocking),
+		if (!gt_ok(cudaStreamCreateWithFlags(&streams[s], stream_flags[s]),
 			   "cudaStreamCreate"))
 			return gt_finish();
 	memset(&t, 0, sizeof(t));
