@@ -46,24 +46,55 @@ static void reap_fences(struct gp_pool *p, int wait)
 	}
 }
 
-/* Record a fence covering every free made so far, if any free is not yet covered. */
+/* Whether to ask the backend if the GPU is idle instead of recording a fence: only with no
+ * fence in flight (one is: the GPU is behind), and not for a while after it last said no (a
+ * busy GPU: the question would only add to each fence's cost). */
+#define QUIET_BACKOFF_MAX 64u
+
+static int try_quiet(struct gp_pool *p, int ring_empty)
+{
+	if (p->be.quiet == NULL || !ring_empty)
+		return 0;
+	if (p->quiet_skip > 0) {
+		p->quiet_skip--;
+		return 0;
+	}
+	if (p->be.quiet(p->be.ctx) == 1) {
+		p->quiet_backoff = 1;
+		return 1;
+	}
+	p->quiet_skip = p->quiet_backoff;
+	if (p->quiet_backoff < QUIET_BACKOFF_MAX)
+		p->quiet_backoff *= 2;
+	return 0;
+}
+
+/* Cover every free made so far, if any free is not yet covered: at once when the GPU is idle,
+ * else by recording a fence. */
 static int record_fence(struct gp_pool *p)
 {
 	void *handle = NULL;
 	uint64_t num;
-	int full;
+	int full, empty;
 
 	if (!atomic_load(&p->dirty))
 		return GP_OK;
 	pthread_mutex_lock(&p->fence_lock);
 	full = p->ring_count == MAX_FENCES;
+	empty = p->ring_count == 0;
 	pthread_mutex_unlock(&p->fence_lock);
 	if (full)
 		return GP_EAGAIN;
-	/* Clear `dirty` and advance the epoch before recording: a free that stamped the old epoch
-	 * happened before this point, so the events recorded next are behind its GPU work. */
+	/* Clear `dirty` and advance the epoch before recording (or asking): a free that stamped the
+	 * old epoch happened before this point, so the events recorded next are behind its GPU
+	 * work, and an idle GPU has finished it. */
 	atomic_store(&p->dirty, 0);
 	num = atomic_fetch_add(&p->epoch, 1) + 1;
+	if (try_quiet(p, empty)) {
+		/* No fence in flight: every earlier number is done, so done_epoch only grows. */
+		atomic_store_explicit(&p->done_epoch, num, memory_order_release);
+		return GP_OK;
+	}
 	if (p->be.fence_record(p->be.ctx, &handle) != GP_OK) {
 		atomic_store(&p->dirty, 1);
 		/* The number is used up; the next fence covers its blocks (its number is larger). */

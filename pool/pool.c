@@ -50,6 +50,7 @@ int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config
 	if (cfg)
 		p->cfg = *cfg;
 	atomic_store(&p->ordered, p->cfg.ordered);
+	p->quiet_backoff = 1;
 	if (gp_ptrmap_init(&p->map) != 0) {
 		free(p);
 		return GP_ENOMEM;

@@ -44,6 +44,9 @@ enum gp_release_cause {
  * fence_query  poll a recorded fence; never blocks.
  * fence_wait   block until the fence completes (control thread and OOM path only).
  * fence_destroy release the handle.
+ * quiet        optional: 1 when every GPU operation issued before this call, on every stream
+ *              of every device, has already completed (the GPU is idle): no fence is needed
+ *              for the frees made so far. 0 when not, or not known. Never blocks.
  * now_ns       a monotonic clock (idle ages); tests inject a controllable one.
  * may_release  optional: 0 when real frees must not happen now on this thread (a CUDA graph
  *              capture is underway); the OOM path then fails instead of releasing.
@@ -56,6 +59,7 @@ struct gp_backend {
 	int (*fence_query)(void *ctx, void *fence);
 	int (*fence_wait)(void *ctx, void *fence);
 	void (*fence_destroy)(void *ctx, void *fence);
+	int (*quiet)(void *ctx);
 	uint64_t (*now_ns)(void *ctx);
 	int (*may_release)(void *ctx);
 };

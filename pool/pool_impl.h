@@ -122,6 +122,9 @@ struct gp_pool {
 	pthread_mutex_t fence_lock;
 	struct fence_slot ring[MAX_FENCES];
 	unsigned ring_head, ring_count;
+	/* The driver's own (fences.c): fences to record before asking be.quiet again, and how
+	 * many to skip after the next answer of 0. */
+	unsigned quiet_skip, quiet_backoff;
 
 	_Atomic uint64_t rel_count[GP_CAUSE_COUNT], rel_bytes[GP_CAUSE_COUNT];
 

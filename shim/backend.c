@@ -108,6 +108,7 @@ void gp_backend_fill(struct gp_backend *be)
 	be->fence_query = gp_fence_query;
 	be->fence_wait = gp_fence_wait;
 	be->fence_destroy = gp_fence_destroy;
+	be->quiet = gp_fence_quiet;
 	be->now_ns = be_now;
 	be->may_release = be_may_release;
 }

@@ -307,6 +307,51 @@ out:
 	return rc;
 }
 
+/* Whether every stream a fence would record on is idle now (cudaStreamQuery: all work queued
+ * on it so far is done), which covers the same work without an event. Not with events of
+ * destroyed streams still pending (a fence takes those over). */
+int gp_fence_quiet(void *ctx)
+{
+	uint64_t mask = atomic_load(&devmask);
+	int cur, start, idle = 1, failed = 0;
+
+	(void)ctx;
+	if (gp_fence_capture_active() || error_pending() || gp_real.StreamQuery == NULL)
+		return 0;
+	cur = start = current_device();
+	if (start < 0)
+		return 0;
+	pthread_mutex_lock(&reg_lock);
+	if (nretired > 0)
+		idle = 0;
+	for (int d = 0; d < 64 && idle; d++) {
+		cudaError_t e;
+		if (!(mask & (1ULL << d)))
+			continue;
+		switch_to(d, &cur); /* the legacy stream is the current device's */
+		if (cur != d) {
+			idle = 0;
+			break;
+		}
+		e = gp_real.StreamQuery(cudaStreamLegacy);
+		idle = e == cudaSuccess;
+		failed |= e != cudaSuccess;
+	}
+	for (int i = 0; i < nstreams && idle; i++) {
+		cudaError_t e;
+		if (streams[i].blocking && streams[i].dev < 64 && (mask & (1ULL << streams[i].dev)))
+			continue; /* the legacy stream's query covers it */
+		e = gp_real.StreamQuery(streams[i].s);
+		idle = e == cudaSuccess;
+		failed |= e != cudaSuccess;
+	}
+	pthread_mutex_unlock(&reg_lock);
+	switch_to(start, &cur);
+	if (failed && gp_real.GetLastError)
+		gp_real.GetLastError(); /* cudaErrorNotReady, or an error of ours */
+	return idle;
+}
+
 int gp_fence_query(void *ctx, void *fence)
 {
 	struct fence *f = fence;

@@ -28,5 +28,6 @@ int gp_fence_record(void *ctx, void **out);
 int gp_fence_query(void *ctx, void *fence);
 int gp_fence_wait(void *ctx, void *fence);
 void gp_fence_destroy(void *ctx, void *fence);
+int gp_fence_quiet(void *ctx);
 
 #endif

@@ -81,6 +81,7 @@ static void resolve(void)
 	RESOLVE(StreamCreateWithPriority, "cudaStreamCreateWithPriority");
 	RESOLVE(StreamDestroy, "cudaStreamDestroy");
 	RESOLVE(StreamSynchronize, "cudaStreamSynchronize");
+	RESOLVE(StreamQuery, "cudaStreamQuery");
 	RESOLVE(StreamBeginCapture, "cudaStreamBeginCapture");
 	RESOLVE(StreamBeginCaptureToGraph, "cudaStreamBeginCaptureToGraph");
 	RESOLVE(StreamEndCapture, "cudaStreamEndCapture");

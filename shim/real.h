@@ -27,6 +27,7 @@ struct gp_real {
 	cudaError_t (*StreamCreateWithPriority)(cudaStream_t *, unsigned, int);
 	cudaError_t (*StreamDestroy)(cudaStream_t);
 	cudaError_t (*StreamSynchronize)(cudaStream_t);
+	cudaError_t (*StreamQuery)(cudaStream_t);
 	cudaError_t (*StreamBeginCapture)(cudaStream_t, enum cudaStreamCaptureMode);
 	cudaError_t (*StreamBeginCaptureToGraph)(cudaStream_t, cudaGraph_t, const cudaGraphNode_t *,
 						 const cudaGraphEdgeData *, size_t,

@@ -5,7 +5,10 @@
  * next request of that size is served from the cache. --nostream: with no stream created all
  * work is in one stream order, and a freed block comes straight back (same pointer, 1 malloc).
  * --blocking: a fence records one event on the legacy stream and none on a blocking stream (the
- * legacy stream's event waits for it: shim/fence.h), one more per non-blocking stream. */
+ * legacy stream's event waits for it: shim/fence.h), one more per non-blocking stream.
+ * --quiet (without STANDIN_MANUAL_EVENTS): while every stream is idle (cudaStreamQuery) a freed
+ * block is reused with no event recorded; once the "GPU" is busy (manual events: the stand-in's
+ * streams are never idle) a fence is recorded and the block waits for it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,18 +117,68 @@ static void run_blocking(void)
 	printf("PASS e2e_streams_blocking\n");
 }
 
+static void run_quiet(void)
+{
+	struct standin_counters c0, c;
+	cudaStream_t nb = NULL;
+	void *p = NULL, *q = NULL, *first;
+
+	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
+	first = p;
+	c0 = e2e_counters();
+	for (int i = 0; i < 10; i++) {
+		e2e_cuda(cudaFree(p), "cudaFree");
+		e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
+	}
+	c = e2e_counters();
+	e2e_check(p == first && c.mallocs == 1,
+		  "idle streams: 10 frees and allocations reuse one block (real cudaMalloc: %llu)",
+		  (unsigned long long)c.mallocs);
+	e2e_check(c.event_records == c0.event_records && c.stream_queries - c0.stream_queries >= 20,
+		  "... with no event recorded (%llu) and the legacy stream and the stream queried "
+		  "each time (%llu queries, want >= 20)",
+		  (unsigned long long)(c.event_records - c0.event_records),
+		  (unsigned long long)(c.stream_queries - c0.stream_queries));
+
+	standin_set_manual_events(1); /* the "GPU" is busy from now on */
+	e2e_cuda(cudaFree(p), "cudaFree");
+	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc while busy");
+	c = e2e_counters();
+	e2e_check(q != p && c.mallocs == 2 && c.event_records > c0.event_records,
+		  "busy streams: the freed block waits for a fence (a new block: %s, events recorded: "
+		  "%llu)", q != p ? "yes" : "no",
+		  (unsigned long long)(c.event_records - c0.event_records));
+	standin_complete_events();
+	e2e_cuda(cudaFree(q), "cudaFree");
+	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc after the events completed");
+	e2e_check(e2e_counters().mallocs == 2, "after the fence completed the cache serves again");
+	e2e_cuda(cudaFree(q), "cudaFree");
+	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
+	printf("PASS e2e_streams_quiet\n");
+}
+
 int main(int argc, char **argv)
 {
 	int nostream = argc > 1 && strcmp(argv[1], "--nostream") == 0;
 	int blocking = argc > 1 && strcmp(argv[1], "--blocking") == 0;
+	int quiet = argc > 1 && strcmp(argv[1], "--quiet") == 0;
+	const char *manual = getenv("STANDIN_MANUAL_EVENTS");
 
-	e2e_start(nostream ? "e2e_nostream" : blocking ? "e2e_streams_blocking" : "e2e_streams");
-	if (getenv("STANDIN_MANUAL_EVENTS") == NULL || strcmp(getenv("STANDIN_MANUAL_EVENTS"), "1") != 0)
+	e2e_start(nostream   ? "e2e_nostream"
+		  : blocking ? "e2e_streams_blocking"
+		  : quiet    ? "e2e_streams_quiet"
+			     : "e2e_streams");
+	if (quiet && manual != NULL)
+		e2e_fail("run me without STANDIN_MANUAL_EVENTS");
+	if (!quiet && (manual == NULL || strcmp(manual, "1") != 0))
 		e2e_fail("run me with STANDIN_MANUAL_EVENTS=1");
 	if (nostream)
 		run_nostream();
 	else if (blocking)
 		run_blocking();
+	else if (quiet)
+		run_quiet();
 	else
 		run_stream();
 	return 0;

@@ -254,6 +254,8 @@ static const struct {
 	{ "stream_destroys", offsetof(struct standin_counters, stream_destroys) },
 	{ "mem_get_info", offsetof(struct standin_counters, mem_get_info) },
 	{ "pool_trims", offsetof(struct standin_counters, pool_trims) },
+	{ "frees_off_device", offsetof(struct standin_counters, frees_off_device) },
+	{ "stream_queries", offsetof(struct standin_counters, stream_queries) },
 };
 
 static uint64_t *field(struct standin_counters *c, size_t i)
@@ -1186,6 +1188,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream)
 	if (gone())
 		return result(cudaErrorCudartUnloading);
 	enter();
+	current()->c.stream_queries++;
 	if (!stream_valid(stream)) {
 		rc = cudaErrorInvalidResourceHandle;
 		goto out;
@@ -1201,7 +1204,12 @@ cudaError_t cudaStreamQuery(cudaStream_t stream)
 		rc = capture_error(__func__, cur_device, cudaErrorStreamCaptureImplicit);
 		goto out;
 	}
-	rc = stream_has_pending(stream) ? cudaErrorNotReady : cudaSuccess;
+	/* The stand-in sees no work but events. With manual events, work is always queued that
+	 * completes only when the test says, and it cannot say so for work queued later; with an
+	 * event latency, the "GPU" always lags that far behind: never idle, in both. */
+	rc = st.manual_events || atomic_load(&event_latency_us) > 0 || stream_has_pending(stream)
+		     ? cudaErrorNotReady
+		     : cudaSuccess;
 out:
 	leave();
 	return result(rc);

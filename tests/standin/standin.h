@@ -55,6 +55,7 @@ struct standin_counters {
 	uint64_t mem_get_info;    /* cudaMemGetInfo calls */
 	uint64_t pool_trims;      /* cudaMemPoolTrimTo calls */
 	uint64_t frees_off_device; /* cudaFree of this device's memory while another was current */
+	uint64_t stream_queries;  /* cudaStreamQuery calls (flush.py and mp.py in tests/e2e mirror this layout) */
 };
 
 /* A copy of the counters of `device`; device -1 sums all devices. An invalid device gives zeros. */
@@ -64,8 +65,10 @@ void standin_get(int device, struct standin_counters *out);
 void standin_set_capacity(int device, uint64_t bytes);
 
 /* 1: a recorded event stays not ready until standin_complete_events() or a synchronizing call
- * (cudaDeviceSynchronize, cudaFree, cudaStreamSynchronize, cudaEventSynchronize). 0 (default,
- * unless STANDIN_MANUAL_EVENTS=1): an event completes as soon as it is recorded. */
+ * (cudaDeviceSynchronize, cudaFree, cudaStreamSynchronize, cudaEventSynchronize), and
+ * cudaStreamQuery always answers cudaErrorNotReady (as it does with STANDIN_EVENT_LATENCY_US).
+ * 0 (default, unless STANDIN_MANUAL_EVENTS=1): an event completes as soon as it is recorded,
+ * and a stream is idle unless an event recorded on it is not yet complete. */
 void standin_set_manual_events(int on);
 
 /* Complete every recorded event (the "GPU" catches up with all work issued so far). */

@@ -249,6 +249,18 @@ static int fake_may_release(void *ctx)
 	return v;
 }
 
+static int fake_quiet(void *ctx)
+{
+	struct fake_backend *f = ctx;
+	int v;
+
+	run_hook(f, FAKE_OP_QUIET);
+	pthread_mutex_lock(&f->lock);
+	v = f->quiet;
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
 void fake_init(struct fake_backend *f)
 {
 	int i;
@@ -277,6 +289,7 @@ void fake_init(struct fake_backend *f)
 	f->be.fence_destroy = fake_fence_destroy;
 	f->be.now_ns = fake_now_ns;
 	f->be.may_release = fake_may_release;
+	f->be.quiet = fake_quiet;
 }
 
 void fake_fini(struct fake_backend *f)
@@ -458,6 +471,13 @@ void fake_set_free_rc(struct fake_backend *f, int rc)
 {
 	pthread_mutex_lock(&f->lock);
 	f->free_rc = rc;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fake_set_quiet(struct fake_backend *f, int idle)
+{
+	pthread_mutex_lock(&f->lock);
+	f->quiet = idle;
 	pthread_mutex_unlock(&f->lock);
 }
 

@@ -55,7 +55,7 @@ struct probe {
 static const char *op_name[NOPS] = {
 	"backend alloc", "backend free", "backend fence_record", "backend fence_query",
 	"backend fence_wait", "backend fence_destroy", "backend now_ns", "backend may_release",
-	"over_cap callback",
+	"backend quiet", "over_cap callback",
 };
 
 /* Sizes the helper allocates and frees: the classes the owner's calls work on, so a class lock
@@ -230,10 +230,22 @@ static void drive_backend_paths(struct fx *fx, struct probe *pr)
 	assert_int_equal(gp_pool_alloc(fx->pool, 1, MiB, &r, &retried), GP_OK);
 	assert_int_equal(retried, 1);
 	fx_free(fx, r);
+
+	/* quiet: asked with no fence in flight, then less often after each "no" (at most one
+	 * fence in 65 skips it); helpers may have asked in between. */
+	next_step(pr);
+	fake_set_fence_auto(&fx->fake, 1);
+	for (int i = 0; i < 130 && pr->probes[FAKE_OP_QUIET] == 0; i++) {
+		p = fx_alloc(fx, 0, 3 * MiB);
+		fx_free(fx, p);
+		assert_int_equal(gp_pool_advance(fx->pool, 0), GP_OK);
+	}
+	fake_set_fence_auto(&fx->fake, 0);
 }
 
 /* Proves: no pool lock is held across backend alloc, free, fence_record, fence_query,
- * fence_wait, fence_destroy or may_release: another thread's stats, free and alloc go through. */
+ * fence_wait, fence_destroy, may_release or quiet: another thread's stats, free and alloc go
+ * through. */
 static void test_no_lock_across_backend_calls(void **state)
 {
 	struct fx *fx = *state;
@@ -254,6 +266,7 @@ static void test_no_lock_across_backend_calls(void **state)
 	assert_true(pr.probes[FAKE_OP_FENCE_WAIT] >= 1);
 	assert_true(pr.probes[FAKE_OP_FENCE_DESTROY] >= 1);
 	assert_true(pr.probes[FAKE_OP_MAY_RELEASE] >= 1);
+	assert_true(pr.probes[FAKE_OP_QUIET] >= 1);
 	alarm(0);
 }
 
