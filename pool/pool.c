@@ -51,6 +51,7 @@ int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config
 		p->cfg = *cfg;
 	atomic_store(&p->ordered, p->cfg.ordered);
 	p->quiet_backoff = 1;
+	p->drive_wait_ns = p->cfg.drive_wait_ns ? p->cfg.drive_wait_ns : DRIVE_WAIT_DEFAULT_NS;
 	if (gp_ptrmap_init(&p->map) != 0) {
 		free(p);
 		return GP_ENOMEM;
@@ -222,20 +223,29 @@ static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned 
  * the pool holds anyway, where a real allocation would add to it (see struct gp_pool_config).
  * It stays in its own class: its free returns it there. */
 static struct gp_block *take_larger(struct gp_pool *p, struct gp_dev *d, unsigned cls,
-				    unsigned s0, size_t bytes)
+				    unsigned s0, size_t bytes, int *waiting)
 {
 	uint64_t limit = (uint64_t)bytes * p->cfg.oversize_pct / 100;
 	unsigned n = gp_pool_class_count();
 	struct gp_block *b = NULL;
-	int waiting = 0;
 
 	if (p->cfg.oversize_pct <= 100 || gp_pool_class_bytes(cls) <= OVERSIZE_MIN)
 		return NULL;
 	for (unsigned c = cls + 1; b == NULL && c < n && gp_pool_class_bytes(c) <= limit; c++)
-		b = take_any(p, d, c, s0, bytes, &waiting);
+		b = take_any(p, d, c, s0, bytes, waiting);
 	if (b != NULL)
 		atomic_fetch_add_explicit(&d->oversize_hits, 1, memory_order_relaxed);
 	return b;
+}
+
+/* A cached block for the request: of its own class, else a larger one. *waiting: some block
+ * that could have served was still fenced. */
+static struct gp_block *take_fit(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0,
+				 size_t bytes, int *waiting)
+{
+	struct gp_block *b = take_any(p, d, cls, s0, bytes, waiting);
+
+	return b != NULL ? b : take_larger(p, d, cls, s0, bytes, waiting);
 }
 
 static uint64_t fine_ns(void)
@@ -296,26 +306,39 @@ static int batching(struct gp_pool *p, struct gp_dev *d, unsigned cls)
 	       class_cached_blocks(d, cls) < p->cfg.fence_batch;
 }
 
-/* A miss whose class holds only fenced blocks. Three answers, cheapest first: a small class
- * still batching grows (NULL, no fence call); otherwise the fences are driven (one recorded for
- * recent frees, polled) and, if none of the class's blocks may be reused yet, driven again until
- * one may, it has none left, or the wait has passed: cfg.reuse_wait_ns when the class is worth
- * waiting for, else cfg.reuse_poll_ns (at most reuse_wait_ns). NULL: make a real allocation. No
- * lock is held between polls. */
+/* A miss that found only fenced blocks that could serve it (of its class, or larger ones within
+ * cfg.oversize_pct). Three answers, cheapest first: a small class still batching grows (NULL, no
+ * fence call); otherwise the fences are driven (recent frees covered, fences polled; when another
+ * thread is driving them, that one is waited for first, up to cfg.drive_wait_ns) and, if none of
+ * those blocks may be reused yet, driven again until one may, none is left, or the wait has
+ * passed: cfg.reuse_wait_ns when the class is worth waiting for, else cfg.reuse_poll_ns (at most
+ * reuse_wait_ns). NULL: make a real allocation. No lock is held between polls. */
 static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsigned cls,
 				     unsigned s0, size_t bytes)
 {
 	uint64_t start = 0, deadline = 0, limit, t;
 	struct gp_block *b;
-	int waiting;
+	int waiting, awaited = 0;
 
 	if (batching(p, d, cls))
 		return NULL;
 	for (;;) {
 		waiting = 0;
-		if (gp_pool_advance(p, 0) == GP_EAGAIN && deadline != 0)
-			sched_yield(); /* another thread drives the fences: let it run */
-		b = take_any(p, d, cls, s0, bytes, &waiting);
+		if (gp_pool_advance(p, 0) == GP_EAGAIN) {
+			if (!awaited && atomic_load(&p->driving)) {
+				/* Another thread drives the fences: wait for it (cfg.drive_wait_ns),
+				 * look, then drive them once more ourselves if still needed. */
+				awaited = 1;
+				gp_pool_await_driver(p, p->drive_wait_ns);
+				b = take_fit(p, d, cls, s0, bytes, &waiting);
+				if (b != NULL || !waiting)
+					return b;
+				continue;
+			}
+			if (deadline != 0)
+				sched_yield(); /* let the driving thread run */
+		}
+		b = take_fit(p, d, cls, s0, bytes, &waiting);
 		if (b != NULL || !waiting)
 			return b;
 		t = fine_ns();
@@ -352,9 +375,7 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	if (d == NULL)
 		return device < 0 || device >= GP_MAX_DEVICES ? GP_EINVAL : GP_ENOMEM;
 
-	b = take_any(p, d, cls, s0, bytes, &waiting);
-	if (b == NULL)
-		b = take_larger(p, d, cls, s0, bytes);
+	b = take_fit(p, d, cls, s0, bytes, &waiting);
 	if (b == NULL && waiting)
 		b = reuse_fenced(p, d, cls, s0, bytes);
 	if (b != NULL) {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #define MAX_FENCES 64 /* fences in flight */
+#define DRIVE_WAIT_DEFAULT_NS 20000u /* cfg.drive_wait_ns when 0 */
 
 /* A block's state word: its state in the low STATE_BITS, above them a generation that grows each
  * time the block is handed out, new or from the cache (30 bits: a stale free would have to wait
@@ -125,6 +126,7 @@ struct gp_pool {
 	/* The driver's own (fences.c): fences to record before asking be.quiet again, and how
 	 * many to skip after the next answer of 0. */
 	unsigned quiet_skip, quiet_backoff;
+	uint64_t drive_wait_ns; /* cfg.drive_wait_ns, or its default */
 
 	_Atomic uint64_t rel_count[GP_CAUSE_COUNT], rel_bytes[GP_CAUSE_COUNT];
 
@@ -281,5 +283,8 @@ static inline uint64_t dev_cached(struct gp_dev *d)
 	return reserved > live ? reserved - live : 0;
 }
 
+
+/* fences.c: wait until no thread drives the fences, for at most `ns`. */
+void gp_pool_await_driver(struct gp_pool *p, uint64_t ns);
 
 #endif

@@ -1,6 +1,7 @@
 /* test_pool_oversize.c — cfg.oversize_pct: above 1 MiB, a miss may take a reusable cached block
  * of a larger class of at most that percentage of the request, instead of a real allocation;
- * never at or below 1 MiB, never a block still fenced, and off by default. */
+ * never at or below 1 MiB, never a block still fenced (a miss drives the fences to see whether it
+ * still is), and off by default. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -125,6 +126,40 @@ static void test_not_a_fenced_block(void **state)
 	fx_free(fx, q);
 }
 
+/* Proves: a miss whose only candidate is a larger block still fenced drives the fences (one
+ * recorded and polled) and takes it once they show it free, instead of a real allocation; the
+ * GPU found idle does the same with no fence. */
+static void test_fenced_larger_block_after_a_drive(void **state)
+{
+	struct fx *fx = *state;
+	void *big, *p;
+
+	fake_set_fence_auto(&fx->fake, 1); /* a fence is complete at its first poll */
+	big = fx_alloc(fx, 0, 6 * MiB);
+	fx_free(fx, big);
+	p = fx_alloc(fx, 0, 3 * MiB);
+	assert_ptr_equal(p, big);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
+	assert_int_equal(fake_fences_recorded(&fx->fake), 1);
+	fx_free(fx, p);
+}
+
+static void test_fenced_larger_block_idle_gpu(void **state)
+{
+	struct fx *fx = *state;
+	void *big, *p;
+
+	fake_set_quiet(&fx->fake, 1);
+	big = fx_alloc(fx, 0, 6 * MiB);
+	fx_free(fx, big);
+	p = fx_alloc(fx, 0, 3 * MiB);
+	assert_ptr_equal(p, big);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_QUIET), 1);
+	assert_int_equal(fake_fences_recorded(&fx->fake), 0);
+	fx_free(fx, p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -133,6 +168,10 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_smallest_larger_first, setup_200, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_never_small, setup_400, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_fenced_larger_block_after_a_drive,
+						setup_200_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_fenced_larger_block_idle_gpu,
+						setup_200_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_not_a_fenced_block, setup_200_unordered,
 						fx_teardown),
 	};

@@ -1,7 +1,10 @@
-/* test_pool_quiet.c — the backend's `quiet` (the GPU is idle: every operation issued so far is
- * done) stands in for a fence: asked only with no fence in flight, less and less often while it
- * answers no, and an answer of yes covers exactly the frees made before it was asked. */
+/* test_pool_quiet.c — how a miss drives the fences. The backend's `quiet` (the GPU is idle:
+ * every operation issued so far is done) stands in for a fence: asked only with no fence in
+ * flight, less and less often while it answers no, and an answer of yes covers exactly the frees
+ * made before it was asked. A miss that finds another thread driving waits for it. */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <time.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -148,6 +151,94 @@ static void test_ordered_asks_nothing(void **state)
 	fx_free(fx, p);
 }
 
+/* Another thread that drives the fences, held inside its quiet call until the test lets go. */
+struct driver {
+	struct fx *fx;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	int inside, release;
+};
+
+static void hold_in_quiet(void *arg, enum fake_op op)
+{
+	struct driver *dr = arg;
+
+	if (op != FAKE_OP_QUIET)
+		return;
+	pthread_mutex_lock(&dr->lock);
+	if (!pthread_equal(pthread_self(), dr->thread)) {
+		pthread_mutex_unlock(&dr->lock);
+		return;
+	}
+	dr->inside = 1;
+	pthread_cond_broadcast(&dr->cv);
+	while (!dr->release)
+		pthread_cond_wait(&dr->cv, &dr->lock);
+	pthread_mutex_unlock(&dr->lock);
+}
+
+static void *drive(void *arg)
+{
+	struct driver *dr = arg;
+
+	assert_int_equal(gp_pool_advance(dr->fx->pool, 0), GP_OK);
+	return NULL;
+}
+
+static void *let_go_later(void *arg)
+{
+	struct driver *dr = arg;
+	struct timespec ts = { 0, 50 * 1000 * 1000 };
+
+	nanosleep(&ts, NULL); /* the miss is waiting by then (or, if slower, finds no driver) */
+	pthread_mutex_lock(&dr->lock);
+	dr->release = 1;
+	pthread_cond_broadcast(&dr->cv);
+	pthread_mutex_unlock(&dr->lock);
+	return NULL;
+}
+
+static int setup_long_drive_wait(void **state)
+{
+	struct gp_pool_config cfg = { .ordered = 0, .drive_wait_ns = 10ull * 1000 * 1000 * 1000 };
+
+	return fx_setup_cfg(state, &cfg);
+}
+
+/* Proves: a miss that needs the fences driven while another thread is driving them waits for
+ * that thread (whose drive finds the GPU idle and covers the free) and reuses the block, where
+ * it used to make a real allocation at once. */
+static void test_miss_waits_for_the_driver(void **state)
+{
+	struct fx *fx = *state;
+	struct driver dr = { .fx = fx };
+	pthread_t helper;
+	void *a, *b;
+
+	pthread_mutex_init(&dr.lock, NULL);
+	pthread_cond_init(&dr.cv, NULL);
+	fake_set_quiet(&fx->fake, 1);
+	a = fx_alloc(fx, 0, SIZE);
+	fx_free(fx, a);
+	fake_set_hook(&fx->fake, hold_in_quiet, &dr);
+	pthread_mutex_lock(&dr.lock); /* dr.thread is set before the hook can read it */
+	assert_int_equal(pthread_create(&dr.thread, NULL, drive, &dr), 0);
+	while (!dr.inside)
+		pthread_cond_wait(&dr.cv, &dr.lock);
+	pthread_mutex_unlock(&dr.lock);
+	assert_int_equal(pthread_create(&helper, NULL, let_go_later, &dr), 0);
+	b = fx_alloc(fx, 0, SIZE); /* the other thread is driving */
+	pthread_join(helper, NULL);
+	pthread_join(dr.thread, NULL);
+	fake_set_hook(&fx->fake, NULL, NULL);
+	assert_ptr_equal(a, b);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
+	fx_free(fx, b);
+	pthread_cond_destroy(&dr.cv);
+	pthread_mutex_destroy(&dr.lock);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -161,6 +252,8 @@ int main(void)
 						fx_setup_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_asks_nothing, fx_setup_ordered,
 						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_miss_waits_for_the_driver,
+						setup_long_drive_wait, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
