@@ -325,9 +325,12 @@ static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsign
 	for (;;) {
 		waiting = 0;
 		if (gp_pool_advance(p, 0) == GP_EAGAIN) {
-			if (!awaited && atomic_load(&p->driving)) {
+			if (!awaited && gp_pool_class_bytes(cls) > FENCE_BATCH_MAX_BYTES &&
+			    atomic_load(&p->driving)) {
 				/* Another thread drives the fences: wait for it (cfg.drive_wait_ns),
-				 * look, then drive them once more ourselves if still needed. */
+				 * look, then drive them once more ourselves if still needed. Not for
+				 * small blocks: the driver packs them tightly, and one more block
+				 * costs less than threads taking turns at the fences. */
 				awaited = 1;
 				gp_pool_await_driver(p, p->drive_wait_ns);
 				b = take_fit(p, d, cls, s0, bytes, &waiting);

@@ -91,9 +91,10 @@ struct gp_pool_config {
 	 * fence later covers them all, so a loop over one size pays a fence per fence_batch
 	 * allocations, not per allocation. 0 or 1: a fence on every such miss. */
 	unsigned fence_batch;
-	/* A miss that needs the fences driven while another thread drives them waits up to this
-	 * long for that thread, then drives them itself, before a real allocation (0: 20 us). A
-	 * drive takes a microsecond or two; the real allocation tens, and the memory stays. */
+	/* A miss above 1 MiB that needs the fences driven while another thread drives them waits up
+	 * to this long for that thread, then drives them itself, before a real allocation (0: 20 us).
+	 * A drive takes a microsecond or two; the real allocation tens, and the memory stays. (At or
+	 * below 1 MiB a new block costs little memory, and threads would take turns at the fences.) */
 	uint64_t drive_wait_ns;
 };
 
