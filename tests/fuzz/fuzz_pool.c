@@ -1,19 +1,20 @@
 /* fuzz_pool.c — libFuzzer target for the pool's public operations on the fake backend
  * (tests/unit/fake_backend.c): the input is a program of up to 1,000 operations on 4 devices —
  * alloc, free, double and foreign frees, release (any device, target and cause), idle release,
- * fence driving, fences completed or failing, ordered mode off, the clock, caps, a device
- * forgotten (and reset), capacity limits, failing backend frees, no releases allowed; the first
- * byte picks ordered mode, oversize (a reused block of a larger class, at most 200%) and fence
- * batching (small classes grow to 4 fenced blocks before a fence is recorded on a miss).
- * After every operation the backend must hold the model's live bytes plus what the pool says it
- * caches; every 32nd (and at the end) all the invariants are checked: the pool's stats match a
- * model of the program's live blocks; the backend holds exactly live + cached blocks; a cached block comes
- * back only when the pool is ordered or a fence recorded after its free has completed, and is
- * of the request's class (or, oversize, a larger one within the limit); every
- * live block keeps its owner's tag; bad frees change nothing; a release to a target leaves at
- * most the target; over_cap comes only above the cap; the backend saw no misuse. At the end
- * everything is freed and released: the backend holds nothing. Built with clang
- * -fsanitize=fuzzer (GPUPOOL_FUZZ=ON), or with replay.c to rerun saved inputs. */
+ * fence driving, fences completed or failing, the GPU idle or not (the backend's quiet), ordered
+ * mode off, the clock, caps, a device forgotten (and reset), capacity limits, failing backend
+ * frees, no releases allowed; the first byte picks ordered mode, oversize (a reused block of a
+ * larger class, at most 200%) and fence batching (small classes grow to 4 fenced blocks before a
+ * fence is recorded on a miss). After every operation the backend must hold the model's live
+ * bytes plus what the pool says it caches; every 32nd (and at the end) all the invariants are
+ * checked: the pool's stats match a model of the program's live blocks; the backend holds
+ * exactly live + cached blocks; a cached block comes back only when the pool is ordered, a fence
+ * recorded after its free has completed or the GPU was found idle after it, and is of the
+ * request's class (or, oversize, a larger one within the limit); every live block keeps its
+ * owner's tag; bad frees change nothing; a release to a target leaves at most the target;
+ * over_cap comes only above the cap; the backend saw no misuse. At the end everything is freed
+ * and released: the backend holds nothing. Built with clang -fsanitize=fuzzer (GPUPOOL_FUZZ=ON),
+ * or with replay.c to rerun saved inputs. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@ struct live {
 struct freed {
 	void *ptr;
 	size_t fences; /* fences recorded when it was freed */
+	uint64_t quiet_yes; /* the backend's "the GPU is idle" answers by then */
 };
 
 static struct {
@@ -195,14 +197,14 @@ static void check_all(void)
 }
 
 /* A cached block may come back only if the pool is ordered, or a fence recorded after its free
- * has completed. */
+ * has completed, or the backend said the GPU was idle after its free. */
 static void check_reuse(void *p)
 {
 	int f = freed_find(p);
 	size_t recorded = fake_fences_recorded(&m.fake);
 
 	check(f >= 0, "a hit returned a block the program never freed");
-	if (m.ordered)
+	if (m.ordered || fake_quiet_yes(&m.fake) > m.freed[f].quiet_yes)
 		return;
 	for (size_t seq = m.freed[f].fences + 1; seq <= recorded; seq++)
 		if (fake_fence_complete(&m.fake, seq))
@@ -264,7 +266,8 @@ static void op_free(struct input *in)
 	m.live[k] = m.live[m.nlive];
 	if (m.nfreed == MAX_FREED)
 		fail("model: too many frees");
-	m.freed[m.nfreed++] = (struct freed){ l.ptr, fake_fences_recorded(&m.fake) };
+	m.freed[m.nfreed++] =
+		(struct freed){ l.ptr, fake_fences_recorded(&m.fake), fake_quiet_yes(&m.fake) };
 }
 
 /* A pointer freed before and not live now: the pool answers GP_EINVAL when it still has the
@@ -372,8 +375,9 @@ static void op_misc(struct input *in)
 		fake_set_may_release(&m.fake, v & 1);
 		break;
 	case 4:
-		m.what = "fence auto";
+		m.what = "fence auto, quiet";
 		fake_set_fence_auto(&m.fake, v % 4);
+		fake_set_quiet(&m.fake, (v >> 2) & 1);
 		break;
 	case 5:
 		m.what = "set cap";

@@ -257,6 +257,11 @@ static int fake_quiet(void *ctx)
 	run_hook(f, FAKE_OP_QUIET);
 	pthread_mutex_lock(&f->lock);
 	v = f->quiet;
+	if (v == 1) { /* an idle GPU has done everything recorded */
+		f->quiet_yes++;
+		for (size_t i = 0; i < f->nfences; i++)
+			f->fences[i]->complete = 1;
+	}
 	pthread_mutex_unlock(&f->lock);
 	return v;
 }
@@ -472,6 +477,16 @@ void fake_set_free_rc(struct fake_backend *f, int rc)
 	pthread_mutex_lock(&f->lock);
 	f->free_rc = rc;
 	pthread_mutex_unlock(&f->lock);
+}
+
+uint64_t fake_quiet_yes(struct fake_backend *f)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&f->lock);
+	n = f->quiet_yes;
+	pthread_mutex_unlock(&f->lock);
+	return n;
 }
 
 void fake_set_quiet(struct fake_backend *f, int idle)

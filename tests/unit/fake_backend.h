@@ -57,7 +57,9 @@ struct fake_backend {
 	unsigned fence_auto;    /* >0: a fence completes on its fence_auto-th query */
 	int free_rc;            /* what free answers (the memory is freed either way) */
 	int may_release;        /* what may_release answers; 1 unless a test sets it */
-	int quiet;              /* what quiet answers: 0 (the GPU is never idle) unless set */
+	int quiet;              /* what quiet answers: 0 (the GPU is never idle) unless set; 1 also
+				 * completes every fence recorded so far */
+	uint64_t quiet_yes;     /* quiet calls answered 1 */
 	struct fake_fence **fences; /* every fence recorded, by sequence - 1 */
 	size_t nfences, capfences;
 
@@ -101,6 +103,7 @@ void fake_set_fence_auto(struct fake_backend *f, unsigned polls);
 void fake_set_free_rc(struct fake_backend *f, int rc);
 void fake_set_may_release(struct fake_backend *f, int yes);
 void fake_set_quiet(struct fake_backend *f, int idle);
+uint64_t fake_quiet_yes(struct fake_backend *f);
 
 void fake_set_clock(struct fake_backend *f, uint64_t ns);
 void fake_advance_clock(struct fake_backend *f, uint64_t ns);
