@@ -36,7 +36,7 @@ static const struct gp_opt_def table[] = {
 	  "Once a stream exists, a freed block is reused only after the GPU work before its cudaFree is done; a cudaMalloc that finds only such blocks of its size (at least 2, and 64 MiB) waits this long for them before asking the driver for more memory.",
 	  OPT(reuse_wait_ns), 0 },
 	{ "GPUPOOL_REUSE_POLL", GP_OPT_DURATION, "0", "a duration (20us, 100us); 0 = one look",
-	  "The same for a size with fewer such blocks: how long its cudaMalloc polls their fences before asking the driver (at most GPUPOOL_REUSE_WAIT). On an idle GPU a fence completes within microseconds: on the H200, 20us lowered a traced program's peak by a quarter once a stream existed, at the same speed (docs/BENCHMARKS.md).",
+	  "The same for a size with fewer such blocks: how long its cudaMalloc polls their fences before asking the driver (at most GPUPOOL_REUSE_WAIT). Measured on the H200 before a miss first asked whether the GPU is idle: 20us lowered a traced program's peak by a quarter once a stream existed; with kernels running, 200us lowered peaks by 0-5% for 7% more time (docs/BENCHMARKS.md).",
 	  OPT(reuse_poll_ns), 0 },
 	{ "GPUPOOL_OVERSIZE", GP_OPT_RATIO, "2", "a number from 1 to 4 (1.5, 2); 1 = off",
 	  "Above 1 MiB, a cudaMalloc that would otherwise ask the driver for more memory may take an idle cached block up to this many times its size. Lowers peaks of workloads with many sizes (on the H200: PyTorch in takeover mode 10% below its own allocator instead of 12% above); such a block stays in use, unreleasable, as long as the program holds it.",
