@@ -378,7 +378,11 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	if (d == NULL)
 		return device < 0 || device >= GP_MAX_DEVICES ? GP_EINVAL : GP_ENOMEM;
 
-	b = take_fit(p, d, cls, s0, bytes, &waiting);
+	/* take_fit's two steps written out: through take_fit, which the compiler keeps out of
+	 * line, a hit cost 26 more instructions (callgrind: 495.75 a pair against 469.75). */
+	b = take_any(p, d, cls, s0, bytes, &waiting);
+	if (b == NULL)
+		b = take_larger(p, d, cls, s0, bytes, &waiting);
 	if (b == NULL && waiting)
 		b = reuse_fenced(p, d, cls, s0, bytes);
 	if (b != NULL) {
