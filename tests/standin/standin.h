@@ -6,7 +6,8 @@
  * Environment, read once:
  *   STANDIN_DEVICES=n        devices (default 1, at most 8)
  *   STANDIN_CAPACITY=bytes   per-device capacity, K/M/G suffixes allowed (default 1 GiB)
- *   STANDIN_MANUAL_EVENTS=1  events complete only when told (see standin_set_manual_events)
+ *   STANDIN_MANUAL_EVENTS=1  events complete only when told, and no stream is ever idle to
+ *                            cudaStreamQuery (see standin_set_manual_events)
  *   STANDIN_REPORT=path      the counters summed over devices, `name=value` a line, written there
  *                            when the library is unloaded at exit (and rewritten after any later call)
  *   STANDIN_TRACE=1          name on stderr every call that broke the stream-capture rules
@@ -20,7 +21,8 @@
  *   STANDIN_UNLOADING=1          every entry point fails with cudaErrorCudartUnloading (the state
  *                                of the runtime while the process exits) and does nothing
  *   STANDIN_EVENT_LATENCY_US=n   cudaEventQuery reports an event done only n µs after its record
- *                                (as a GPU that takes time to reach it; synchronising is immediate)
+ *                                (as a GPU that takes time to reach it; synchronising is immediate),
+ *                                and cudaStreamQuery never finds a stream idle
  *   STANDIN_FREE_DELAY_US=n      cudaFree sleeps n µs first (outside the runtime's lock): a slow
  *                                device, to catch a release in progress
  *   STANDIN_MMAP=1               device memory from mmap (always so under ASan): a block freed and
