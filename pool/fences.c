@@ -5,7 +5,6 @@
 #include "pool_impl.h"
 
 #include <sched.h>
-#include <time.h>
 
 /* ---- fences ---------------------------------------------------------------------------- */
 
@@ -106,26 +105,6 @@ static int record_fence(struct gp_pool *p)
 	p->ring_count++;
 	pthread_mutex_unlock(&p->fence_lock);
 	return GP_OK;
-}
-
-void gp_pool_await_driver(struct gp_pool *p, uint64_t ns)
-{
-	uint64_t t0 = 0;
-
-	for (unsigned i = 0; atomic_load(&p->driving); i++) {
-		if (i % 16 == 0) {
-			struct timespec ts;
-			uint64_t t;
-
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			t = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-			if (t0 == 0)
-				t0 = t;
-			else if (t - t0 >= ns)
-				return;
-		}
-		sched_yield();
-	}
 }
 
 int gp_pool_advance(struct gp_pool *p, int wait)

@@ -276,6 +276,15 @@ static void wait_nap(uint64_t waited_ns)
 	nanosleep(&ts, NULL);
 }
 
+/* Until no thread drives the fences (fences.c), for at most `ns`. */
+static void await_driver(struct gp_pool *p, uint64_t ns)
+{
+	uint64_t t0 = fine_ns();
+
+	while (atomic_load(&p->driving) && fine_ns() - t0 < ns)
+		sched_yield();
+}
+
 /* Cached blocks of a class, over its stripes (racy: a hint). When the head of each list is
  * still fenced, so are the blocks behind it (freed later). */
 static uint64_t class_cached_blocks(struct gp_dev *d, unsigned cls)
@@ -318,32 +327,29 @@ static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsign
 {
 	uint64_t start = 0, deadline = 0, limit, t;
 	struct gp_block *b;
-	int waiting, awaited = 0;
+	int waiting, awaited = 0, just_awaited;
 
 	if (batching(p, d, cls))
 		return NULL;
 	for (;;) {
-		waiting = 0;
+		waiting = just_awaited = 0;
 		if (gp_pool_advance(p, 0) == GP_EAGAIN) {
-			if (!awaited && gp_pool_class_bytes(cls) > FENCE_BATCH_MAX_BYTES &&
-			    atomic_load(&p->driving)) {
-				/* Another thread drives the fences: wait for it (cfg.drive_wait_ns),
-				 * look, then drive them once more ourselves if still needed. Not for
-				 * small blocks: the driver packs them tightly, and one more block
-				 * costs less than threads taking turns at the fences. */
-				awaited = 1;
-				gp_pool_await_driver(p, p->drive_wait_ns);
-				b = take_fit(p, d, cls, s0, bytes, &waiting);
-				if (b != NULL || !waiting)
-					return b;
-				continue;
-			}
-			if (deadline != 0)
+			/* Another thread drives the fences. Above 1 MiB wait for it once (then look,
+			 * and drive them ourselves if still needed); small blocks do not: the driver
+			 * packs them tightly, and one more block costs less than threads taking turns
+			 * at the fences. */
+			if (!awaited && gp_pool_class_bytes(cls) > FENCE_BATCH_MAX_BYTES) {
+				awaited = just_awaited = 1;
+				await_driver(p, p->drive_wait_ns);
+			} else if (deadline != 0) {
 				sched_yield(); /* let the driving thread run */
+			}
 		}
 		b = take_fit(p, d, cls, s0, bytes, &waiting);
 		if (b != NULL || !waiting)
 			return b;
+		if (just_awaited)
+			continue;
 		t = fine_ns();
 		if (deadline == 0) {
 			limit = p->cfg.reuse_wait_ns;

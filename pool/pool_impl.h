@@ -284,7 +284,4 @@ static inline uint64_t dev_cached(struct gp_dev *d)
 }
 
 
-/* fences.c: wait until no thread drives the fences, for at most `ns`. */
-void gp_pool_await_driver(struct gp_pool *p, uint64_t ns);
-
 #endif

@@ -114,6 +114,13 @@ static int stale(const struct ev *e)
 	return e->gen != atomic_load_explicit(&resets[e->dev & 63], memory_order_relaxed);
 }
 
+/* A blocking stream needs no event (or query) of its own when its device's legacy stream gets
+ * one in the same fence: the legacy stream waits for it (fence.h). */
+static int covered_by_legacy(const struct stream_ent *s, uint64_t mask)
+{
+	return s->blocking && s->dev < 64 && (mask & (1ULL << s->dev));
+}
+
 static int keep_live(struct ev *arr, int n, int dev)
 {
 	int k = 0;
@@ -271,9 +278,8 @@ int gp_fence_record(void *ctx, void **out)
 	}
 	for (int i = 0; i < nstreams; i++) {
 		struct ev *e = &f->ev[f->n];
-		/* Covered by the legacy stream's event on its device, recorded above (a fence
-		 * missing that one is dropped). */
-		if (streams[i].blocking && streams[i].dev < 64 && (mask & (1ULL << streams[i].dev)))
+		/* The legacy stream's event was recorded above (a fence missing it is dropped). */
+		if (covered_by_legacy(&streams[i], mask))
 			continue;
 		if (event_get(streams[i].dev, &cur, e) != 0) {
 			failed = 1;
@@ -339,8 +345,8 @@ int gp_fence_quiet(void *ctx)
 	}
 	for (int i = 0; i < nstreams && idle; i++) {
 		cudaError_t e;
-		if (streams[i].blocking && streams[i].dev < 64 && (mask & (1ULL << streams[i].dev)))
-			continue; /* the legacy stream's query covers it */
+		if (covered_by_legacy(&streams[i], mask))
+			continue; /* queried with its device's legacy stream above */
 		e = gp_real.StreamQuery(streams[i].s);
 		idle = e == cudaSuccess;
 		failed |= e != cudaSuccess;

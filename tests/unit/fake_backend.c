@@ -249,6 +249,12 @@ static int fake_may_release(void *ctx)
 	return v;
 }
 
+static void complete_all_locked(struct fake_backend *f)
+{
+	for (size_t i = 0; i < f->nfences; i++)
+		f->fences[i]->complete = 1;
+}
+
 static int fake_quiet(void *ctx)
 {
 	struct fake_backend *f = ctx;
@@ -259,8 +265,7 @@ static int fake_quiet(void *ctx)
 	v = f->quiet;
 	if (v == 1) { /* an idle GPU has done everything recorded */
 		f->quiet_yes++;
-		for (size_t i = 0; i < f->nfences; i++)
-			f->fences[i]->complete = 1;
+		complete_all_locked(f);
 	}
 	pthread_mutex_unlock(&f->lock);
 	return v;
@@ -428,11 +433,8 @@ void fake_complete_fence(struct fake_backend *f, size_t seq)
 
 void fake_complete_all_fences(struct fake_backend *f)
 {
-	size_t i;
-
 	pthread_mutex_lock(&f->lock);
-	for (i = 0; i < f->nfences; i++)
-		f->fences[i]->complete = 1;
+	complete_all_locked(f);
 	pthread_mutex_unlock(&f->lock);
 }
 
