@@ -135,8 +135,9 @@ function nocuda_section(   v, n, vs, k) {
 			(k in nd_med) ? ci(k) : "-"
 	}
 	if ("preloaded-plain" in nd_med)
-		printf "\nTarget (under 100 us, no cost beyond noise): %s; preloaded %s us, %s the noise (plain twice: %s us)\n", \
-			(nd_med["preloaded-plain"] < 100 ? "met" : "NOT met"), ci("preloaded-plain"), \
+		printf "\nTarget (no start-up cost beyond noise, under 100 us): under 100 us %s, beyond noise %s; preloaded %s us, %s the noise (plain twice: %s us)\n", \
+			(nd_med["preloaded-plain"] < 100 ? "met" : "NOT met"), \
+			(nd_lo["preloaded-plain"] > nd_hi["plain-again-plain"] ? "NOT met" : "met"), ci("preloaded-plain"), \
 			(nd_lo["preloaded-plain"] > nd_hi["plain-again-plain"] ? "above" : "within"), ci("plain-again-plain")
 	if ("preloaded-floor" in nd_med)
 		printf "Beyond what preloading any library costs (floor = a tiny library with no constructor, libbench_count.so): %s us\n", \
