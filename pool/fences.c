@@ -101,10 +101,29 @@ static int record_fence(struct gp_pool *p)
 		return GP_EAGAIN;
 	}
 	pthread_mutex_lock(&p->fence_lock);
-	p->ring[(p->ring_head + p->ring_count) % MAX_FENCES] = (struct fence_slot){ handle, num };
+	p->ring[(p->ring_head + p->ring_count) % MAX_FENCES] =
+		(struct fence_slot){ handle, num, gp_fine_ns() };
 	p->ring_count++;
 	pthread_mutex_unlock(&p->fence_lock);
 	return GP_OK;
+}
+
+/* How long ago the fence that covers a block freed at `epoch` was recorded: 0 when none in
+ * flight does (not recorded yet, or already complete). */
+uint64_t gp_fence_age_ns(struct gp_pool *p, uint64_t epoch)
+{
+	uint64_t t = 0;
+
+	pthread_mutex_lock(&p->fence_lock);
+	for (unsigned i = 0; i < p->ring_count; i++) {
+		const struct fence_slot *f = &p->ring[(p->ring_head + i) % MAX_FENCES];
+		if (f->num > epoch) {
+			t = f->t_ns;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&p->fence_lock);
+	return t == 0 ? 0 : gp_fine_ns() - t;
 }
 
 int gp_pool_advance(struct gp_pool *p, int wait)

@@ -248,13 +248,7 @@ static struct gp_block *take_fit(struct gp_pool *p, struct gp_dev *d, unsigned c
 	return b != NULL ? b : take_larger(p, d, cls, s0, bytes, waiting);
 }
 
-static uint64_t fine_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+#define fine_ns gp_fine_ns
 
 /* A wait for fences polls back to back for its first WAIT_SPIN_NS, then sleeps between polls
  * an eighth of the time waited so far (at most WAIT_NAP_MAX_NS): a wait of milliseconds costs a
@@ -308,6 +302,36 @@ static int worth_waiting(struct gp_dev *d, unsigned cls)
 	return n >= WAIT_MIN_FENCED && n * gp_pool_class_bytes(cls) >= WAIT_MIN_FENCED_BYTES;
 }
 
+/* The free epoch of the class's oldest cached block (UINT64_MAX: none). */
+static uint64_t oldest_epoch(struct gp_dev *d, unsigned cls)
+{
+	uint64_t e = UINT64_MAX;
+
+	for (unsigned s = 0; s < GP_STRIPES; s++) {
+		struct gp_list *c = &d->list[cls * GP_STRIPES + s];
+		if (ld(&c->cached_blocks) == 0)
+			continue;
+		gp_lock(&c->lock);
+		if (c->head != NULL && c->head->epoch < e)
+			e = c->head->epoch;
+		gp_unlock(&c->lock);
+	}
+	return e;
+}
+
+/* Whether a miss should wait the full cfg.reuse_wait_ns: its class is worth waiting for, or the
+ * fence covering its oldest block is old enough (cfg.reuse_age_ns). */
+static int wait_long(struct gp_pool *p, struct gp_dev *d, unsigned cls)
+{
+	uint64_t e;
+
+	if (worth_waiting(d, cls))
+		return 1;
+	if (p->cfg.reuse_age_ns == 0 || (e = oldest_epoch(d, cls)) == UINT64_MAX)
+		return 0;
+	return gp_fence_age_ns(p, e) >= p->cfg.reuse_age_ns;
+}
+
 /* See cfg.fence_batch. At most fence_batch extra blocks of at most 1 MiB per class. */
 static int batching(struct gp_pool *p, struct gp_dev *d, unsigned cls)
 {
@@ -353,7 +377,7 @@ static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsign
 		t = fine_ns();
 		if (deadline == 0) {
 			limit = p->cfg.reuse_wait_ns;
-			if (!worth_waiting(d, cls) && p->cfg.reuse_poll_ns < limit)
+			if (p->cfg.reuse_poll_ns < limit && !wait_long(p, d, cls))
 				limit = p->cfg.reuse_poll_ns;
 			if (limit == 0)
 				return NULL;

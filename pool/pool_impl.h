@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_FENCES 64 /* fences in flight */
 #define DRIVE_WAIT_DEFAULT_NS 20000u /* cfg.drive_wait_ns when 0 */
@@ -104,7 +105,8 @@ struct gp_dev {
 
 struct fence_slot {
 	void *handle;
-	uint64_t num; /* covers blocks whose epoch < num */
+	uint64_t num;  /* covers blocks whose epoch < num */
+	uint64_t t_ns; /* when recorded (gp_fine_ns) */
 };
 
 struct gp_pool {
@@ -169,6 +171,17 @@ static inline void raise_peak(_Atomic uint64_t *peak, uint64_t v)
 								 memory_order_relaxed))
 		;
 }
+
+/* A fine monotonic clock, for waits and fence ages (the backend's now_ns may be coarse). */
+static inline uint64_t gp_fine_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t gp_fence_age_ns(struct gp_pool *p, uint64_t epoch);
 
 static inline uint64_t now(struct gp_pool *p)
 {

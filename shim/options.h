@@ -40,6 +40,7 @@ struct gp_options {
 	uint64_t poll_interval_ns;
 	uint64_t reuse_wait_ns;       /* GPUPOOL_REUSE_WAIT */
 	uint64_t reuse_poll_ns;       /* GPUPOOL_REUSE_POLL */
+	uint64_t reuse_age_ns;        /* GPUPOOL_REUSE_AGE */
 	int oversize_pct;              /* GPUPOOL_OVERSIZE, percent */
 	int report_cached_as_free;
 	int framework_flush; /* enum gp_flush_mode */

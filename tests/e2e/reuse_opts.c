@@ -4,10 +4,15 @@
  *   --mode wait N      after a stream is created (fenced reuse) and two 64 MiB blocks are freed
  *                      while "the GPU" needs 20 ms to reach their fence (STANDIN_EVENT_LATENCY_US),
  *                      the next 64 MiB cudaMalloc waits and reuses one (N = 1, GPUPOOL_REUSE_WAIT
- *                      of 1 s) or makes a real cudaMalloc (N = 0, GPUPOOL_REUSE_WAIT=0) */
+ *                      of 1 s) or makes a real cudaMalloc (N = 0, GPUPOOL_REUSE_WAIT=0)
+ *   --mode age N       the same with one freed 64 MiB block (too few to wait for): the miss right
+ *                      after its free grows the pool (its fence is just recorded); 15 ms later
+ *                      another waits for that fence and reuses the block (N = 1, GPUPOOL_REUSE_AGE
+ *                      of 5 ms) or makes a real cudaMalloc (N = 0, GPUPOOL_REUSE_AGE unset) */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "e2e.h"
 
@@ -61,18 +66,56 @@ static void mode_wait(int want_reuse)
 	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
 }
 
+static void mode_age(int want_reuse)
+{
+	struct standin_counters c0, c1;
+	struct timespec pause = { 0, 15000000 };
+	cudaStream_t s;
+	void *a = NULL, *b = NULL, *c = NULL;
+
+	e2e_cuda(cudaStreamCreate(&s), "cudaStreamCreate");
+	e2e_cuda(cudaMalloc(&a, 64 * E2E_MIB), "cudaMalloc(a)");
+	e2e_cuda(cudaFree(a), "cudaFree(a)");
+	c0 = e2e_counters();
+	e2e_cuda(cudaMalloc(&b, 64 * E2E_MIB), "cudaMalloc(b)");
+	c1 = e2e_counters();
+	e2e_check(b != a && c1.mallocs == c0.mallocs + 1,
+		  "a miss right after the free grows the pool: the fence covering the freed block is "
+		  "just recorded");
+	nanosleep(&pause, NULL);
+	c0 = e2e_counters();
+	e2e_cuda(cudaMalloc(&c, 64 * E2E_MIB), "cudaMalloc(c)");
+	c1 = e2e_counters();
+	if (want_reuse)
+		e2e_check(c == a && c1.mallocs == c0.mallocs,
+			  "GPUPOOL_REUSE_AGE=5ms: 15 ms later the miss waited for that fence and reused "
+			  "the block (no real cudaMalloc)");
+	else
+		e2e_check(c != a && c1.mallocs == c0.mallocs + 1,
+			  "GPUPOOL_REUSE_AGE unset: 15 ms later the miss still made a real cudaMalloc");
+	e2e_cuda(cudaFree(b), "cudaFree(b)");
+	e2e_cuda(cudaFree(c), "cudaFree(c)");
+	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 2 && strcmp(argv[1], "--mode") == 0 ? argv[2] : "";
 	int want = argc > 3 ? atoi(argv[3]) : 0;
 
-	e2e_start(strcmp(mode, "oversize") == 0 ? "e2e_reuse_oversize" : "e2e_reuse_wait");
+	const char *name = strcmp(mode, "oversize") == 0 ? "e2e_reuse_oversize"
+			   : strcmp(mode, "age") == 0	 ? "e2e_reuse_age"
+							 : "e2e_reuse_wait";
+
+	e2e_start(name);
 	if (strcmp(mode, "oversize") == 0)
 		mode_oversize(want);
 	else if (strcmp(mode, "wait") == 0)
 		mode_wait(want);
+	else if (strcmp(mode, "age") == 0)
+		mode_age(want);
 	else
-		e2e_fail("usage: e2e_reuse_opts --mode oversize|wait 0|1");
-	printf("PASS %s\n", strcmp(mode, "oversize") == 0 ? "e2e_reuse_oversize" : "e2e_reuse_wait");
+		e2e_fail("usage: e2e_reuse_opts --mode oversize|wait|age 0|1");
+	printf("PASS %s\n", name);
 	return 0;
 }

@@ -474,6 +474,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		 * the fake's fences complete only when this input says so, or never). */
 		cfg.reuse_wait_ns = first & 8 ? 20000 : 0;
 		cfg.reuse_poll_ns = first & 16 ? 5000 : 0;
+		cfg.reuse_age_ns = first & 32 ? 1 : 0; /* any recorded fence is old enough */
 	}
 	if (gp_pool_create(&m.fake.be, &cfg, &m.pool) != GP_OK)
 		abort();

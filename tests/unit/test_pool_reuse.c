@@ -502,6 +502,40 @@ static void test_no_poll_when_wait_is_off(void **state)
 	fx_free(fx, c);
 }
 
+static int setup_age_50ms(void **state)
+{
+	struct gp_pool_config cfg = { .ordered = 0, .reuse_wait_ns = 1000000000u,
+				      .reuse_age_ns = 50000000u };
+
+	return fx_setup_cfg(state, &cfg);
+}
+
+/* Proves: with reuse_age_ns, a miss whose class holds a single fenced block (below the
+ * reuse_wait threshold, no reuse_poll) grows while the fence covering the block is young (just
+ * recorded by this miss), and waits for it once that fence is older than reuse_age_ns (50 ms):
+ * the block is reused, no third backend allocation. */
+static void test_miss_waits_for_an_old_fence(void **state)
+{
+	struct fx *fx = *state;
+	struct timespec ts = { 0, 60000000 };
+	void *a, *b, *c;
+
+	b = alloc_after_one_free(fx, &a);
+	assert_ptr_not_equal(b, a);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
+	assert_int_equal(fx_stats(fx, 0).fence_waits, 0);
+	assert_int_equal(fake_fences_recorded(&fx->fake), 1);
+	nanosleep(&ts, NULL);
+	fake_set_fence_auto(&fx->fake, 6); /* completes on a later poll of the wait */
+	c = fx_alloc(fx, 0, 64 * MiB);
+	assert_ptr_equal(c, a);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
+	assert_int_equal(fx_stats(fx, 0).fence_waits, 1);
+	assert_int_equal(fx_stats(fx, 0).fence_wait_timeouts, 0);
+	fx_free(fx, b);
+	fx_free(fx, c);
+}
+
 static int setup_batch_4(void **state)
 {
 	struct gp_pool_config cfg = { .ordered = 0, .fence_batch = 4 };
@@ -590,6 +624,8 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_miss_poll_is_bounded, setup_poll_2ms, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_no_poll_when_wait_is_off, setup_poll_above_wait,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_miss_waits_for_an_old_fence, setup_age_50ms,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_fence_batch, setup_batch_4, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_no_fence_batch, fx_setup_unordered, fx_teardown),
