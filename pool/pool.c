@@ -253,7 +253,9 @@ static struct gp_block *take_fit(struct gp_pool *p, struct gp_dev *d, unsigned c
 /* A wait for fences polls back to back for its first WAIT_SPIN_NS, then sleeps between polls
  * an eighth of the time waited so far (at most WAIT_NAP_MAX_NS): a wait of milliseconds costs a
  * few dozen fence queries, not one per microsecond, and ends at most an eighth late. */
+#ifndef WAIT_SPIN_NS /* -D for experiments (scripts/bench-settings with GPUPOOL_BUILD_DIR) */
 #define WAIT_SPIN_NS 50000u
+#endif
 #define WAIT_NAP_MAX_NS 500000u
 
 static void wait_nap(uint64_t waited_ns)
