@@ -8,7 +8,7 @@
  *   --mode age N       the same with one freed 64 MiB block (too few to wait for): the miss right
  *                      after its free grows the pool (its fence is just recorded); 15 ms later
  *                      another waits for that fence and reuses the block (N = 1, GPUPOOL_REUSE_AGE
- *                      of 5 ms) or makes a real cudaMalloc (N = 0, GPUPOOL_REUSE_AGE unset) */
+ *                      of 5 ms) or makes a real cudaMalloc (N = 0, GPUPOOL_REUSE_AGE=0) */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +92,7 @@ static void mode_age(int want_reuse)
 			  "the block (no real cudaMalloc)");
 	else
 		e2e_check(c != a && c1.mallocs == c0.mallocs + 1,
-			  "GPUPOOL_REUSE_AGE unset: 15 ms later the miss still made a real cudaMalloc");
+			  "GPUPOOL_REUSE_AGE=0: 15 ms later the miss still made a real cudaMalloc");
 	e2e_cuda(cudaFree(b), "cudaFree(b)");
 	e2e_cuda(cudaFree(c), "cudaFree(c)");
 	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");

@@ -175,6 +175,9 @@ static void test_load_defaults(void **state)
 	assert_true(o.max_cached.bytes == 0 && o.max_cached.percent == 0);
 	assert_int_equal(o.idle_timeout_ns, 0);
 	assert_int_equal(o.poll_interval_ns, 100000000ULL);
+	assert_int_equal(o.reuse_wait_ns, 10000000ULL);
+	assert_int_equal(o.reuse_poll_ns, 0);
+	assert_int_equal(o.reuse_age_ns, 20000ULL);
 	assert_int_equal(o.report_cached_as_free, 1);
 }
 
