@@ -321,15 +321,17 @@ static uint64_t oldest_epoch(struct gp_dev *d, unsigned cls)
 	return e;
 }
 
-/* Whether a miss should wait the full cfg.reuse_wait_ns: its class is worth waiting for, or the
- * fence covering its oldest block is old enough (cfg.reuse_age_ns). */
+/* Whether a miss should wait the full cfg.reuse_wait_ns: its class is worth waiting for, or,
+ * above 1 MiB, the fence covering its oldest block is old enough (cfg.reuse_age_ns). At or below,
+ * a new block costs little memory (measured above 1 MiB only: docs/BENCHMARKS.md). */
 static int wait_long(struct gp_pool *p, struct gp_dev *d, unsigned cls)
 {
 	uint64_t e;
 
 	if (worth_waiting(d, cls))
 		return 1;
-	if (p->cfg.reuse_age_ns == 0 || (e = oldest_epoch(d, cls)) == UINT64_MAX)
+	if (p->cfg.reuse_age_ns == 0 || gp_pool_class_bytes(cls) <= FENCE_BATCH_MAX_BYTES ||
+	    (e = oldest_epoch(d, cls)) == UINT64_MAX)
 		return 0;
 	return gp_fence_age_ns(p, e) >= p->cfg.reuse_age_ns;
 }

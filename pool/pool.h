@@ -82,9 +82,9 @@ struct gp_pool_config {
 	 * microseconds, sooner than a real allocation returns, where one poll finds it not yet
 	 * complete and the pool grows by the block. */
 	uint64_t reuse_poll_ns;
-	/* Such a class (fewer fenced blocks) waits as long as reuse_wait_ns all the same when the
-	 * fence covering its oldest block was recorded at least this long ago (0: never): the GPU
-	 * work queued after that fence keeps the GPU busy while the miss waits. */
+	/* Such a class (fewer fenced blocks) above 1 MiB waits as long as reuse_wait_ns all the
+	 * same when the fence covering its oldest block was recorded at least this long ago (0:
+	 * never): the GPU work queued after that fence keeps the GPU busy while the miss waits. */
 	uint64_t reuse_age_ns;
 	/* Above 1 MiB, a miss that would otherwise make a real allocation may take a reusable
 	 * cached block of a larger class if it is at most this percentage of the request (the

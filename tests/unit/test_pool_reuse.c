@@ -536,6 +536,27 @@ static void test_miss_waits_for_an_old_fence(void **state)
 	fx_free(fx, c);
 }
 
+/* Proves: at or below 1 MiB the age does not make a miss wait: a new block costs little memory
+ * there. The same steps as above with 1 MiB blocks: the pool grows both times. */
+static void test_no_age_wait_at_1mib(void **state)
+{
+	struct fx *fx = *state;
+	struct timespec ts = { 0, 60000000 };
+	void *a, *b, *c;
+
+	a = fx_alloc(fx, 0, 1 * MiB);
+	fx_free(fx, a);
+	b = fx_alloc(fx, 0, 1 * MiB);
+	nanosleep(&ts, NULL);
+	fake_set_fence_auto(&fx->fake, 6);
+	c = fx_alloc(fx, 0, 1 * MiB);
+	assert_true(b != a && c != a);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 3);
+	assert_int_equal(fx_stats(fx, 0).fence_waits, 0);
+	fx_free(fx, b);
+	fx_free(fx, c);
+}
+
 static int setup_batch_4(void **state)
 {
 	struct gp_pool_config cfg = { .ordered = 0, .fence_batch = 4 };
@@ -627,6 +648,7 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_miss_waits_for_an_old_fence, setup_age_50ms,
 						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_no_age_wait_at_1mib, setup_age_50ms, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_fence_batch, setup_batch_4, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_no_fence_batch, fx_setup_unordered, fx_teardown),
 	};
