@@ -213,11 +213,19 @@ static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned 
 	return GP_OK;
 }
 
-#define FENCE_BATCH_MAX_BYTES ((size_t)1 << 20)
 #define WAIT_MIN_FENCED 2
 #define WAIT_MIN_FENCED_BYTES ((uint64_t)64 << 20)
 
-#define OVERSIZE_MIN ((size_t)1 << 20) /* at or below, the driver packs requests tightly */
+/* A class of at most 1 MiB: the driver packs such requests tightly, so one more block costs
+ * little memory. Such a class batches its fences (cfg.fence_batch), neither waits for the
+ * thread driving the fences nor for an old fence (cfg.drive_wait_ns, cfg.reuse_age_ns), and
+ * takes no larger block (cfg.oversize_pct). */
+#define SMALL_CLASS_MAX_BYTES ((size_t)1 << 20)
+
+static inline int small_class(unsigned cls)
+{
+	return gp_pool_class_bytes(cls) <= SMALL_CLASS_MAX_BYTES;
+}
 
 /* A reusable cached block of a larger class, at most cfg.oversize_pct of the request: memory
  * the pool holds anyway, where a real allocation would add to it (see struct gp_pool_config).
@@ -229,7 +237,7 @@ static struct gp_block *take_larger(struct gp_pool *p, struct gp_dev *d, unsigne
 	unsigned n = gp_pool_class_count();
 	struct gp_block *b = NULL;
 
-	if (p->cfg.oversize_pct <= 100 || gp_pool_class_bytes(cls) <= OVERSIZE_MIN)
+	if (p->cfg.oversize_pct <= 100 || small_class(cls))
 		return NULL;
 	for (unsigned c = cls + 1; b == NULL && c < n && gp_pool_class_bytes(c) <= limit; c++)
 		b = take_any(p, d, c, s0, bytes, waiting);
@@ -247,8 +255,6 @@ static struct gp_block *take_fit(struct gp_pool *p, struct gp_dev *d, unsigned c
 
 	return b != NULL ? b : take_larger(p, d, cls, s0, bytes, waiting);
 }
-
-#define fine_ns gp_fine_ns
 
 /* A wait for fences polls back to back for its first WAIT_SPIN_NS, then sleeps between polls
  * an eighth of the time waited so far (at most WAIT_NAP_MAX_NS): a wait of milliseconds costs a
@@ -275,9 +281,9 @@ static void wait_nap(uint64_t waited_ns)
 /* Until no thread drives the fences (fences.c), for at most `ns`. */
 static void await_driver(struct gp_pool *p, uint64_t ns)
 {
-	uint64_t t0 = fine_ns();
+	uint64_t t0 = gp_fine_ns();
 
-	while (atomic_load(&p->driving) && fine_ns() - t0 < ns)
+	while (atomic_load(&p->driving) && gp_fine_ns() - t0 < ns)
 		sched_yield();
 }
 
@@ -330,7 +336,7 @@ static int wait_long(struct gp_pool *p, struct gp_dev *d, unsigned cls)
 
 	if (worth_waiting(d, cls))
 		return 1;
-	if (p->cfg.reuse_age_ns == 0 || gp_pool_class_bytes(cls) <= FENCE_BATCH_MAX_BYTES ||
+	if (p->cfg.reuse_age_ns == 0 || small_class(cls) ||
 	    (e = oldest_epoch(d, cls)) == UINT64_MAX)
 		return 0;
 	return gp_fence_age_ns(p, e) >= p->cfg.reuse_age_ns;
@@ -339,7 +345,7 @@ static int wait_long(struct gp_pool *p, struct gp_dev *d, unsigned cls)
 /* See cfg.fence_batch. At most fence_batch extra blocks of at most 1 MiB per class. */
 static int batching(struct gp_pool *p, struct gp_dev *d, unsigned cls)
 {
-	return p->cfg.fence_batch > 1 && gp_pool_class_bytes(cls) <= FENCE_BATCH_MAX_BYTES &&
+	return p->cfg.fence_batch > 1 && small_class(cls) &&
 	       class_cached_blocks(d, cls) < p->cfg.fence_batch;
 }
 
@@ -366,7 +372,7 @@ static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsign
 			 * and drive them ourselves if still needed); small blocks do not: the driver
 			 * packs them tightly, and one more block costs less than threads taking turns
 			 * at the fences. */
-			if (!awaited && gp_pool_class_bytes(cls) > FENCE_BATCH_MAX_BYTES) {
+			if (!awaited && !small_class(cls)) {
 				awaited = just_awaited = 1;
 				await_driver(p, p->drive_wait_ns);
 			} else if (deadline != 0) {
@@ -378,7 +384,7 @@ static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsign
 			return b;
 		if (just_awaited)
 			continue;
-		t = fine_ns();
+		t = gp_fine_ns();
 		if (deadline == 0) {
 			limit = p->cfg.reuse_wait_ns;
 			if (p->cfg.reuse_poll_ns < limit && !wait_long(p, d, cls))
