@@ -4,7 +4,9 @@
  * what is still live is freed. The same seeded sequence for every contender.
  * Multi-stream variant (--streams 1,2,3,4): allocation k goes to stream k mod S (non-blocking
  * streams) and a short kernel (--kernel-us) writes into the block on that stream, so frees and
- * reuse happen while kernels run; async frees on the block's stream.
+ * reuse happen while kernels run; async frees on the block's stream. --cpu-us N adds N µs of
+ * busy host work after every step: a program that keeps the GPU busy while it works on the CPU,
+ * where any wait inside cudaMalloc is time lost to the host, not hidden behind the GPU.
  * Run twice, like hitpath: plain it measures "native" and "async" (cudaMallocAsync on a pool
  * whose release threshold is UINT64_MAX); with LD_PRELOAD=libgpupool.so it measures "gpupool"
  * (no stream created: immediate reuse) and then "gpupool-fenced" (after creating one, as real
@@ -25,7 +27,7 @@
 struct opts {
 	uint64_t allocs[BENCH_MAX_LIST], max_mib[BENCH_MAX_LIST], streams[BENCH_MAX_LIST];
 	int nallocs, nmax, nstreams; /* nstreams 0: the legacy-stream variant, no kernels */
-	uint64_t seed, max_usage_mib, kernel_ns;
+	uint64_t seed, max_usage_mib, kernel_ns, cpu_ns;
 	double time_limit_s;
 	int kernels, warm;
 	int contenders[B_NCONTENDERS];
@@ -72,6 +74,15 @@ __global__ void touch_kernel(unsigned char *p, size_t n, uint64_t ns)
 		;
 	p[0] = 1;
 	p[n - 1] = 1;
+}
+
+/* The host's own work between steps (--cpu-us). */
+static void host_work(uint64_t ns)
+{
+	uint64_t t0 = bench_now_ns();
+
+	while (bench_now_ns() - t0 < ns)
+		;
 }
 
 static int do_alloc(enum bench_contender c, void **p, size_t size, cudaStream_t s)
@@ -150,6 +161,8 @@ static void run_pass(enum bench_contender c, const struct opts *o, uint64_t n, u
 			r->errors += do_free(c, b.p, nstreams ? streams[b.stream] : 0) != 0;
 			r->frees++;
 		}
+		if (o->cpu_ns)
+			host_work(o->cpu_ns);
 	}
 	while (nlive > 0) {
 		struct block b = live[--nlive];
@@ -212,7 +225,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: random_alloc [--allocs 10000,100000] [--max-mib 1,64,1024] [--streams 1,2,3,4]\n"
-		"         [--kernel-us 20] [--no-kernels] [--seed 1] [--time-limit 20] [--max-usage-mib 16000]\n"
+		"         [--kernel-us 20] [--no-kernels] [--cpu-us 0] [--seed 1] [--time-limit 20] [--max-usage-mib 16000]\n"
 		"         [--no-warm] [--contenders native,async,gpupool,gpupool-fenced]\n");
 	exit(2);
 }
@@ -239,7 +252,7 @@ int main(int argc, char **argv)
 	struct opts o;
 	int shim = bench_shim_loaded(), given_contenders = 0;
 	uint64_t most = 0;
-	double kernel_us = 20;
+	double kernel_us = 20, cpu_us = 0;
 
 	memset(&o, 0, sizeof(o));
 	o.allocs[0] = 10000, o.allocs[1] = 100000, o.nallocs = 2;
@@ -263,6 +276,8 @@ int main(int argc, char **argv)
 				usage();
 		} else if (!strcmp(a, "--kernel-us")) {
 			kernel_us = atof(v), i++;
+		} else if (!strcmp(a, "--cpu-us")) {
+			cpu_us = atof(v), i++;
 		} else if (!strcmp(a, "--seed")) {
 			o.seed = strtoull(v, NULL, 10), i++;
 		} else if (!strcmp(a, "--time-limit")) {
@@ -278,6 +293,9 @@ int main(int argc, char **argv)
 		}
 	}
 	o.kernel_ns = (uint64_t)(kernel_us * 1000);
+	if (cpu_us < 0 || kernel_us < 0)
+		usage();
+	o.cpu_ns = (uint64_t)(cpu_us * 1000);
 	for (int i = 0; i < o.nallocs; i++)
 		most = o.allocs[i] > most ? o.allocs[i] : most;
 	for (int i = 0; i < o.nstreams; i++)
@@ -314,11 +332,12 @@ int main(int argc, char **argv)
 		printf("# async: cannot set the default pool's release threshold; skipped\n");
 		o.contenders[B_ASYNC] = 0;
 	}
-	printf("# random_alloc: %s, %s, seed %llu, real cudaMalloc count %s\n",
+	printf("# random_alloc: %s, %s, kernels %.0f us, host work %.0f us a step, seed %llu, "
+	       "real cudaMalloc count %s\n",
 	       shim ? "libgpupool.so preloaded" : "native runtime",
 	       o.nstreams ? (o.kernels ? "multi-stream with kernels" : "multi-stream, NO kernels")
 			  : "legacy stream",
-	       (unsigned long long)o.seed, bench_counter() ? "from libbench_count.so" : "not available");
+	       o.nstreams && o.kernels ? kernel_us : 0.0, cpu_us, (unsigned long long)o.seed, bench_counter() ? "from libbench_count.so" : "not available");
 	fflush(stdout);
 	/* Contender by contender: gpupool-fenced last, since a created stream is for good. */
 	for (int c = 0; c < B_NCONTENDERS; c++) {
