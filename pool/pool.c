@@ -403,6 +403,21 @@ static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsign
 	}
 }
 
+/* Only a miss makes a device's footprint (live + cached bytes) grow. With a cap on its cached
+ * bytes (gp_pool_set_cap), a miss first brings the cache down to the cap, in this thread: the
+ * footprint then never passes the live bytes plus the cap. The over_cap notice alone comes too
+ * late for a program that allocates in a burst: it frees and misses again before the release. */
+static void trim_to_cap(struct gp_pool *p, struct gp_dev *d, int device)
+{
+	uint64_t cap = ld(&d->cap);
+
+	if (cap == 0 || dev_cached(d) <= cap)
+		return;
+	if (p->be.may_release != NULL && !p->be.may_release(p->be.ctx))
+		return;
+	gp_pool_release(p, device, cap, GP_CAUSE_CAP, NULL);
+}
+
 int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *retried)
 {
 	unsigned cls = gp_pool_class_of(bytes), s0 = my_stripe();
@@ -431,6 +446,7 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 		return GP_OK;
 	}
 
+	trim_to_cap(p, d, device);
 	rc = real_alloc(p, d, device, cls, s0, bytes, out);
 	if (rc == GP_ENOMEM && (p->be.may_release == NULL || p->be.may_release(p->be.ctx))) {
 		/* Give this device's cache back (backend free waits for pending work) and retry. */

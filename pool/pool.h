@@ -175,7 +175,9 @@ int gp_pool_release(struct gp_pool *pool, int device, uint64_t target,
 int gp_pool_release_idle(struct gp_pool *pool, int device, uint64_t freed_before_ns,
 			 enum gp_release_cause cause, struct gp_release_result *res);
 
-/* Cap on a device's cached bytes (0 = none); see gp_pool_config.over_cap. */
+/* Cap on a device's cached bytes (0 = none); see gp_pool_config.over_cap. A miss that finds the
+ * cache over the cap releases down to it before its real allocation (where may_release allows),
+ * so the device's footprint stays within its live bytes plus the cap. */
 void gp_pool_set_cap(struct gp_pool *pool, int device, uint64_t bytes);
 uint64_t gp_pool_cap(struct gp_pool *pool, int device);
 /* Cached bytes of a device (idle + pending), cheap: two atomic loads. */

@@ -23,7 +23,8 @@ static const struct gp_opt_def table[] = {
 	  OPT(disable), 0 },
 	{ "GPUPOOL_MAX_CACHED", GP_OPT_SIZE, "0",
 	  "a size (512MiB, 2GB, 1.5GiB, bytes) or a percentage of the device's memory (30%); 0 = no cap",
-	  "Per device: idle cached memory above this is released, oldest first.", OPT(max_cached), 0 },
+	  "Per device: idle cached memory above this is released, oldest first (by the control "
+	  "thread, and before a cudaMalloc that needs new memory).", OPT(max_cached), 0 },
 	{ "GPUPOOL_IDLE_TIMEOUT", GP_OPT_DURATION, "0", "a duration (500ms, 30s, 5min); 0 = off",
 	  "A cached block unused for longer than this is released.", OPT(idle_timeout_ns), 0 },
 	{ "GPUPOOL_MIN_FREE", GP_OPT_SIZE, "0",

@@ -1,6 +1,7 @@
 /* test_pool_cap.c — the policies the control thread builds on: a per-device cap on cached bytes
- * whose crossing is reported once through over_cap until a release runs, the cheap cached-bytes
- * figure, and release by idle age on the backend clock. */
+ * whose crossing is reported once through over_cap until a release runs, a miss that brings the
+ * cache down to the cap itself, the cheap cached-bytes figure, and release by idle age on the
+ * backend clock. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -81,6 +82,54 @@ static void test_over_cap_once_until_release(void **state)
 	assert_int_equal(calls.n[1], 0);
 }
 
+/* Proves: a miss that finds the device's cache over its cap releases down to the cap (oldest
+ * first, counted under the cap's cause) before its real allocation, so the backend never holds
+ * more than the live bytes plus the cap; a miss under the cap, a hit, and a miss while releases
+ * are not allowed (may_release 0) release nothing. Fails without trim_to_cap: nothing is freed
+ * until the control thread acts on the notice, which this test never does. */
+static void test_miss_trims_to_cap(void **state)
+{
+	struct fx *fx = *state;
+	uint64_t counts[GP_CAUSE_COUNT], bytes[GP_CAUSE_COUNT], frees;
+	void *a, *b, *c, *big, *big2, *hit, *oldest;
+
+	fake_set_tick(&fx->fake, 1000); /* every free a later time: "oldest" is well defined */
+	gp_pool_set_cap(fx->pool, 0, 3 * MiB);
+	a = fx_alloc(fx, 0, 2 * MiB);
+	b = fx_alloc(fx, 0, 2 * MiB);
+	c = fx_alloc(fx, 0, 2 * MiB);
+	fx_free(fx, a);
+	big = fx_alloc(fx, 0, 8 * MiB); /* a miss under the cap: 2 MiB cached */
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_FREE), 0);
+	fx_free(fx, b); /* 4 MiB cached: over the cap, reported, not released */
+	assert_int_equal(calls.n[0], 1);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_FREE), 0);
+	hit = fx_alloc(fx, 0, 2 * MiB); /* a hit: no release */
+	assert_true(hit == a || hit == b);
+	oldest = hit == a ? b : a;
+	fx_free(fx, hit);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_FREE), 0);
+
+	fake_set_may_release(&fx->fake, 0); /* a graph capture, say */
+	big2 = fx_alloc(fx, 0, 8 * MiB);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_FREE), 0);
+	fx_free(fx, big2); /* 12 MiB cached */
+	fake_set_may_release(&fx->fake, 1);
+
+	frees = fake_calls(&fx->fake, FAKE_OP_FREE);
+	fx_free(fx, c);
+	c = fx_alloc(fx, 0, 64 * MiB); /* a miss over the cap */
+	assert_true(fake_calls(&fx->fake, FAKE_OP_FREE) > frees);
+	assert_true(cached(fx, 0) <= 3 * MiB);
+	assert_false(fake_holds(&fx->fake, oldest, NULL, NULL)); /* the oldest went first */
+	assert_true(fake_used(&fx->fake, 0) <= cb(8 * MiB) + cb(64 * MiB) + 3 * MiB);
+	gp_pool_release_counts(fx->pool, counts, bytes);
+	assert_int_equal(counts[GP_CAUSE_CAP], 1);
+	assert_true(bytes[GP_CAUSE_CAP] >= cb(2 * MiB) + cb(8 * MiB));
+	fx_free(fx, c);
+	fx_free(fx, big);
+}
+
 /* Proves: gp_pool_cached_bytes equals idle + pending bytes of the device's stats as blocks move
  * between live, pending, idle and released. */
 static void test_cached_bytes_matches_stats(void **state)
@@ -158,6 +207,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_over_cap_once_until_release, setup_capped,
 						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_miss_trims_to_cap, setup_capped, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cached_bytes_matches_stats, fx_setup_unordered,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_release_idle_by_age, fx_setup_ordered,

@@ -305,7 +305,9 @@ static void test_no_lock_across_over_cap(void **state)
 	fx_free(fx, b);
 	over_cap_probe = NULL;
 	assert_int_equal(probe_finish(&pr), 0);
-	assert_int_equal(pr.probes[OP_OVER_CAP], 1);
+	/* Once for a's free; b's may report again: the probe's alloc is a miss that finds the
+	 * cache over the cap and releases down to it, which re-arms the notice. */
+	assert_true(pr.probes[OP_OVER_CAP] >= 1);
 	alarm(0);
 }
 
