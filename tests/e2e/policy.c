@@ -1,6 +1,7 @@
 /* policy.c — the automatic releases and cudaMemGetInfo, observed through the stand-in's
  * device counters. One mode per run (the settings are environment variables):
  *   --mode cap        GPUPOOL_MAX_CACHED=16MiB: the cache is cut to the cap, oldest first
+ *   --mode cap-burst  the same cap: a miss right after the frees releases down to the cap first
  *   --mode idle       GPUPOOL_IDLE_TIMEOUT=200ms: an idle program's cache goes by itself
  *   --mode pressure   STANDIN_CAPACITY=256MiB GPUPOOL_MIN_FREE=50%: released until 50% free
  *   --mode meminfo    cached bytes count as free in cudaMemGetInfo (default)
@@ -54,6 +55,26 @@ static void mode_cap(void)
 			  "block %d handed out again is one of the last freed (oldest went first)", i);
 	}
 	e2e_check(e2e_counters().mallocs == c.mallocs, "no real cudaMalloc for the four");
+}
+
+/* Frees that take the cache over the cap, then at once a burst of misses of another size: each
+ * miss brings the cache down to the cap before asking the driver, so the device never holds more
+ * than the live bytes plus the cap, even before the control thread wakes. */
+static void mode_cap_burst(void)
+{
+	void *p[8], *q[4];
+	uint64_t cap = 16 * MIB, held;
+
+	alloc_free(p, 8, 4 * MIB, 8); /* 32 MiB cached: over the cap */
+	for (int i = 0; i < 4; i++) {
+		e2e_cuda(cudaMalloc(&q[i], 8 * MIB), "cudaMalloc(8 MiB) in the burst");
+		held = live_bytes();
+		e2e_check(held <= (uint64_t)(i + 1) * 8 * MIB + cap,
+			  "miss %d: the device holds %llu B <= %d x 8 MiB live + the 16 MiB cap", i,
+			  (unsigned long long)held, i + 1);
+	}
+	for (int i = 0; i < 4; i++)
+		e2e_cuda(cudaFree(q[i]), "cudaFree");
 }
 
 static void mode_idle(void)
@@ -139,6 +160,8 @@ int main(int argc, char **argv)
 	e2e_start("e2e_policy");
 	if (strcmp(mode, "cap") == 0)
 		mode_cap();
+	else if (strcmp(mode, "cap-burst") == 0)
+		mode_cap_burst();
 	else if (strcmp(mode, "idle") == 0)
 		mode_idle();
 	else if (strcmp(mode, "pressure") == 0)
