@@ -160,6 +160,30 @@ static void test_fenced_larger_block_idle_gpu(void **state)
 	fx_free(fx, p);
 }
 
+/* Proves: a miss whose own class holds a fenced block drives the fences before it looks at the
+ * larger classes: with the GPU found idle it reuses its own block, not the idle larger one, which
+ * stays cached (no oversize hit, no real allocation). Before, the idle 6 MiB block was taken and
+ * the scan of the larger classes ran before and after the drive. */
+static void test_own_fenced_block_before_a_larger_one(void **state)
+{
+	struct fx *fx = *state;
+	void *big, *own, *p;
+
+	fake_set_quiet(&fx->fake, 1); /* every drive finds the GPU idle */
+	big = fx_alloc(fx, 0, 6 * MiB);
+	own = fx_alloc(fx, 0, 3 * MiB);
+	fx_free(fx, big);
+	fx_settle(fx); /* big: reusable */
+	fx_free(fx, own); /* own: fenced until a drive covers it */
+	p = fx_alloc(fx, 0, 3 * MiB);
+	assert_ptr_equal(p, own);
+	assert_int_equal(fx_stats(fx, 0).oversize_hits, 0);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
+	assert_ptr_equal(fx_alloc(fx, 0, 6 * MiB), big);
+	fx_free(fx, p);
+	fx_free(fx, big);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -174,6 +198,8 @@ int main(void)
 						setup_200_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_not_a_fenced_block, setup_200_unordered,
 						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_own_fenced_block_before_a_larger_one,
+						setup_200_unordered, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
