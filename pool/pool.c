@@ -351,11 +351,12 @@ static int batching(struct gp_pool *p, struct gp_dev *d, unsigned cls)
 
 /* A miss that found a fenced block of its class (the larger classes not looked at yet), or none
  * of its class and only fenced larger ones within cfg.oversize_pct. Three answers, cheapest
- * first: a small class still batching grows (NULL, no fence call); otherwise the fences are driven (recent frees covered, fences polled; when another
- * thread is driving them, that one is waited for first, up to cfg.drive_wait_ns) and, if none of
- * those blocks may be reused yet, driven again until one may, none is left, or the wait has
- * passed: cfg.reuse_wait_ns when the class is worth waiting for, else cfg.reuse_poll_ns (at most
- * reuse_wait_ns). NULL: make a real allocation. No lock is held between polls. */
+ * first: a small class still batching grows (NULL, no fence call); otherwise the fences are
+ * driven (recent frees covered, fences polled; when another thread is driving them, what is
+ * reusable now is taken, else that thread is waited for first, up to cfg.drive_wait_ns) and, if
+ * none of those blocks may be reused yet, driven again until one may, none is left, or the wait
+ * has passed: cfg.reuse_wait_ns when the class is worth waiting for, else cfg.reuse_poll_ns (at
+ * most reuse_wait_ns). NULL: make a real allocation. No lock is held between polls. */
 static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsigned cls,
 				     unsigned s0, size_t bytes)
 {
