@@ -1,7 +1,8 @@
 /* test_pool_quiet.c — how a miss drives the fences. The backend's `quiet` (the GPU is idle:
  * every operation issued so far is done) stands in for a fence: asked only with no fence in
  * flight, less and less often while it answers no, and an answer of yes covers exactly the frees
- * made before it was asked. A miss that finds another thread driving waits for it. */
+ * made before it was asked. A miss that finds another thread driving waits for it, unless a
+ * larger block is reusable now. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <time.h>
@@ -239,6 +240,64 @@ static void test_miss_waits_for_the_driver(void **state)
 	pthread_mutex_destroy(&dr.lock);
 }
 
+static int setup_long_drive_wait_oversize(void **state)
+{
+	struct gp_pool_config cfg = { .ordered = 0, .drive_wait_ns = 10ull * 1000 * 1000 * 1000,
+				      .oversize_pct = 200 };
+
+	return fx_setup_cfg(state, &cfg);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Proves: a miss whose own block is fenced while another thread drives the fences takes an idle
+ * larger block at once (within cfg.oversize_pct) instead of waiting for that thread (10 s here):
+ * since the pool drives the fences before it looks at larger classes, this is the one look it
+ * gets before the wait. Fails, taking 10 s, if reuse_fenced waits first. */
+static void test_larger_block_before_waiting_for_the_driver(void **state)
+{
+	struct fx *fx = *state;
+	struct driver dr = { .fx = fx };
+	uint64_t t0, took;
+	void *a, *big, *b;
+
+	pthread_mutex_init(&dr.lock, NULL);
+	pthread_cond_init(&dr.cv, NULL);
+	fake_set_quiet(&fx->fake, 1);
+	big = fx_alloc(fx, 0, 2 * SIZE);
+	a = fx_alloc(fx, 0, SIZE);
+	fx_free(fx, big);
+	fx_settle(fx); /* big: reusable */
+	fx_free(fx, a);  /* a: fenced */
+	fake_set_hook(&fx->fake, hold_in_quiet, &dr);
+	pthread_mutex_lock(&dr.lock);
+	assert_int_equal(pthread_create(&dr.thread, NULL, drive, &dr), 0);
+	while (!dr.inside)
+		pthread_cond_wait(&dr.cv, &dr.lock);
+	pthread_mutex_unlock(&dr.lock);
+	t0 = mono_ns();
+	b = fx_alloc(fx, 0, SIZE); /* the other thread is driving */
+	took = mono_ns() - t0;
+	pthread_mutex_lock(&dr.lock);
+	dr.release = 1;
+	pthread_cond_broadcast(&dr.cv);
+	pthread_mutex_unlock(&dr.lock);
+	pthread_join(dr.thread, NULL);
+	fake_set_hook(&fx->fake, NULL, NULL);
+	assert_ptr_equal(b, big);
+	assert_true(took < 5ull * 1000 * 1000 * 1000);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
+	fx_free(fx, b);
+	pthread_cond_destroy(&dr.cv);
+	pthread_mutex_destroy(&dr.lock);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -254,6 +313,8 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_miss_waits_for_the_driver,
 						setup_long_drive_wait, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_larger_block_before_waiting_for_the_driver,
+						setup_long_drive_wait_oversize, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
