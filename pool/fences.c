@@ -74,7 +74,7 @@ static int try_quiet(struct gp_pool *p, int ring_empty)
 static int record_fence(struct gp_pool *p)
 {
 	void *handle = NULL;
-	uint64_t num;
+	uint64_t num, t;
 	int full, empty;
 
 	if (!atomic_load(&p->dirty))
@@ -100,9 +100,9 @@ static int record_fence(struct gp_pool *p)
 		/* The number is used up; the next fence covers its blocks (its number is larger). */
 		return GP_EAGAIN;
 	}
+	t = gp_fine_ns();
 	pthread_mutex_lock(&p->fence_lock);
-	p->ring[(p->ring_head + p->ring_count) % MAX_FENCES] =
-		(struct fence_slot){ handle, num, gp_fine_ns() };
+	p->ring[(p->ring_head + p->ring_count) % MAX_FENCES] = (struct fence_slot){ handle, num, t };
 	p->ring_count++;
 	pthread_mutex_unlock(&p->fence_lock);
 	return GP_OK;

@@ -362,34 +362,29 @@ static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsign
 {
 	uint64_t start = 0, deadline = 0, limit, t;
 	struct gp_block *b;
-	int waiting, awaited = 0, just_awaited;
+	int waiting, awaited = 0;
 
 	if (batching(p, d, cls))
 		return NULL;
 	for (;;) {
-		waiting = just_awaited = 0;
-		if (gp_pool_advance(p, 0) == GP_EAGAIN) {
-			/* Another thread drives the fences. Above 1 MiB wait for it once (then look,
-			 * and drive them ourselves if still needed); small blocks do not: the driver
-			 * packs them tightly, and one more block costs less than threads taking turns
-			 * at the fences. */
-			if (!awaited && !small_class(cls)) {
-				/* What is reusable now first (a larger block: gp_pool_alloc left
-				 * them to this function), then the wait. */
-				b = take_fit(p, d, cls, s0, bytes, &waiting);
-				if (b != NULL)
-					return b;
-				awaited = just_awaited = 1;
-				await_driver(p, p->drive_wait_ns);
-			} else if (deadline != 0) {
-				sched_yield(); /* let the driving thread run */
-			}
-		}
+		int busy = gp_pool_advance(p, 0) == GP_EAGAIN; /* another thread drives them */
+
+		if (busy && deadline != 0)
+			sched_yield(); /* let the driving thread run */
+		waiting = 0;
 		b = take_fit(p, d, cls, s0, bytes, &waiting);
 		if (b != NULL || !waiting)
 			return b;
-		if (just_awaited)
+		/* Nothing reusable now (a larger block included: gp_pool_alloc left those to this
+		 * function). Above 1 MiB wait once for the thread driving the fences, then look
+		 * again (and drive them ourselves if still needed); small blocks do not: the driver
+		 * packs them tightly, and one more block costs less than threads taking turns at
+		 * the fences. */
+		if (busy && !awaited && !small_class(cls)) {
+			awaited = 1;
+			await_driver(p, p->drive_wait_ns);
 			continue;
+		}
 		t = gp_fine_ns();
 		if (deadline == 0) {
 			limit = p->cfg.reuse_wait_ns;
@@ -409,6 +404,12 @@ static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsign
 	}
 }
 
+/* Whether real frees may happen now on this thread (see gp_backend.may_release). */
+static int may_release(struct gp_pool *p)
+{
+	return p->be.may_release == NULL || p->be.may_release(p->be.ctx);
+}
+
 /* Only a miss makes a device's footprint (live + cached bytes) grow. With a cap on its cached
  * bytes (gp_pool_set_cap), a miss first brings the cache down to the cap, in this thread: the
  * footprint then never passes the live bytes plus the cap. The over_cap notice alone comes too
@@ -417,11 +418,8 @@ static void trim_to_cap(struct gp_pool *p, struct gp_dev *d, int device)
 {
 	uint64_t cap = ld(&d->cap);
 
-	if (cap == 0 || dev_cached(d) <= cap)
-		return;
-	if (p->be.may_release != NULL && !p->be.may_release(p->be.ctx))
-		return;
-	gp_pool_release(p, device, cap, GP_CAUSE_CAP, NULL);
+	if (cap != 0 && dev_cached(d) > cap && may_release(p))
+		gp_pool_release(p, device, cap, GP_CAUSE_CAP, NULL);
 }
 
 int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *retried)
@@ -459,7 +457,7 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 
 	trim_to_cap(p, d, device);
 	rc = real_alloc(p, d, device, cls, s0, bytes, out);
-	if (rc == GP_ENOMEM && (p->be.may_release == NULL || p->be.may_release(p->be.ctx))) {
+	if (rc == GP_ENOMEM && may_release(p)) {
 		/* Give this device's cache back (backend free waits for pending work) and retry. */
 		gp_pool_release(p, device, 0, GP_CAUSE_OOM, NULL);
 		if (retried)
