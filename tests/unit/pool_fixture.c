@@ -1,6 +1,7 @@
 /* pool_fixture.c — setup, teardown and asserting helpers shared by the pool unit tests.
  * Teardown destroys the pool (which never calls the backend) and fails the test if the fake saw
  * a backend contract breach during it. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -9,6 +10,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "pool_fixture.h"
 
@@ -175,4 +177,12 @@ int fx_stats_same(const char *where, const struct gp_pool_dev_stats *got,
 		  const struct gp_pool_dev_stats *want)
 {
 	return diff(where, got, want, 0);
+}
+
+uint64_t fx_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }

@@ -40,6 +40,8 @@ struct gp_pool_dev_stats fx_stats(struct fx *fx, int device);
 void fx_settle(struct fx *fx);
 /* Sum of the pool's stats over every device it has seen. */
 struct gp_pool_dev_stats fx_stats_all(struct fx *fx);
+/* The real monotonic clock, ns (for bounds on how long a call blocked; the fake's is another). */
+uint64_t fx_mono_ns(void);
 
 /* Field-by-field comparison that names each field that differs; returns the number differing.
  * Fields set to FX_ANY in `want` are not compared. */

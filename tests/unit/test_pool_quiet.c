@@ -248,14 +248,6 @@ static int setup_long_drive_wait_oversize(void **state)
 	return fx_setup_cfg(state, &cfg);
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Proves: a miss whose own block is fenced while another thread drives the fences takes an idle
  * larger block at once (within cfg.oversize_pct) instead of waiting for that thread (10 s here):
  * since the pool drives the fences before it looks at larger classes, this is the one look it
@@ -281,9 +273,9 @@ static void test_larger_block_before_waiting_for_the_driver(void **state)
 	while (!dr.inside)
 		pthread_cond_wait(&dr.cv, &dr.lock);
 	pthread_mutex_unlock(&dr.lock);
-	t0 = mono_ns();
+	t0 = fx_mono_ns();
 	b = fx_alloc(fx, 0, SIZE); /* the other thread is driving */
-	took = mono_ns() - t0;
+	took = fx_mono_ns() - t0;
 	pthread_mutex_lock(&dr.lock);
 	dr.release = 1;
 	pthread_cond_broadcast(&dr.cv);

@@ -336,14 +336,6 @@ static int setup_wait_5ms(void **state)
 	return setup_reuse_wait(state, 5000000u);
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Proves: with reuse_wait_ns, a miss whose class holds only fenced blocks (two, 128 MiB in
  * all) drives the fences until one may be reused (the fence completes on its third poll) and
  * hands it out: no third backend allocation, so the pool does not grow by what a fence's
@@ -382,9 +374,9 @@ static void test_miss_wait_is_bounded(void **state)
 	fx_free(fx, a);
 	fx_free(fx, b);
 	q0 = fake_calls(&fx->fake, FAKE_OP_FENCE_QUERY);
-	t0 = mono_ns();
+	t0 = fx_mono_ns();
 	c = fx_alloc(fx, 0, 64 * MiB);
-	dt = mono_ns() - t0;
+	dt = fx_mono_ns() - t0;
 	queries = fake_calls(&fx->fake, FAKE_OP_FENCE_QUERY) - q0;
 	assert_true(c != a && c != b);
 	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 3);
@@ -478,9 +470,9 @@ static void test_miss_poll_is_bounded(void **state)
 
 	a = fx_alloc(fx, 0, 64 * MiB);
 	fx_free(fx, a);
-	t0 = mono_ns();
+	t0 = fx_mono_ns();
 	c = fx_alloc(fx, 0, 64 * MiB);
-	dt = mono_ns() - t0;
+	dt = fx_mono_ns() - t0;
 	assert_ptr_not_equal(c, a);
 	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
 	assert_true(dt >= 2000000u);
