@@ -337,7 +337,8 @@ int main(int argc, char **argv)
 	       shim ? "libgpupool.so preloaded" : "native runtime",
 	       o.nstreams ? (o.kernels ? "multi-stream with kernels" : "multi-stream, NO kernels")
 			  : "legacy stream",
-	       o.nstreams && o.kernels ? kernel_us : 0.0, cpu_us, (unsigned long long)o.seed, bench_counter() ? "from libbench_count.so" : "not available");
+	       o.nstreams && o.kernels ? kernel_us : 0.0, cpu_us, (unsigned long long)o.seed,
+	       bench_counter() ? "from libbench_count.so" : "not available");
 	fflush(stdout);
 	/* Contender by contender: gpupool-fenced last, since a created stream is for good. */
 	for (int c = 0; c < B_NCONTENDERS; c++) {
