@@ -17,12 +17,14 @@
 typedef int (*cu_stream_query_t)(cudaStream_t);
 typedef int (*cu_ctx_get_current_t)(void **);
 typedef int (*cu_event_query_t)(cudaEvent_t);
+typedef int (*cu_event_record_t)(cudaEvent_t, cudaStream_t);
 
 static cudaStream_t stream;
 static cudaEvent_t done_event, rec_event;
 static cu_stream_query_t cu_stream_query;
 static cu_ctx_get_current_t cu_ctx_get_current;
 static cu_event_query_t cu_event_query;
+static cu_event_record_t cu_event_record;
 static volatile int sink;
 
 static uint64_t now_ns(void)
@@ -80,6 +82,8 @@ static int c_cu_ctx_get_current(void)
 static int c_cu_query_legacy(void) { return cu_stream_query(cudaStreamLegacy) != 0; }
 static int c_cu_query_stream(void) { return cu_stream_query(stream) != 0; }
 static int c_cu_event_query(void) { return cu_event_query(done_event) != 0; }
+static int c_cu_event_record_legacy(void) { return cu_event_record(rec_event, cudaStreamLegacy) != 0; }
+static int c_cu_event_record_stream(void) { return cu_event_record(rec_event, stream) != 0; }
 static int c_cu_quiet_sequence(void)
 {
 	void *ctx = NULL;
@@ -116,6 +120,8 @@ static const struct call calls[] = {
 	{ "cuStreamQuery(legacy)", c_cu_query_legacy, 1 },
 	{ "cuStreamQuery(non-blocking stream)", c_cu_query_stream, 1 },
 	{ "cuEventQuery (complete)", c_cu_event_query, 1 },
+	{ "cuEventRecord(legacy)", c_cu_event_record_legacy, 1 },
+	{ "cuEventRecord(stream)", c_cu_event_record_stream, 1 },
 	{ "cu quiet: cuCtxGetCurrent+2 cuStreamQuery", c_cu_quiet_sequence, 1 },
 };
 #define NCALLS (sizeof(calls) / sizeof(calls[0]))
@@ -148,15 +154,17 @@ int main(int argc, char **argv)
 		cu_stream_query = (cu_stream_query_t)dlsym(cuda, "cuStreamQuery");
 		cu_ctx_get_current = (cu_ctx_get_current_t)dlsym(cuda, "cuCtxGetCurrent");
 		cu_event_query = (cu_event_query_t)dlsym(cuda, "cuEventQuery");
+		cu_event_record = (cu_event_record_t)dlsym(cuda, "cuEventRecord");
 	}
-	if (cu_stream_query == NULL || cu_ctx_get_current == NULL || cu_event_query == NULL)
+	if (cu_stream_query == NULL || cu_ctx_get_current == NULL || cu_event_query == NULL ||
+	    cu_event_record == NULL)
 		printf("# the driver API's symbols were not found: cu* rows skipped\n");
 
 	/* Samples interleave the calls, so a slow phase of the machine hits all of them alike. */
 	for (int s = 0; s < samples; s++) {
 		for (unsigned c = 0; c < NCALLS; c++) {
 			uint64_t t0;
-			if (calls[c].driver && cu_stream_query == NULL)
+			if (calls[c].driver && cu_event_record == NULL)
 				continue;
 			t0 = now_ns();
 			for (int i = 0; i < CALLS; i++) {
@@ -171,7 +179,7 @@ int main(int argc, char **argv)
 	}
 	printf("| call (GPU idle, one thread) | median ns | p99 ns |\n|---|---|---|\n");
 	for (unsigned c = 0; c < NCALLS; c++) {
-		if (calls[c].driver && cu_stream_query == NULL)
+		if (calls[c].driver && cu_event_record == NULL)
 			continue;
 		qsort(ns[c], (size_t)samples, sizeof(double), cmp_double);
 		med[c] = ns[c][samples / 2];
@@ -179,7 +187,7 @@ int main(int argc, char **argv)
 		printf("| %s | %.0f | %.0f |\n", calls[c].name, med[c], p99[c]);
 	}
 	for (unsigned c = 0; c < NCALLS; c++) {
-		if (calls[c].driver && cu_stream_query == NULL)
+		if (calls[c].driver && cu_event_record == NULL)
 			continue;
 		printf("CALL name=\"%s\" median_ns=%.1f p99_ns=%.1f unexpected=%d\n", calls[c].name,
 		       med[c], p99[c], bad[c]);

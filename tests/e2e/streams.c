@@ -8,7 +8,11 @@
  * legacy stream's event waits for it: shim/fence.h), one more per non-blocking stream.
  * --quiet (without STANDIN_MANUAL_EVENTS): while every stream is idle (cudaStreamQuery) a freed
  * block is reused with no event recorded; once the "GPU" is busy (manual events: the stand-in's
- * streams are never idle) a fence is recorded and the block waits for it. */
+ * streams are never idle) a fence is recorded and the block waits for it. The streams are asked
+ * through the driver API (the stand-in's libcuda.so.1: cuStreamQuery) when this thread has a
+ * context current, else through the runtime; with STANDIN_NO_DRIVER=1 (no libcuda.so.1 loaded)
+ * always through the runtime. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,11 +121,46 @@ static void run_blocking(void)
 	printf("PASS e2e_streams_blocking\n");
 }
 
+static uint64_t queries(const struct standin_counters *c, int driver)
+{
+	return driver ? c->drv_stream_queries : c->stream_queries;
+}
+
+/* A thread whose first CUDA calls are a pooled cudaFree and cudaMalloc: it has no context current
+ * yet (the stand-in's runtime did no work for it), so the first idle check asks the runtime;
+ * that makes the context current, and the next one may ask the driver. */
+static void *fresh_thread(void *arg)
+{
+	void **p = arg;
+	struct standin_counters c0 = e2e_counters(), c1, c2;
+	int driver = getenv("STANDIN_NO_DRIVER") == NULL;
+
+	e2e_cuda(cudaFree(*p), "cudaFree (new thread)");
+	e2e_cuda(cudaMalloc(p, BYTES), "cudaMalloc (new thread)");
+	c1 = e2e_counters();
+	e2e_cuda(cudaFree(*p), "cudaFree (new thread, again)");
+	e2e_cuda(cudaMalloc(p, BYTES), "cudaMalloc (new thread, again)");
+	c2 = e2e_counters();
+	e2e_check(c1.stream_queries - c0.stream_queries >= 2 &&
+			  c1.drv_stream_queries == c0.drv_stream_queries,
+		  "a new thread with no context current: the runtime's cudaStreamQuery (%llu), not the "
+		  "driver's (%llu)", (unsigned long long)(c1.stream_queries - c0.stream_queries),
+		  (unsigned long long)(c1.drv_stream_queries - c0.drv_stream_queries));
+	e2e_check(queries(&c2, driver) - queries(&c1, driver) >= 2 &&
+			  queries(&c2, !driver) == queries(&c1, !driver),
+		  "... and then, its context current, %s (%llu queries)",
+		  driver ? "the driver's cuStreamQuery" : "the runtime's still (no driver loaded)",
+		  (unsigned long long)(queries(&c2, driver) - queries(&c1, driver)));
+	return NULL;
+}
+
 static void run_quiet(void)
 {
 	struct standin_counters c0, c;
 	cudaStream_t nb = NULL;
 	void *p = NULL, *q = NULL, *first;
+	int driver = getenv("STANDIN_NO_DRIVER") == NULL;
+	pthread_t t;
 
 	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
 	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
@@ -135,11 +174,17 @@ static void run_quiet(void)
 	e2e_check(p == first && c.mallocs == 1,
 		  "idle streams: 10 frees and allocations reuse one block (real cudaMalloc: %llu)",
 		  (unsigned long long)c.mallocs);
-	e2e_check(c.event_records == c0.event_records && c.stream_queries - c0.stream_queries >= 20,
+	e2e_check(c.event_records == c0.event_records && queries(&c, driver) - queries(&c0, driver) >= 20 &&
+			  queries(&c, !driver) == queries(&c0, !driver),
 		  "... with no event recorded (%llu) and the legacy stream and the stream queried "
-		  "each time (%llu queries, want >= 20)",
+		  "each time through the %s (%llu queries, want >= 20; %llu through the other)",
 		  (unsigned long long)(c.event_records - c0.event_records),
-		  (unsigned long long)(c.stream_queries - c0.stream_queries));
+		  driver ? "driver (cuStreamQuery)" : "runtime (cudaStreamQuery)",
+		  (unsigned long long)(queries(&c, driver) - queries(&c0, driver)),
+		  (unsigned long long)(queries(&c, !driver) - queries(&c0, !driver)));
+	e2e_check(pthread_create(&t, NULL, fresh_thread, &p) == 0, "pthread_create");
+	pthread_join(t, NULL);
+	e2e_check(e2e_counters().mallocs == 1, "the new thread's pairs reused the block too");
 
 	standin_set_manual_events(1); /* the "GPU" is busy from now on */
 	e2e_cuda(cudaFree(p), "cudaFree");
@@ -155,7 +200,7 @@ static void run_quiet(void)
 	e2e_check(e2e_counters().mallocs == 2, "after the fence completed the cache serves again");
 	e2e_cuda(cudaFree(q), "cudaFree");
 	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
-	printf("PASS e2e_streams_quiet\n");
+	printf("PASS %s\n", driver ? "e2e_streams_quiet" : "e2e_streams_quiet_runtime");
 }
 
 int main(int argc, char **argv)
@@ -167,7 +212,8 @@ int main(int argc, char **argv)
 
 	e2e_start(nostream   ? "e2e_nostream"
 		  : blocking ? "e2e_streams_blocking"
-		  : quiet    ? "e2e_streams_quiet"
+		  : quiet    ? (getenv("STANDIN_NO_DRIVER") ? "e2e_streams_quiet_runtime"
+						    : "e2e_streams_quiet")
 			     : "e2e_streams");
 	if (quiet && manual != NULL)
 		e2e_fail("run me without STANDIN_MANUAL_EVENTS");

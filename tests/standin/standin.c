@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -133,6 +134,7 @@ static _Atomic unsigned free_delay_us;
 static _Atomic unsigned event_latency_us;
 
 static _Thread_local int cur_device;
+static _Thread_local int ctx_device = -1; /* the device whose context is current, -1: none */
 static _Thread_local cudaError_t last_error;
 static _Thread_local enum cudaStreamCaptureMode thread_capture_mode;
 static _Thread_local char thread_token;
@@ -166,6 +168,27 @@ static void fork_prepare(void)
 static void fork_release(void)
 {
 	pthread_mutex_unlock(&st.lock);
+}
+
+/* The stand-in libcuda.so.1 beside this library, loaded as the real runtime loads the driver. */
+static void load_driver(void)
+{
+	static const char name[] = "libcuda.so.1";
+	char path[4096];
+	Dl_info self;
+	const char *slash;
+	size_t dir;
+
+	if (dladdr((void *)&st, &self) == 0 || self.dli_fname == NULL ||
+	    (slash = strrchr(self.dli_fname, '/')) == NULL)
+		return;
+	dir = (size_t)(slash - self.dli_fname) + 1;
+	if (dir + sizeof(name) > sizeof(path))
+		return;
+	memcpy(path, self.dli_fname, dir);
+	memcpy(path + dir, name, sizeof(name));
+	if (dlopen(path, RTLD_NOW | RTLD_GLOBAL) == NULL)
+		fprintf(stderr, "standin: %s not loaded: %s\n", path, dlerror());
 }
 
 static void st_init(void)
@@ -216,6 +239,9 @@ static void st_init(void)
 	s = getenv("STANDIN_EVENT_LATENCY_US");
 	atomic_store(&event_latency_us, s != NULL ? (unsigned)strtoul(s, NULL, 10) : 0u);
 	pthread_atfork(fork_prepare, fork_release, fork_release);
+	s = getenv("STANDIN_NO_DRIVER");
+	if (s == NULL || strcmp(s, "1") != 0)
+		load_driver();
 }
 
 /* The error an injected fault gives this call, or cudaSuccess. */
@@ -258,6 +284,7 @@ static const struct {
 	{ "pool_trims", offsetof(struct standin_counters, pool_trims) },
 	{ "frees_off_device", offsetof(struct standin_counters, frees_off_device) },
 	{ "stream_queries", offsetof(struct standin_counters, stream_queries) },
+	{ "drv_stream_queries", offsetof(struct standin_counters, drv_stream_queries) },
 };
 
 static uint64_t *field(struct standin_counters *c, size_t i)
@@ -329,10 +356,20 @@ __attribute__((destructor)) static void st_fini(void)
 	pthread_mutex_unlock(&st.lock);
 }
 
+/* The state's lock, for the test API: no context is made current by it. */
+static void lock_state(void)
+{
+	pthread_once(&st_once, st_init);
+	pthread_mutex_lock(&st.lock);
+}
+
+/* A runtime call that does work: the thread's current device's context is current from now on,
+ * as the runtime makes it. */
 static void enter(void)
 {
 	pthread_once(&st_once, st_init);
 	pthread_mutex_lock(&st.lock);
+	ctx_device = cur_device;
 }
 
 static void leave(void)
@@ -963,6 +1000,7 @@ cudaError_t cudaSetDevice(int device)
 	if (device < 0 || device >= st.ndevices)
 		return result(cudaErrorInvalidDevice);
 	cur_device = device;
+	ctx_device = device; /* as since CUDA 12: the device's primary context is made current */
 	return cudaSuccess;
 }
 
@@ -1198,6 +1236,28 @@ out:
 	return result(rc);
 }
 
+/* cudaStreamQuery's answer, with the lock held. */
+static cudaError_t query_stream(cudaStream_t stream, const char *fn)
+{
+	cudaError_t rc;
+
+	if (!stream_valid(stream))
+		return cudaErrorInvalidResourceHandle;
+	rc = check_unsafe_call(fn);
+	if (rc != cudaSuccess)
+		return rc;
+	if (!is_default_stream(stream) && stream->capturing)
+		return capture_error(fn, stream->device, cudaErrorStreamCaptureUnsupported);
+	if (is_legacy_stream(stream) && legacy_stream_blocked(cur_device))
+		return capture_error(fn, cur_device, cudaErrorStreamCaptureImplicit);
+	/* The stand-in sees no work but events. With manual events, work is always queued that
+	 * completes only when the test says, and it cannot say so for work queued later; with an
+	 * event latency, the "GPU" always lags that far behind: never idle, in both. */
+	return st.manual_events || atomic_load(&event_latency_us) > 0 || stream_has_pending(stream)
+		       ? cudaErrorNotReady
+		       : cudaSuccess;
+}
+
 cudaError_t cudaStreamQuery(cudaStream_t stream)
 {
 	cudaError_t rc;
@@ -1206,30 +1266,27 @@ cudaError_t cudaStreamQuery(cudaStream_t stream)
 		return result(cudaErrorCudartUnloading);
 	enter();
 	current()->c.stream_queries++;
-	if (!stream_valid(stream)) {
-		rc = cudaErrorInvalidResourceHandle;
-		goto out;
-	}
-	rc = check_unsafe_call(__func__);
-	if (rc != cudaSuccess)
-		goto out;
-	if (!is_default_stream(stream) && stream->capturing) {
-		rc = capture_error(__func__, stream->device, cudaErrorStreamCaptureUnsupported);
-		goto out;
-	}
-	if (is_legacy_stream(stream) && legacy_stream_blocked(cur_device)) {
-		rc = capture_error(__func__, cur_device, cudaErrorStreamCaptureImplicit);
-		goto out;
-	}
-	/* The stand-in sees no work but events. With manual events, work is always queued that
-	 * completes only when the test says, and it cannot say so for work queued later; with an
-	 * event latency, the "GPU" always lags that far behind: never idle, in both. */
-	rc = st.manual_events || atomic_load(&event_latency_us) > 0 || stream_has_pending(stream)
-		     ? cudaErrorNotReady
-		     : cudaSuccess;
-out:
+	rc = query_stream(stream, __func__);
 	leave();
 	return result(rc);
+}
+
+int standin_drv_context(void)
+{
+	return ctx_device;
+}
+
+int standin_drv_stream_query(void *stream)
+{
+	cudaError_t rc;
+
+	if (gone())
+		return cudaErrorCudartUnloading;
+	lock_state(); /* not enter(): the driver makes no context current */
+	current()->c.drv_stream_queries++;
+	rc = query_stream((cudaStream_t)stream, "cuStreamQuery");
+	leave();
+	return rc;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
@@ -1668,7 +1725,7 @@ void standin_set_free_delay_us(unsigned us)
 
 void standin_get(int device, struct standin_counters *out)
 {
-	enter();
+	lock_state();
 	if (device >= st.ndevices || device < -1)
 		memset(out, 0, sizeof(*out));
 	else
@@ -1678,7 +1735,7 @@ void standin_get(int device, struct standin_counters *out)
 
 void standin_set_capacity(int device, uint64_t bytes)
 {
-	enter();
+	lock_state();
 	if (device >= 0 && device < STANDIN_MAX_DEVICES)
 		st.dev[device].capacity = bytes;
 	leave();
@@ -1686,14 +1743,14 @@ void standin_set_capacity(int device, uint64_t bytes)
 
 void standin_set_manual_events(int on)
 {
-	enter();
+	lock_state();
 	st.manual_events = on != 0;
 	leave();
 }
 
 void standin_complete_events(void)
 {
-	enter();
+	lock_state();
 	complete_all(-1);
 	leave();
 }
@@ -1702,7 +1759,7 @@ int standin_owns(const void *p)
 {
 	int owned;
 
-	enter();
+	lock_state();
 	owned = map_find(p) != NULL;
 	leave();
 	return owned;
@@ -1713,7 +1770,7 @@ uint64_t standin_size(const void *p)
 	struct alloc *a;
 	uint64_t size;
 
-	enter();
+	lock_state();
 	a = map_find(p);
 	size = a != NULL ? a->size : 0;
 	leave();

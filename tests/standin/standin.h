@@ -27,6 +27,12 @@
  *                                device, to catch a release in progress
  *   STANDIN_MMAP=1               device memory from mmap (always so under ASan): a block freed and
  *                                the next of its size usually share an address, as on a GPU
+ *   STANDIN_NO_DRIVER=1          the stand-in does not load its libcuda.so.1 (see below)
+ * The driver: at its first call the stand-in loads the libcuda.so.1 beside it (tests/standin/
+ * driver.c), as the real runtime loads the driver, unless STANDIN_NO_DRIVER=1. It answers the few
+ * driver-API calls the shim makes from the runtime's state: a thread has a context current once
+ * a runtime call of that thread did work (cudaGetDevice does not), that of its current device,
+ * and cuStreamQuery answers as cudaStreamQuery does, leaving the thread's last error alone.
  * Graphs: capture yields a graph object; instantiate, clone, child nodes and exec update give
  * handles and record nothing (no kernels run here).
  * The stand-in applies the runtime's capture rules (cudaThreadExchangeStreamCaptureMode): during a
@@ -57,7 +63,9 @@ struct standin_counters {
 	uint64_t mem_get_info;    /* cudaMemGetInfo calls */
 	uint64_t pool_trims;      /* cudaMemPoolTrimTo calls */
 	uint64_t frees_off_device; /* cudaFree of this device's memory while another was current */
-	uint64_t stream_queries;  /* cudaStreamQuery calls (flush.py and mp.py in tests/e2e mirror this layout) */
+	uint64_t stream_queries;  /* cudaStreamQuery calls */
+	uint64_t drv_stream_queries; /* cuStreamQuery calls, through the stand-in libcuda.so.1
+				      * (flush.py and mp.py in tests/e2e mirror this layout) */
 };
 
 /* A copy of the counters of `device`; device -1 sums all devices. An invalid device gives zeros. */
@@ -111,5 +119,11 @@ void standin_set_unloading(int on);
 
 /* cudaFree sleeps this long before it takes the runtime's lock (0: not at all). */
 void standin_set_free_delay_us(unsigned us);
+
+/* For the stand-in libcuda.so.1 (driver.c) only. The device whose context is current on this
+ * thread, -1 if none; and cudaStreamQuery's answer for `stream` (counted as a cuStreamQuery),
+ * the thread's last error untouched. */
+int standin_drv_context(void);
+int standin_drv_stream_query(void *stream);
 
 #endif
