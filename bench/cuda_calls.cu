@@ -16,6 +16,7 @@
 
 typedef int (*cu_stream_query_t)(cudaStream_t);
 typedef int (*cu_ctx_get_current_t)(void **);
+typedef int (*cu_ctx_get_device_t)(int *);
 typedef int (*cu_event_query_t)(cudaEvent_t);
 typedef int (*cu_event_record_t)(cudaEvent_t, cudaStream_t);
 
@@ -23,6 +24,7 @@ static cudaStream_t stream;
 static cudaEvent_t done_event, rec_event;
 static cu_stream_query_t cu_stream_query;
 static cu_ctx_get_current_t cu_ctx_get_current;
+static cu_ctx_get_device_t cu_ctx_get_device;
 static cu_event_query_t cu_event_query;
 static cu_event_record_t cu_event_record;
 static volatile int sink;
@@ -91,6 +93,25 @@ static int c_cu_quiet_sequence(void)
 		return 1;
 	return cu_stream_query(cudaStreamLegacy) != 0 || cu_stream_query(stream) != 0;
 }
+static int c_cu_ctx_get_device(void)
+{
+	int d = -1;
+	return cu_ctx_get_device(&d) != 0 || d < 0;
+}
+/* gp_fence_record then gp_fence_query through the driver (shim/fence.c) */
+static int c_cu_fence_sequence(void)
+{
+	void *ctx = NULL;
+	int d = -1;
+	if (cu_ctx_get_current(&ctx) != 0 || ctx == NULL || cu_ctx_get_device(&d) != 0)
+		return 1;
+	if (cu_event_record(rec_event, cudaStreamLegacy) != 0 ||
+	    cu_event_record(done_event, stream) != 0)
+		return 1;
+	if (cu_ctx_get_current(&ctx) != 0 || ctx == NULL || cu_ctx_get_device(&d) != 0)
+		return 1;
+	return cu_event_query(rec_event) != 0 || cu_event_query(done_event) != 0;
+}
 static int c_clock(void)
 {
 	sink = (int)now_ns();
@@ -117,12 +138,15 @@ static const struct call calls[] = {
 	{ "quiet: Peek+GetDevice+2 StreamQuery", c_quiet_sequence, 0 },
 	{ "fence: Peek+GetDevice+2 Record+Peek+2 EventQuery", c_fence_sequence, 0 },
 	{ "cuCtxGetCurrent", c_cu_ctx_get_current, 1 },
+	{ "cuCtxGetDevice", c_cu_ctx_get_device, 1 },
 	{ "cuStreamQuery(legacy)", c_cu_query_legacy, 1 },
 	{ "cuStreamQuery(non-blocking stream)", c_cu_query_stream, 1 },
 	{ "cuEventQuery (complete)", c_cu_event_query, 1 },
 	{ "cuEventRecord(legacy)", c_cu_event_record_legacy, 1 },
 	{ "cuEventRecord(stream)", c_cu_event_record_stream, 1 },
 	{ "cu quiet: cuCtxGetCurrent+2 cuStreamQuery", c_cu_quiet_sequence, 1 },
+	{ "cu fence: 2x(cuCtxGetCurrent+cuCtxGetDevice)+2 cuEventRecord+2 cuEventQuery",
+	  c_cu_fence_sequence, 1 },
 };
 #define NCALLS (sizeof(calls) / sizeof(calls[0]))
 
@@ -137,6 +161,7 @@ int main(int argc, char **argv)
 	static double ns[NCALLS][MAX_SAMPLES], med[NCALLS], p99[NCALLS];
 	int samples = argc > 1 ? atoi(argv[1]) : 31, bad[NCALLS] = { 0 };
 	void *cuda;
+	int driver;
 
 	if (samples < 1 || samples > MAX_SAMPLES)
 		samples = 31;
@@ -153,18 +178,21 @@ int main(int argc, char **argv)
 	if (cuda != NULL) {
 		cu_stream_query = (cu_stream_query_t)dlsym(cuda, "cuStreamQuery");
 		cu_ctx_get_current = (cu_ctx_get_current_t)dlsym(cuda, "cuCtxGetCurrent");
+		cu_ctx_get_device = (cu_ctx_get_device_t)dlsym(cuda, "cuCtxGetDevice");
 		cu_event_query = (cu_event_query_t)dlsym(cuda, "cuEventQuery");
 		cu_event_record = (cu_event_record_t)dlsym(cuda, "cuEventRecord");
 	}
-	if (cu_stream_query == NULL || cu_ctx_get_current == NULL || cu_event_query == NULL ||
-	    cu_event_record == NULL)
+	if (cu_stream_query == NULL || cu_ctx_get_current == NULL || cu_ctx_get_device == NULL ||
+	    cu_event_query == NULL || cu_event_record == NULL)
 		printf("# the driver API's symbols were not found: cu* rows skipped\n");
+	driver = cu_stream_query != NULL && cu_ctx_get_current != NULL && cu_ctx_get_device != NULL &&
+		 cu_event_query != NULL && cu_event_record != NULL;
 
 	/* Samples interleave the calls, so a slow phase of the machine hits all of them alike. */
 	for (int s = 0; s < samples; s++) {
 		for (unsigned c = 0; c < NCALLS; c++) {
 			uint64_t t0;
-			if (calls[c].driver && cu_event_record == NULL)
+			if (calls[c].driver && !driver)
 				continue;
 			t0 = now_ns();
 			for (int i = 0; i < CALLS; i++) {
@@ -179,7 +207,7 @@ int main(int argc, char **argv)
 	}
 	printf("| call (GPU idle, one thread) | median ns | p99 ns |\n|---|---|---|\n");
 	for (unsigned c = 0; c < NCALLS; c++) {
-		if (calls[c].driver && cu_event_record == NULL)
+		if (calls[c].driver && !driver)
 			continue;
 		qsort(ns[c], (size_t)samples, sizeof(double), cmp_double);
 		med[c] = ns[c][samples / 2];
@@ -187,7 +215,7 @@ int main(int argc, char **argv)
 		printf("| %s | %.0f | %.0f |\n", calls[c].name, med[c], p99[c]);
 	}
 	for (unsigned c = 0; c < NCALLS; c++) {
-		if (calls[c].driver && cu_event_record == NULL)
+		if (calls[c].driver && !driver)
 			continue;
 		printf("CALL name=\"%s\" median_ns=%.1f p99_ns=%.1f unexpected=%d\n", calls[c].name,
 		       med[c], p99[c], bad[c]);

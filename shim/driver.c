@@ -33,14 +33,17 @@ static void resolve(void)
 	RESOLVE(h, CtxGetCurrent, "cuCtxGetCurrent");
 	RESOLVE(h, CtxGetDevice, "cuCtxGetDevice");
 	RESOLVE(h, StreamQuery, "cuStreamQuery");
+	RESOLVE(h, EventRecord, "cuEventRecord");
+	RESOLVE(h, EventQuery, "cuEventQuery");
 	dlclose(h); /* NOLOAD took a reference; the library stays loaded by the runtime */
 	resolved_ok = gp_drv.CtxGetCurrent != NULL && gp_drv.CtxGetDevice != NULL &&
-		      gp_drv.StreamQuery != NULL;
+		      gp_drv.StreamQuery != NULL && gp_drv.EventRecord != NULL &&
+		      gp_drv.EventQuery != NULL;
 	if (!resolved_ok) {
 		gp_dl_forget_error();
 		memset(&gp_drv, 0, sizeof(gp_drv));
 	}
-	gp_log(GP_LOG_DEBUG, "driver API for idle checks: %s", resolved_ok ? "yes" : "no");
+	gp_log(GP_LOG_DEBUG, "driver API for the fences: %s", resolved_ok ? "yes" : "no");
 }
 
 int gp_drv_resolve(void)

@@ -9,6 +9,8 @@ struct gp_drv {
 	CUresult (*CtxGetCurrent)(CUcontext *);
 	CUresult (*CtxGetDevice)(CUdevice *);
 	CUresult (*StreamQuery)(CUstream);
+	CUresult (*EventRecord)(CUevent, CUstream);
+	CUresult (*EventQuery)(CUevent);
 };
 
 extern struct gp_drv gp_drv;

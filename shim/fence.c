@@ -1,4 +1,5 @@
 /* fence.c — keeping pooled reuse as safe as native cudaFree without a stall per free.
+ * Through the driver API where it can (driver_device), else the runtime.
  * The registry lock guards the stream list and is held while events are recorded on those
  * streams, so a stream is never used after its destroy; the hot path never takes it.
  * Nothing here touches a thread's sticky CUDA error: calls are skipped while one is pending,
@@ -243,6 +244,86 @@ static int error_pending(void)
 	return gp_real.PeekAtLastError != NULL && gp_real.PeekAtLastError() != cudaSuccess;
 }
 
+/* The driver API does the fences' work where it can (bench/cuda_calls.cu: a third less time
+ * than the runtime's calls, and no runtime error state to guard: the driver's calls leave it
+ * alone): when the pool has used one device and that device's context is current on this
+ * thread, so that its legacy stream is the one the runtime's calls would use. Returns that
+ * device, or -1: use the runtime. */
+static int driver_device(uint64_t mask)
+{
+	CUcontext ctx = NULL;
+	CUdevice dev = -1;
+
+	if ((mask & (mask - 1)) != 0 || gp_drv_resolve() != 0)
+		return -1;
+	if (gp_drv.CtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL ||
+	    gp_drv.CtxGetDevice(&dev) != CUDA_SUCCESS || dev < 0 || dev >= 64 ||
+	    mask != 1ULL << dev)
+		return -1;
+	return dev;
+}
+
+#define NOT_THIS_WAY 1
+
+static int spares_of(int dev)
+{
+	int n = 0;
+
+	for (int i = 0; i < nspare; i++)
+		n += spare[i].dev == dev;
+	return n;
+}
+
+/* gp_fence_record through the driver, with reg_lock held: with events from the spares only (a
+ * new one is made by the runtime), and every stream that needs an event on the one device.
+ * NOT_THIS_WAY: use the runtime. */
+static int record_by_driver(uint64_t mask, struct fence **out)
+{
+	int dev = driver_device(mask), need = 1, cur, failed = 0;
+	struct fence *f;
+
+	if (dev < 0)
+		return NOT_THIS_WAY;
+	for (int i = 0; i < nstreams; i++) {
+		if (covered_by_legacy(&streams[i], mask))
+			continue;
+		if (streams[i].dev != dev)
+			return NOT_THIS_WAY;
+		need++;
+	}
+	if (spares_of(dev) < need)
+		return NOT_THIS_WAY;
+	f = malloc(sizeof(*f) + sizeof(struct ev) * (size_t)(need + nretired));
+	if (f == NULL)
+		return GP_EAGAIN;
+	f->n = f->next = 0;
+	cur = dev;
+	for (int i = -1; i < nstreams && !failed; i++) {
+		struct ev *e = &f->ev[f->n];
+		if (i >= 0 && covered_by_legacy(&streams[i], mask))
+			continue;
+		event_get(dev, &cur, e); /* a spare: cannot fail */
+		if (gp_drv.EventRecord(e->e, i < 0 ? CU_STREAM_LEGACY : streams[i].s) != CUDA_SUCCESS) {
+			push((void **)&spare, &nspare, &capspare, sizeof(struct ev), e);
+			failed = 1;
+			break;
+		}
+		f->n++;
+	}
+	if (failed) {
+		/* A fence that misses a stream would be unsafe: drop it, keep the retired events. */
+		for (int i = 0; i < f->n; i++)
+			push((void **)&spare, &nspare, &capspare, sizeof(struct ev), &f->ev[i]);
+		free(f);
+		return GP_EAGAIN;
+	}
+	for (int i = 0; i < nretired; i++)
+		f->ev[f->n++] = retired[i];
+	nretired = 0;
+	*out = f;
+	return GP_OK;
+}
+
 int gp_fence_record(void *ctx, void **out)
 {
 	uint64_t mask = atomic_load(&devmask);
@@ -250,7 +331,18 @@ int gp_fence_record(void *ctx, void **out)
 	int cur, start, rc = GP_EAGAIN, failed = 0;
 
 	(void)ctx;
-	if (gp_fence_capture_active() || error_pending() || gp_real.EventRecord == NULL)
+	*out = NULL;
+	if (gp_fence_capture_active() || gp_real.EventRecord == NULL)
+		return GP_EAGAIN;
+	pthread_mutex_lock(&reg_lock);
+	rc = record_by_driver(mask, &f);
+	pthread_mutex_unlock(&reg_lock);
+	if (rc != NOT_THIS_WAY) {
+		*out = f;
+		return rc;
+	}
+	rc = GP_EAGAIN;
+	if (error_pending())
 		return GP_EAGAIN;
 	cur = start = current_device();
 	if (start < 0)
@@ -314,22 +406,12 @@ out:
 	return rc;
 }
 
-/* gp_fence_quiet's question through the driver API, with reg_lock held: a third less time than
- * the runtime's calls (bench/cuda_calls.cu), and no runtime error state to guard (the driver's
- * calls leave it alone). Only when the pool has used one device and that device's context is
- * current on this thread: the legacy stream queried is then the one the runtime's would be.
- * -1: not so, ask the runtime. */
+/* gp_fence_quiet through the driver, with reg_lock held. -1: not this way. */
 static int quiet_by_driver(uint64_t mask)
 {
-	CUcontext ctx = NULL;
-	CUdevice dev = -1;
 	int idle;
 
-	if ((mask & (mask - 1)) != 0 || gp_drv_resolve() != 0)
-		return -1;
-	if (gp_drv.CtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL ||
-	    gp_drv.CtxGetDevice(&dev) != CUDA_SUCCESS || dev < 0 || dev >= 64 ||
-	    mask != 1ULL << dev)
+	if (driver_device(mask) < 0)
 		return -1;
 	idle = nretired == 0 && gp_drv.StreamQuery(CU_STREAM_LEGACY) == CUDA_SUCCESS;
 	for (int i = 0; i < nstreams && idle; i++)
@@ -391,33 +473,56 @@ int gp_fence_quiet(void *ctx)
 	return idle;
 }
 
+/* One event of a fence: 1 complete, 0 not (or not known to be). Through the driver when `drv`
+ * (the device driver_device gave, -1: none) is the event's device. `pending`: 1 when the thread
+ * has a runtime error of its own (the runtime is not asked then), -1 not looked at yet. */
+static int event_done(const struct ev *ev, int drv, int *pending)
+{
+	cudaError_t e;
+
+	if (stale(ev))
+		return 1;
+	if (ev->dev == drv) {
+		CUresult r = gp_drv.EventQuery(ev->e);
+		if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY)
+			return r == CUDA_SUCCESS;
+		gp_log_capped(GP_LOG_WARN, &warned_query,
+			      "cuEventQuery failed (error %d); fence not complete", (int)r);
+		return 0;
+	}
+	if (*pending < 0)
+		*pending = error_pending();
+	if (*pending)
+		return 0;
+	e = gp_real.EventQuery(ev->e);
+	if (e == cudaErrorNotReady) {
+		gp_real.GetLastError();
+		return 0;
+	}
+	if (e != cudaSuccess) {
+		/* Not known to be complete (a capture begun on another thread, a transient error):
+		 * not reused yet. In a broken context nothing completes, and nothing needs to: every
+		 * real allocation fails there anyway. */
+		gp_log_capped(GP_LOG_WARN, &warned_query,
+			      "cudaEventQuery failed (error %d); fence not complete", (int)e);
+		gp_real.GetLastError();
+		return 0;
+	}
+	return 1;
+}
+
 int gp_fence_query(void *ctx, void *fence)
 {
 	struct fence *f = fence;
+	int drv, pending = -1;
 
 	(void)ctx;
-	if (gp_fence_capture_active() || error_pending())
+	if (gp_fence_capture_active())
 		return 0;
+	drv = driver_device(atomic_load(&devmask));
 	while (f->next < f->n) {
-		cudaError_t e;
-		if (stale(&f->ev[f->next])) {
-			f->next++;
-			continue;
-		}
-		e = gp_real.EventQuery(f->ev[f->next].e);
-		if (e == cudaErrorNotReady) {
-			gp_real.GetLastError();
+		if (!event_done(&f->ev[f->next], drv, &pending))
 			return 0;
-		}
-		if (e != cudaSuccess) {
-			/* Not known to be complete (a capture begun on another thread, a transient
-			 * error): not reused yet. In a broken context nothing completes, and nothing
-			 * needs to: every real allocation fails there anyway. */
-			gp_log_capped(GP_LOG_WARN, &warned_query,
-				      "cudaEventQuery failed (error %d); fence not complete", (int)e);
-			gp_real.GetLastError();
-			return 0;
-		}
 		f->next++;
 	}
 	return 1;

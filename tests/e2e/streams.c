@@ -10,8 +10,9 @@
  * block is reused with no event recorded; once the "GPU" is busy (manual events: the stand-in's
  * streams are never idle) a fence is recorded and the block waits for it. The streams are asked
  * through the driver API (the stand-in's libcuda.so.1: cuStreamQuery) when this thread has a
- * context current, else through the runtime; with STANDIN_NO_DRIVER=1 (no libcuda.so.1 loaded)
- * always through the runtime. */
+ * context current, else through the runtime, and so are the fences' events recorded (from the
+ * spares: a new one is made by the runtime) and queried; with STANDIN_NO_DRIVER=1 (no
+ * libcuda.so.1 loaded) always through the runtime. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,7 +198,29 @@ static void run_quiet(void)
 	standin_complete_events();
 	e2e_cuda(cudaFree(q), "cudaFree");
 	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc after the events completed");
-	e2e_check(e2e_counters().mallocs == 2, "after the fence completed the cache serves again");
+	c = e2e_counters();
+	e2e_check(c.mallocs == 2, "after the fence completed the cache serves again");
+	e2e_check(driver ? c.drv_event_queries > c0.drv_event_queries
+			 : c.drv_event_queries == c0.drv_event_queries,
+		  "... its events queried through the %s (cuEventQuery: %llu)",
+		  driver ? "driver" : "runtime",
+		  (unsigned long long)(c.drv_event_queries - c0.drv_event_queries));
+	/* Once the fences in flight complete, their events are spares: the next fence records
+	 * them through the driver (a new event is made by the runtime). */
+	standin_complete_events();
+	c0 = c;
+	e2e_cuda(cudaFree(q), "cudaFree");
+	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc while busy, again");
+	c = e2e_counters();
+	e2e_check(c.event_records > c0.event_records &&
+			  (driver ? c.drv_event_records - c0.drv_event_records ==
+					    c.event_records - c0.event_records
+				  : c.drv_event_records == c0.drv_event_records),
+		  "busy again: a fence recorded (%llu events) through the %s (cuEventRecord: %llu)",
+		  (unsigned long long)(c.event_records - c0.event_records),
+		  driver ? "driver" : "runtime",
+		  (unsigned long long)(c.drv_event_records - c0.drv_event_records));
+	standin_complete_events();
 	e2e_cuda(cudaFree(q), "cudaFree");
 	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
 	printf("PASS %s\n", driver ? "e2e_streams_quiet" : "e2e_streams_quiet_runtime");

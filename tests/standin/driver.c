@@ -31,12 +31,9 @@ CUresult cuCtxGetDevice(CUdevice *device)
 	return CUDA_SUCCESS;
 }
 
-CUresult cuStreamQuery(CUstream stream)
+static CUresult from_runtime(int rc)
 {
-	if ((stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) &&
-	    standin_drv_context() < 0)
-		return CUDA_ERROR_INVALID_CONTEXT;
-	switch ((cudaError_t)standin_drv_stream_query(stream)) {
+	switch ((cudaError_t)rc) {
 	case cudaSuccess: return CUDA_SUCCESS;
 	case cudaErrorNotReady: return CUDA_ERROR_NOT_READY;
 	case cudaErrorInvalidResourceHandle: return CUDA_ERROR_INVALID_HANDLE;
@@ -45,4 +42,30 @@ CUresult cuStreamQuery(CUstream stream)
 	case cudaErrorCudartUnloading: return CUDA_ERROR_DEINITIALIZED;
 	default: return CUDA_ERROR_UNKNOWN;
 	}
+}
+
+/* A default stream means the current context's: none current, no such stream. */
+static int no_context_for(CUstream stream)
+{
+	return (stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) &&
+	       standin_drv_context() < 0;
+}
+
+CUresult cuStreamQuery(CUstream stream)
+{
+	if (no_context_for(stream))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return from_runtime(standin_drv_stream_query(stream));
+}
+
+CUresult cuEventRecord(CUevent event, CUstream stream)
+{
+	if (no_context_for(stream))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return from_runtime(standin_drv_event_record(event, stream));
+}
+
+CUresult cuEventQuery(CUevent event)
+{
+	return from_runtime(standin_drv_event_query(event));
 }

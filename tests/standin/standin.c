@@ -285,6 +285,8 @@ static const struct {
 	{ "frees_off_device", offsetof(struct standin_counters, frees_off_device) },
 	{ "stream_queries", offsetof(struct standin_counters, stream_queries) },
 	{ "drv_stream_queries", offsetof(struct standin_counters, drv_stream_queries) },
+	{ "drv_event_records", offsetof(struct standin_counters, drv_event_records) },
+	{ "drv_event_queries", offsetof(struct standin_counters, drv_event_queries) },
 };
 
 static uint64_t *field(struct standin_counters *c, size_t i)
@@ -1589,40 +1591,62 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
 
 /* An event belongs to the device that was current when it was created; recording it on a stream
  * of another device is an error, as on a GPU. */
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+/* cudaEventRecord's work, with the lock held. */
+static cudaError_t record_event(cudaEvent_t event, cudaStream_t stream, const char *fn)
 {
-	cudaError_t rc = cudaSuccess;
+	cudaError_t rc;
 	int device;
 
-	if (gone())
-		return result(cudaErrorCudartUnloading);
-	enter();
 	current()->c.event_records++;
-	if (!event_valid(event) || !stream_valid(stream)) {
-		rc = cudaErrorInvalidResourceHandle;
-		goto out;
-	}
+	if (!event_valid(event) || !stream_valid(stream))
+		return cudaErrorInvalidResourceHandle;
 	rc = inject(STANDIN_FAULT_EVENT_RECORD);
 	if (rc != cudaSuccess)
-		goto out;
+		return rc;
 	device = stream_device(stream);
-	if (device != event->device) {
-		rc = cudaErrorInvalidResourceHandle;
-		goto out;
-	}
-	if (is_legacy_stream(stream) && legacy_stream_blocked(device)) {
-		rc = capture_error(__func__, device, cudaErrorStreamCaptureImplicit);
-		goto out;
-	}
+	if (device != event->device)
+		return cudaErrorInvalidResourceHandle;
+	if (is_legacy_stream(stream) && legacy_stream_blocked(device))
+		return capture_error(fn, device, cudaErrorStreamCaptureImplicit);
 	event->recorded = 1;
 	event->stream = is_default_stream(stream) ? NULL : stream;
 	event->seq = ++st.record_seq;
 	event->captured = !is_default_stream(stream) && stream->capturing;
 	event->done = !event->captured && !st.manual_events;
 	event->done_at_ns = mono_ns() + (uint64_t)atomic_load(&event_latency_us) * 1000u;
-out:
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+	cudaError_t rc;
+
+	if (gone())
+		return result(cudaErrorCudartUnloading);
+	enter();
+	rc = record_event(event, stream, __func__);
 	leave();
 	return result(rc);
+}
+
+/* cudaEventQuery's answer, with the lock held. */
+static cudaError_t query_event(cudaEvent_t event, const char *fn)
+{
+	cudaError_t rc;
+
+	current()->c.event_queries++;
+	if (!event_valid(event))
+		return cudaErrorInvalidResourceHandle;
+	rc = check_unsafe_call(fn);
+	if (rc != cudaSuccess)
+		return rc;
+	if (event->captured)
+		return capture_error(fn, -1, cudaErrorStreamCaptureUnsupported);
+	rc = inject(STANDIN_FAULT_EVENT_QUERY);
+	if (rc != cudaSuccess)
+		return rc;
+	return !event->recorded || (event->done && mono_ns() >= event->done_at_ns) ? cudaSuccess
+										   : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event)
@@ -1632,26 +1656,35 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 	if (gone())
 		return result(cudaErrorCudartUnloading);
 	enter();
-	current()->c.event_queries++;
-	if (!event_valid(event)) {
-		rc = cudaErrorInvalidResourceHandle;
-		goto out;
-	}
-	rc = check_unsafe_call(__func__);
-	if (rc != cudaSuccess)
-		goto out;
-	if (event->captured) {
-		rc = capture_error(__func__, -1, cudaErrorStreamCaptureUnsupported);
-		goto out;
-	}
-	rc = inject(STANDIN_FAULT_EVENT_QUERY);
-	if (rc != cudaSuccess)
-		goto out;
-	rc = !event->recorded || (event->done && mono_ns() >= event->done_at_ns) ? cudaSuccess
-										     : cudaErrorNotReady;
-out:
+	rc = query_event(event, __func__);
 	leave();
 	return result(rc);
+}
+
+int standin_drv_event_record(void *event, void *stream)
+{
+	cudaError_t rc;
+
+	if (gone())
+		return cudaErrorCudartUnloading;
+	lock_state();
+	current()->c.drv_event_records++;
+	rc = record_event((cudaEvent_t)event, (cudaStream_t)stream, "cuEventRecord");
+	leave();
+	return rc;
+}
+
+int standin_drv_event_query(void *event)
+{
+	cudaError_t rc;
+
+	if (gone())
+		return cudaErrorCudartUnloading;
+	lock_state();
+	current()->c.drv_event_queries++;
+	rc = query_event((cudaEvent_t)event, "cuEventQuery");
+	leave();
+	return rc;
 }
 
 /* Waits for the event, which also completes what was recorded before it on the same stream. */

@@ -31,8 +31,9 @@
  * The driver: at its first call the stand-in loads the libcuda.so.1 beside it (tests/standin/
  * driver.c), as the real runtime loads the driver, unless STANDIN_NO_DRIVER=1. It answers the few
  * driver-API calls the shim makes from the runtime's state: a thread has a context current once
- * a runtime call of that thread did work (cudaGetDevice does not), that of its current device,
- * and cuStreamQuery answers as cudaStreamQuery does, leaving the thread's last error alone.
+ * a runtime call of that thread did work (cudaGetDevice does not), that of its current device;
+ * cuStreamQuery, cuEventRecord and cuEventQuery do what their runtime twins do (the same fault
+ * injection included), leaving the thread's last error alone.
  * Graphs: capture yields a graph object; instantiate, clone, child nodes and exec update give
  * handles and record nothing (no kernels run here).
  * The stand-in applies the runtime's capture rules (cudaThreadExchangeStreamCaptureMode): during a
@@ -55,8 +56,8 @@ struct standin_counters {
 	uint64_t async_frees;     /* successful cudaFreeAsync calls on a non-NULL pointer */
 	uint64_t live_allocs;     /* allocations now live (both kinds) */
 	uint64_t live_bytes;      /* bytes the live allocations cost on the "device" (see standin_charge) */
-	uint64_t event_records;   /* cudaEventRecord calls */
-	uint64_t event_queries;   /* cudaEventQuery calls */
+	uint64_t event_records;   /* cudaEventRecord and cuEventRecord calls */
+	uint64_t event_queries;   /* cudaEventQuery and cuEventQuery calls */
 	uint64_t syncs;           /* cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize */
 	uint64_t stream_creates;  /* successful cudaStreamCreate* calls */
 	uint64_t stream_destroys; /* successful cudaStreamDestroy calls */
@@ -64,8 +65,10 @@ struct standin_counters {
 	uint64_t pool_trims;      /* cudaMemPoolTrimTo calls */
 	uint64_t frees_off_device; /* cudaFree of this device's memory while another was current */
 	uint64_t stream_queries;  /* cudaStreamQuery calls */
-	uint64_t drv_stream_queries; /* cuStreamQuery calls, through the stand-in libcuda.so.1
-				      * (flush.py and mp.py in tests/e2e mirror this layout) */
+	uint64_t drv_stream_queries; /* cuStreamQuery calls, through the stand-in libcuda.so.1 */
+	uint64_t drv_event_records;  /* cuEventRecord calls (also in event_records) */
+	uint64_t drv_event_queries;  /* cuEventQuery calls (also in event_queries) (flush.py and
+				      * mp.py in tests/e2e mirror this layout) */
 };
 
 /* A copy of the counters of `device`; device -1 sums all devices. An invalid device gives zeros. */
@@ -121,9 +124,11 @@ void standin_set_unloading(int on);
 void standin_set_free_delay_us(unsigned us);
 
 /* For the stand-in libcuda.so.1 (driver.c) only. The device whose context is current on this
- * thread, -1 if none; and cudaStreamQuery's answer for `stream` (counted as a cuStreamQuery),
- * the thread's last error untouched. */
+ * thread, -1 if none; and what cudaStreamQuery, cudaEventRecord and cudaEventQuery answer
+ * (counted as the driver's calls), the thread's last error untouched. */
 int standin_drv_context(void);
 int standin_drv_stream_query(void *stream);
+int standin_drv_event_record(void *event, void *stream);
+int standin_drv_event_query(void *event);
 
 #endif
