@@ -220,6 +220,22 @@ static void run_quiet(void)
 		  (unsigned long long)(c.event_records - c0.event_records),
 		  driver ? "driver" : "runtime",
 		  (unsigned long long)(c.drv_event_records - c0.drv_event_records));
+	/* An error the program has not read yet stays its own. The runtime's calls could replace
+	 * it, so the runtime path records no fence while one is pending; the driver's calls leave
+	 * it alone, so fences go on. */
+	standin_complete_events();
+	c0 = e2e_counters();
+	e2e_check(cudaSetDevice(9999) == cudaErrorInvalidDevice, "cudaSetDevice(9999) fails");
+	e2e_cuda(cudaFree(q), "cudaFree with an error pending");
+	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc with an error pending");
+	c = e2e_counters();
+	e2e_check(driver ? c.drv_event_records > c0.drv_event_records
+			 : c.event_records == c0.event_records,
+		  "with the program's error pending: %llu event(s) recorded (%s)",
+		  (unsigned long long)(c.event_records - c0.event_records),
+		  driver ? "through the driver: want some" : "through the runtime: want none");
+	e2e_check(cudaGetLastError() == cudaErrorInvalidDevice,
+		  "... and the program's error is still its last error");
 	standin_complete_events();
 	e2e_cuda(cudaFree(q), "cudaFree");
 	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
