@@ -274,6 +274,23 @@ static int spares_of(int dev)
 	return n;
 }
 
+/* A fence that misses a stream would be unsafe: its events go back to the spares (the retired
+ * ones were not taken yet) and it is dropped. With reg_lock held. */
+static void drop_fence(struct fence *f)
+{
+	for (int i = 0; i < f->n; i++)
+		push((void **)&spare, &nspare, &capspare, sizeof(struct ev), &f->ev[i]);
+	free(f);
+}
+
+/* The last events of destroyed streams join the fence. With reg_lock held. */
+static void take_retired(struct fence *f)
+{
+	for (int i = 0; i < nretired; i++)
+		f->ev[f->n++] = retired[i];
+	nretired = 0;
+}
+
 /* gp_fence_record through the driver, with reg_lock held: with events from the spares only (a
  * new one is made by the runtime), and every stream that needs an event on the one device.
  * NOT_THIS_WAY: use the runtime. */
@@ -311,15 +328,10 @@ static int record_by_driver(uint64_t mask, struct fence **out)
 		f->n++;
 	}
 	if (failed) {
-		/* A fence that misses a stream would be unsafe: drop it, keep the retired events. */
-		for (int i = 0; i < f->n; i++)
-			push((void **)&spare, &nspare, &capspare, sizeof(struct ev), &f->ev[i]);
-		free(f);
+		drop_fence(f);
 		return GP_EAGAIN;
 	}
-	for (int i = 0; i < nretired; i++)
-		f->ev[f->n++] = retired[i];
-	nretired = 0;
+	take_retired(f);
 	*out = f;
 	return GP_OK;
 }
@@ -386,16 +398,11 @@ int gp_fence_record(void *ctx, void **out)
 		f->n++;
 	}
 	if (failed) {
-		/* A fence that misses a stream would be unsafe: drop it, keep the retired events. */
-		for (int i = 0; i < f->n; i++)
-			push((void **)&spare, &nspare, &capspare, sizeof(struct ev), &f->ev[i]);
-		free(f);
+		drop_fence(f);
 		f = NULL;
 		goto out;
 	}
-	for (int i = 0; i < nretired; i++)
-		f->ev[f->n++] = retired[i];
-	nretired = 0;
+	take_retired(f);
 	rc = GP_OK;
 out:
 	pthread_mutex_unlock(&reg_lock);
