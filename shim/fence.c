@@ -244,25 +244,20 @@ static int error_pending(void)
 	return gp_real.PeekAtLastError != NULL && gp_real.PeekAtLastError() != cudaSuccess;
 }
 
-/* Find the driver's calls before reg_lock is taken: the first time it runs dlopen, which takes
- * the loader's lock, and a library's constructor holding that lock may be creating a stream
- * (gp_fence_stream_created takes reg_lock). After the first time it costs a load. */
-static void drv_ready(void)
-{
-	(void)gp_drv_resolve();
-}
-
 /* The driver API does the fences' work where it can (bench/cuda_calls.cu: a third less time
  * than the runtime's calls, and no runtime error state to guard: the driver's calls leave it
  * alone): when the pool has used one device and that device's context is current on this
  * thread, so that its legacy stream is the one the runtime's calls would use. Returns that
- * device, or -1: use the runtime. */
+ * device, or -1: use the runtime. The entry points call gp_drv_resolve before they take
+ * reg_lock: its first call runs dlopen, which takes the loader's lock, and a library's
+ * constructor holding that lock may be creating a stream (gp_fence_stream_created takes
+ * reg_lock); after that it costs a load. */
 static int driver_device(uint64_t mask)
 {
 	CUcontext ctx = NULL;
 	CUdevice dev = -1;
 
-	if ((mask & (mask - 1)) != 0 || gp_drv_resolve() != 0) /* resolved: see drv_ready */
+	if ((mask & (mask - 1)) != 0 || gp_drv_resolve() != 0)
 		return -1;
 	if (gp_drv.CtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL ||
 	    gp_drv.CtxGetDevice(&dev) != CUDA_SUCCESS || dev < 0 || dev >= 64 ||
@@ -354,7 +349,7 @@ int gp_fence_record(void *ctx, void **out)
 	*out = NULL;
 	if (gp_fence_capture_active() || gp_real.EventRecord == NULL)
 		return GP_EAGAIN;
-	drv_ready();
+	(void)gp_drv_resolve(); /* before reg_lock: see driver_device */
 	pthread_mutex_lock(&reg_lock);
 	rc = record_by_driver(mask, &f);
 	pthread_mutex_unlock(&reg_lock);
@@ -447,7 +442,7 @@ int gp_fence_quiet(void *ctx)
 	(void)ctx;
 	if (gp_fence_capture_active() || gp_real.StreamQuery == NULL)
 		return 0;
-	drv_ready();
+	(void)gp_drv_resolve(); /* before reg_lock: see driver_device */
 	pthread_mutex_lock(&reg_lock);
 	idle = quiet_by_driver(mask);
 	pthread_mutex_unlock(&reg_lock);
