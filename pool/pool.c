@@ -89,14 +89,21 @@ static int reusable(struct gp_pool *p, const struct gp_block *b)
 }
 
 /* Pop the oldest cached block of a list if it may be reused. *waiting: one is cached there
- * but still fenced. */
+ * but still fenced. The lock is taken only when the head may be reusable (head_epoch): a list
+ * of another thread's stripe whose head is fenced is passed over without writing to its
+ * lines. The looks without the lock are racy, hints: a miss costs a real allocation anyway. */
 static struct gp_block *take_cached(struct gp_pool *p, struct gp_list *c, size_t bytes,
 				    int *waiting)
 {
 	struct gp_block *b;
 
 	if (ld(&c->cached_blocks) == 0)
-		return NULL; /* racy peek: a miss costs a real allocation anyway */
+		return NULL;
+	if (!atomic_load_explicit(&p->ordered, memory_order_relaxed) &&
+	    ld(&c->head_epoch) >= atomic_load_explicit(&p->done_epoch, memory_order_acquire)) {
+		*waiting = 1;
+		return NULL;
+	}
 	gp_lock(&c->lock);
 	b = c->head;
 	*waiting |= b != NULL;
@@ -117,6 +124,8 @@ static struct gp_block *take_cached(struct gp_pool *p, struct gp_list *c, size_t
 		bump(&c->allocs, 1);
 		bump(&c->hits, 1);
 	} else {
+		if (b != NULL) /* fenced: passed over until the fences move past it */
+			atomic_store_explicit(&c->head_epoch, b->epoch, memory_order_relaxed);
 		b = NULL;
 	}
 	gp_unlock(&c->lock);
@@ -404,6 +413,34 @@ static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsign
 	}
 }
 
+/* A miss on this thread's own list. When its head is fenced, the list holds cfg.fence_batch
+ * blocks and the class is not batching, the fences are driven first (reuse_fenced): one fence
+ * covers this thread's frees and every other thread's, where a look through the other
+ * threads' lists would write to their lines while they use them (threads would take each
+ * other's blocks in turn). Otherwise the other lists (a short list takes from them, so that a
+ * thread's own list grows to a batch), then (above 1 MiB) a larger class, then the fences.
+ * The larger classes are looked at only after the fences are driven when a block of the class
+ * itself is fenced: a looped size whose fence is done then reuses its own block without a scan
+ * of the classes up to cfg.oversize_pct, and a larger block is not taken where its own would
+ * do. NULL: make a real allocation. */
+static __attribute__((noinline)) struct gp_block *
+take_missed(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0, size_t bytes,
+	    int own_fenced)
+{
+	struct gp_block *b;
+	int waiting = 0;
+
+	if (own_fenced && ld(&d->list[cls * GP_STRIPES + s0].cached_blocks) >= p->cfg.fence_batch &&
+	    !batching(p, d, cls))
+		return reuse_fenced(p, d, cls, s0, bytes);
+	b = take_any(p, d, cls, s0, bytes, &waiting);
+	if (b == NULL && !waiting)
+		b = take_larger(p, d, cls, s0, bytes, &waiting);
+	if (b == NULL && waiting)
+		b = reuse_fenced(p, d, cls, s0, bytes);
+	return b;
+}
+
 /* Whether real frees may happen now on this thread (see gp_backend.may_release). */
 static int may_release(struct gp_pool *p)
 {
@@ -437,18 +474,10 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	if (d == NULL)
 		return device < 0 || device >= GP_MAX_DEVICES ? GP_EINVAL : GP_ENOMEM;
 
-	/* take_fit's two steps written out: through take_fit, which the compiler keeps out of
-	 * line, a hit cost 26 more instructions (callgrind: 495.75 a pair against 469.75).
-	 * When a block of the class itself is fenced, the larger classes are looked at only after
-	 * the fences are driven (reuse_fenced, through take_fit): a looped size whose fence is
-	 * already done then reuses its own block without the scan of the classes up to
-	 * cfg.oversize_pct (8 classes x 16 stripes at 16 MiB, done twice per pair before: 5,000
-	 * instructions), and a larger block is not taken where its own would do. */
-	b = take_any(p, d, cls, s0, bytes, &waiting);
-	if (b == NULL && !waiting)
-		b = take_larger(p, d, cls, s0, bytes, &waiting);
-	if (b == NULL && waiting)
-		b = reuse_fenced(p, d, cls, s0, bytes);
+	/* The hit: the oldest block of this thread's own list of the class. */
+	b = take_cached(p, &d->list[cls * GP_STRIPES + s0], bytes, &waiting);
+	if (b == NULL)
+		b = take_missed(p, d, cls, s0, bytes, waiting);
 	if (b != NULL) {
 		account_live(d, b->list % GP_STRIPES, (int64_t)b->bytes);
 		*out = b->ptr;
@@ -566,10 +595,12 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 	b->epoch = atomic_load(&p->epoch);
 	b->freed_ns = t;
 	b->next = NULL;
-	if (c->tail)
+	if (c->tail) {
 		c->tail->next = b;
-	else
+	} else {
 		c->head = b;
+		atomic_store_explicit(&c->head_epoch, b->epoch, memory_order_relaxed);
+	}
 	c->tail = b;
 	bump(&c->live_blocks, -1);
 	bump(&c->live_bytes, -(int64_t)b->bytes);

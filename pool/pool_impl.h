@@ -82,6 +82,11 @@ static inline unsigned block_state(struct gp_block *b)
 struct gp_list {
 	struct gp_lock lock;
 	struct gp_block *head, *tail; /* cached blocks in free order */
+	/* At most the head's free epoch (the epochs of a list grow from head to tail): set when a
+	 * block goes on an empty list and when a look under the lock finds the head fenced.
+	 * Read without the lock: a list whose head is surely fenced is passed over without
+	 * writing to its lines (take_cached). */
+	_Atomic uint64_t head_epoch;
 	_Atomic uint64_t cached_blocks, cached_bytes;
 	_Atomic uint64_t live_blocks, live_bytes, requested_bytes;
 	_Atomic uint64_t allocs, hits, frees;

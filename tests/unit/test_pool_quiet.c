@@ -2,7 +2,8 @@
  * every operation issued so far is done) stands in for a fence: asked only with no fence in
  * flight, less and less often while it answers no, and an answer of yes covers exactly the frees
  * made before it was asked. A miss that finds another thread driving waits for it, unless a
- * larger block is reusable now. */
+ * larger block is reusable now. A thread whose own list of a size is fenced drives the fences
+ * before it takes another thread's block, unless its list is shorter than a fence batch. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <time.h>
@@ -290,6 +291,87 @@ static void test_larger_block_before_waiting_for_the_driver(void **state)
 	pthread_mutex_destroy(&dr.lock);
 }
 
+/* Each thread allocates from its own list of a size (its stripe, handed out in thread order:
+ * two threads that allocate one after the other get different ones). */
+struct two_lists {
+	struct fx *fx;
+	size_t size;
+	void *other;     /* allocated by the first thread: on that thread's list once freed */
+	void *own, *got; /* the second thread's block, and what its allocation after the free got */
+	uint64_t quiet_asked;
+};
+
+static void *first_thread(void *arg)
+{
+	struct two_lists *t = arg;
+
+	t->other = fx_alloc(t->fx, 0, t->size);
+	return NULL;
+}
+
+/* The other thread's block is freed and covered (reusable); this thread's own block is freed
+ * after that (fenced); then this thread allocates the size again. */
+static void *second_thread(void *arg)
+{
+	struct two_lists *t = arg;
+	uint64_t asked;
+
+	t->own = fx_alloc(t->fx, 0, t->size);
+	fx_free(t->fx, t->other);
+	assert_int_equal(gp_pool_advance(t->fx->pool, 0), GP_OK); /* idle: covers other */
+	fx_free(t->fx, t->own);
+	asked = fake_calls(&t->fx->fake, FAKE_OP_QUIET);
+	t->got = fx_alloc(t->fx, 0, t->size);
+	t->quiet_asked = fake_calls(&t->fx->fake, FAKE_OP_QUIET) - asked;
+	return NULL;
+}
+
+static void run_two_lists(struct two_lists *t)
+{
+	pthread_t th;
+
+	fake_set_quiet(&t->fx->fake, 1);
+	assert_int_equal(pthread_create(&th, NULL, first_thread, t), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(pthread_create(&th, NULL, second_thread, t), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(fake_calls(&t->fx->fake, FAKE_OP_ALLOC), 2);
+}
+
+/* Proves: a thread whose own block of a size is fenced asks whether the GPU is idle (a fence
+ * covers every thread's frees) and reuses its own block, leaving another thread's reusable block
+ * on that thread's list, where taking it would write to that thread's lines and leave it to
+ * take one back. */
+static void test_own_list_drives_before_taking_another(void **state)
+{
+	struct two_lists t = { .fx = *state, .size = SIZE };
+
+	run_two_lists(&t);
+	assert_ptr_equal(t.got, t.own);
+	assert_int_equal(t.quiet_asked, 1);
+	fx_free(t.fx, t.got);
+}
+
+static int setup_batch8(void **state)
+{
+	struct gp_pool_config cfg = { .ordered = 0, .fence_batch = 8 };
+
+	return fx_setup_cfg(state, &cfg);
+}
+
+/* Proves: a thread whose own list of a small size is shorter than a fence batch takes another
+ * thread's reusable block before any fence call: a thread's list grows to a batch that way
+ * before it drives fences for it. */
+static void test_short_own_list_takes_another_first(void **state)
+{
+	struct two_lists t = { .fx = *state, .size = 64 * KiB };
+
+	run_two_lists(&t);
+	assert_ptr_equal(t.got, t.other);
+	assert_int_equal(t.quiet_asked, 0);
+	fx_free(t.fx, t.got);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -307,6 +389,10 @@ int main(void)
 						setup_long_drive_wait, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_larger_block_before_waiting_for_the_driver,
 						setup_long_drive_wait_oversize, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_own_list_drives_before_taking_another,
+						fx_setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_short_own_list_takes_another_first,
+						setup_batch8, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
