@@ -122,12 +122,16 @@ struct gp_pool {
 	pthread_mutex_t dev_lock; /* creating a device's state */
 	struct gp_ptrmap map;
 
-	/* Fences. `epoch` counts fences recorded, `done_epoch` the prefix known complete.
-	 * `dirty`: a free happened since the last fence was recorded. One thread at a time
-	 * drives fences (`driving`); fence_lock guards the ring only, never a backend call. */
-	_Atomic uint64_t epoch, done_epoch;
-	_Atomic int dirty, driving;
-	pthread_mutex_t fence_lock;
+	/* Fences. `epoch` counts fences recorded, `done_epoch` the prefix known complete: read by
+	 * every free and fenced hit, written once per fence. `dirty`: a free happened since the
+	 * last fence was recorded (written by the first free after each fence). One thread at a
+	 * time drives fences (`driving`); fence_lock guards the ring only, never a backend call.
+	 * Each on a cache line of its own: a thread that fails to take `driving`, or the free
+	 * that sets `dirty`, takes no other line from the threads reading the epochs. */
+	_Atomic uint64_t epoch __attribute__((aligned(64))), done_epoch;
+	_Atomic int dirty __attribute__((aligned(64)));
+	_Atomic int driving __attribute__((aligned(64)));
+	pthread_mutex_t fence_lock __attribute__((aligned(64)));
 	struct fence_slot ring[MAX_FENCES];
 	unsigned ring_head, ring_count;
 	/* The driver's own (fences.c): fences to record before asking be.quiet again, and how
