@@ -65,10 +65,17 @@ function threads_section(   m, i, c, n, k, row, hdr, sep, one, eight, cs) {
 			}
 			print row
 		}
-		one = th_modes[m] SUBSEP 1 SUBSEP "gpupool"; eight = th_modes[m] SUBSEP 8 SUBSEP "gpupool"
-		if ((one in th_rate) && (eight in th_rate) && th_rate[one] > 0)
-			printf "\nTarget (8 threads >= 4x one thread), gpupool, %s sizes: x%.1f, %s\n", th_modes[m],
-				th_rate[eight] / th_rate[one], (th_rate[eight] >= 4 * th_rate[one] ? "met" : "NOT met")
+		split("gpupool gpupool-fenced", tc, " ")
+		sep = "\n"
+		for (t = 1; t <= 2; t++) {
+			one = th_modes[m] SUBSEP 1 SUBSEP tc[t]; eight = th_modes[m] SUBSEP 8 SUBSEP tc[t]
+			if (!((one in th_rate) && (eight in th_rate) && th_rate[one] > 0))
+				continue
+			printf "%sTarget (8 threads >= 4x one thread), %s, %s sizes: x%.1f, %s\n", sep, tc[t],
+				th_modes[m], th_rate[eight] / th_rate[one],
+				(th_rate[eight] >= 4 * th_rate[one] ? "met" : "NOT met")
+			sep = ""
+		}
 		print ""
 	}
 	print "(xN) = throughput relative to one thread of the same contender. same = every thread"
