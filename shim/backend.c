@@ -2,6 +2,7 @@
  * fences from fence.c, a cheap clock. Called by the pool with no pool lock held. */
 #define _GNU_SOURCE
 #include "backend.h"
+#include "capture.h"
 #include "fence.h"
 #include "real.h"
 
@@ -54,7 +55,7 @@ static int be_alloc(void *ctx, int device, size_t bytes, void **out)
 	e = enter(device, &prev);
 	if (e != cudaSuccess)
 		return to_rc(e);
-	if (gp_fence_capture_active() && gp_real.ThreadExchangeStreamCaptureMode) {
+	if (gp_capture_active() && gp_real.ThreadExchangeStreamCaptureMode) {
 		/* A miss must work like a hit during a capture: allocate in relaxed mode, as
 		 * PyTorch does, so the capture is not invalidated. */
 		enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
@@ -96,7 +97,7 @@ static uint64_t be_now(void *ctx)
 static int be_may_release(void *ctx)
 {
 	(void)ctx;
-	return !gp_fence_capture_active();
+	return !gp_capture_active();
 }
 
 void gp_backend_fill(struct gp_backend *be)

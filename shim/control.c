@@ -4,6 +4,7 @@
  * capture mode, and defers it while a CUDA graph capture is underway anywhere. */
 #define _GNU_SOURCE
 #include "control.h"
+#include "capture.h"
 #include "fence.h"
 #include "framework.h"
 #include "log.h"
@@ -204,7 +205,7 @@ static void *control_main(void *arg)
 			release_due = 1;
 		if (atomic_exchange(&requested, 0))
 			release_due = 1;
-		if (gp_fence_capture_active())
+		if (gp_capture_active())
 			continue; /* a graph capture is underway: no real frees; try again shortly */
 		if (release_due) {
 			release_due = 0;

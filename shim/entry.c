@@ -2,6 +2,7 @@
  * initialised, pass through when it is not active, else call the logic in shim.c or the real
  * function and note what it did. Nothing else in the library is visible (exports.map). */
 #include "shim.h"
+#include "capture.h"
 #include <sys/types.h>
 #include "control.h"
 #include "fence.h"
@@ -68,7 +69,7 @@ GP_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
 
 static void capture_begun(cudaStream_t s)
 {
-	if (gp_fence_capture_begin(s))
+	if (gp_capture_begin(s))
 		gp_graphs_capture_begin();
 }
 
@@ -98,7 +99,7 @@ GP_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
 	int active = ready();
 	cudaError_t rc = gp_real.StreamEndCapture(s, g);
 	/* Ended on the wrong thread, the capture goes on; any other outcome ends it. */
-	if (active && rc != cudaErrorStreamCaptureWrongThread && gp_fence_capture_end(s))
+	if (active && rc != cudaErrorStreamCaptureWrongThread && gp_capture_end(s))
 		gp_graphs_capture_end(rc == cudaSuccess && g != NULL ? *g : NULL);
 	return rc;
 }

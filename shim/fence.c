@@ -5,6 +5,7 @@
  * Nothing here touches a thread's sticky CUDA error: calls are skipped while one is pending,
  * and the errors they cause themselves (cudaErrorNotReady) are cleared. */
 #include "fence.h"
+#include "capture.h"
 #include "driver.h"
 #include "log.h"
 #include "pool.h"
@@ -43,9 +44,6 @@ static int nspare, capspare;
 static _Atomic uint64_t devmask;
 static _Atomic unsigned resets[64]; /* cudaDeviceReset calls per device */
 
-static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
-static cudaStream_t capturing[64];
-static _Atomic int ncapturing;
 
 static _Atomic int warned_query;
 
@@ -178,7 +176,7 @@ void gp_fence_stream_destroying(cudaStream_t s)
 			continue;
 		/* The work already queued on it must still be waited for by the next fence; when its
 		 * last event cannot be recorded, it is waited for now. */
-		if (!gp_fence_capture_active()) {
+		if (!gp_capture_active()) {
 			wait = 1;
 			if (start >= 0 && event_get(streams[i].dev, &cur, &r) == 0) {
 				if (gp_real.EventRecord(r.e, s) == cudaSuccess &&
@@ -199,43 +197,6 @@ void gp_fence_stream_destroying(cudaStream_t s)
 		gp_real.StreamSynchronize(s);
 	if (failed && !pending)
 		gp_real.GetLastError(); /* the errors are ours, not the program's */
-}
-
-int gp_fence_capture_begin(cudaStream_t s)
-{
-	int tracked = 0;
-
-	pthread_mutex_lock(&cap_lock);
-	if (atomic_load(&ncapturing) < 64) {
-		capturing[atomic_load(&ncapturing)] = s;
-		atomic_fetch_add(&ncapturing, 1);
-		tracked = 1;
-	}
-	pthread_mutex_unlock(&cap_lock);
-	return tracked;
-}
-
-int gp_fence_capture_end(cudaStream_t s)
-{
-	int found = 0;
-
-	pthread_mutex_lock(&cap_lock);
-	int n = atomic_load(&ncapturing);
-	for (int i = 0; i < n; i++) {
-		if (capturing[i] == s) {
-			capturing[i] = capturing[n - 1];
-			atomic_fetch_sub(&ncapturing, 1);
-			found = 1;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&cap_lock);
-	return found;
-}
-
-int gp_fence_capture_active(void)
-{
-	return atomic_load(&ncapturing) != 0;
 }
 
 /* A thread with a pending CUDA error keeps it: we make no call that could replace it. */
@@ -347,7 +308,7 @@ int gp_fence_record(void *ctx, void **out)
 
 	(void)ctx;
 	*out = NULL;
-	if (gp_fence_capture_active() || gp_real.EventRecord == NULL)
+	if (gp_capture_active() || gp_real.EventRecord == NULL)
 		return GP_EAGAIN;
 	(void)gp_drv_resolve(); /* before reg_lock: see driver_device */
 	pthread_mutex_lock(&reg_lock);
@@ -440,7 +401,7 @@ int gp_fence_quiet(void *ctx)
 	int cur, start, idle = 1, failed = 0;
 
 	(void)ctx;
-	if (gp_fence_capture_active() || gp_real.StreamQuery == NULL)
+	if (gp_capture_active() || gp_real.StreamQuery == NULL)
 		return 0;
 	(void)gp_drv_resolve(); /* before reg_lock: see driver_device */
 	pthread_mutex_lock(&reg_lock);
@@ -529,7 +490,7 @@ int gp_fence_query(void *ctx, void *fence)
 	int drv, pending = -1;
 
 	(void)ctx;
-	if (gp_fence_capture_active())
+	if (gp_capture_active())
 		return 0;
 	drv = driver_device(atomic_load(&devmask));
 	while (f->next < f->n) {
@@ -545,7 +506,7 @@ int gp_fence_wait(void *ctx, void *fence)
 	struct fence *f = fence;
 
 	(void)ctx;
-	if (gp_fence_capture_active())
+	if (gp_capture_active())
 		return GP_EAGAIN;
 	while (f->next < f->n) {
 		if (!stale(&f->ev[f->next]) &&

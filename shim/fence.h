@@ -1,4 +1,4 @@
-/* fence.h — stream registry, capture tracking and the fences the pool waits on.
+/* fence.h — stream registry and the fences the pool waits on.
  * A fence is a set of events recorded on the legacy stream of every device in use and on every
  * stream the process created through the runtime, plus the last events of destroyed streams:
  * once all are complete, every GPU operation issued before the fence was recorded is done.
@@ -17,11 +17,6 @@ void gp_fence_use_device(int device);
 /* Before cudaDeviceReset of `device`: its streams and events are about to be destroyed. Fences
  * that hold its events count them as complete and never touch them again. */
 void gp_fence_device_reset(int device);
-
-/* Return 1 when the capture of `s` is (was) tracked: begin and end pair up on those. */
-int gp_fence_capture_begin(cudaStream_t s);
-int gp_fence_capture_end(cudaStream_t s);
-int gp_fence_capture_active(void); /* any thread */
 
 /* The backend's fence operations (struct gp_backend). */
 int gp_fence_record(void *ctx, void **out);

@@ -5,6 +5,7 @@
  * graph, executable graph or copy made from one of its graphs counts as one reference to it.
  * Unknown destroys (a graph destroyed through the driver API) only keep blocks longer. */
 #include "graphs.h"
+#include "capture.h"
 #include "fence.h"
 #include "log.h"
 #include "pool.h"
@@ -126,7 +127,7 @@ void gp_graphs_capture_end(cudaGraph_t g)
 	}
 	/* The capture that ended is no longer counted: close the hold when none is left. A capture
 	 * begun meanwhile keeps it open, and its own end closes it. */
-	if (!gp_fence_capture_active() && h != NULL) {
+	if (!gp_capture_active() && h != NULL) {
 		h->open = 0;
 		cur = NULL;
 		if (h->refs == 0) {

@@ -3,6 +3,7 @@
  * Never aborts the program: anything unexpected falls back to the real runtime. */
 #define _GNU_SOURCE
 #include "shim.h"
+#include "capture.h"
 #include "backend.h"
 #include "control.h"
 #include "fence.h"
@@ -218,7 +219,7 @@ __attribute__((flatten)) cudaError_t gp_shim_free(void *ptr)
 	if (ptr == NULL)
 		return cudaSuccess;
 	traced = gp_trace_free_begin(); /* stamped before another thread can get the block */
-	if (gp_fence_capture_active()) {
+	if (gp_capture_active()) {
 		int held = gp_graphs_hold(ptr);
 		if (held != 0) {
 			/* Kept for the graph being captured (graphs.h), or a double free. */

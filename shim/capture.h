@@ -1,0 +1,12 @@
+/* capture.h — stream captures in progress (capture.c). */
+#ifndef GPUPOOL_CAPTURE_H
+#define GPUPOOL_CAPTURE_H
+
+#include <cuda_runtime_api.h>
+
+/* Return 1 when the capture of `s` is (was) tracked: begin and end pair up on those. */
+int gp_capture_begin(cudaStream_t s);
+int gp_capture_end(cudaStream_t s);
+int gp_capture_active(void); /* any thread */
+
+#endif
