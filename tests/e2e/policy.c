@@ -4,6 +4,7 @@
  *   --mode cap-burst  the same cap: a miss right after the frees releases down to the cap first
  *   --mode idle       GPUPOOL_IDLE_TIMEOUT=200ms: an idle program's cache goes by itself
  *   --mode pressure   STANDIN_CAPACITY=256MiB GPUPOOL_MIN_FREE=50%: released until 50% free
+ *   --mode pressure-churn  the same, STANDIN_FREE_DELAY_US=100000: frees during a slow release
  *   --mode meminfo    cached bytes count as free in cudaMemGetInfo (default)
  *   --mode meminfo-off  GPUPOOL_REPORT_CACHED_AS_FREE=0: the driver's figure unchanged
  *   --mode disable    GPUPOOL_DISABLE=1: every call passes through
@@ -110,6 +111,37 @@ static void mode_pressure(void)
 		e2e_check(e2e_verify(p[i], 8 * MIB, (uint64_t)i), "live block %d kept its data", i);
 }
 
+/* A pressure release that begins while less is cached than the deficit gives back what was
+ * cached then, not also what the program frees while it runs (each real cudaFree takes 100 ms
+ * here): the device ends at the threshold, not below it. Before the fix, such a release was one
+ * to 0 cached, which gives back every block it finds, new ones included (a flake of
+ * e2e_policy_pressure under TSan: 32 MiB held where 128 were due). */
+static void mode_pressure_churn(void)
+{
+	void *small, *p[24];
+	uint64_t target = 128 * MIB;
+
+	e2e_cuda(cudaMalloc(&small, 4 * MIB), "cudaMalloc");
+	for (int i = 0; i < 24; i++)
+		e2e_cuda(cudaMalloc(&p[i], 8 * MIB), "cudaMalloc");
+	/* 196 MiB held, 60 free: 68 MiB short of 128. 20 MiB cached: less than that. */
+	e2e_cuda(cudaFree(small), "cudaFree");
+	for (int i = 0; i < 2; i++)
+		e2e_cuda(cudaFree(p[i]), "cudaFree");
+	e2e_sleep_ms(40); /* a poll (every 20 ms) has begun a release: its first free takes 100 ms */
+	for (int i = 2; i < 12; i++)
+		e2e_cuda(cudaFree(p[i]), "cudaFree");
+	e2e_check(e2e_poll(live_at_most, &target, 10000),
+		  "196 MiB held, 100 MiB freed during a slow pressure release: held drops to <= 128 MiB "
+		  "within 10 s");
+	e2e_sleep_ms(400);
+	e2e_check(live_bytes() == 128 * MIB,
+		  "only what was needed went: exactly 128 MiB still held (%llu B)",
+		  (unsigned long long)live_bytes());
+	for (int i = 12; i < 24; i++)
+		e2e_cuda(cudaFree(p[i]), "cudaFree");
+}
+
 static void mode_meminfo(int cached_as_free)
 {
 	void *p;
@@ -166,6 +198,8 @@ int main(int argc, char **argv)
 		mode_idle();
 	else if (strcmp(mode, "pressure") == 0)
 		mode_pressure();
+	else if (strcmp(mode, "pressure-churn") == 0)
+		mode_pressure_churn();
 	else if (strcmp(mode, "meminfo") == 0)
 		mode_meminfo(1);
 	else if (strcmp(mode, "meminfo-off") == 0)
@@ -177,7 +211,7 @@ int main(int argc, char **argv)
 	else if (strcmp(mode, "takeover-kept") == 0)
 		mode_takeover("0");
 	else
-		e2e_fail("usage: e2e_policy --mode cap|idle|pressure|meminfo|meminfo-off|disable|takeover|takeover-kept");
+		e2e_fail("usage: e2e_policy --mode cap|idle|pressure|pressure-churn|meminfo|meminfo-off|disable|takeover|takeover-kept");
 	printf("PASS e2e_policy %s\n", mode);
 	return 0;
 }
