@@ -111,6 +111,24 @@ static int oldest_list(struct gp_dev *d, unsigned *idx, unsigned *n)
 	return best;
 }
 
+/* Everything that was cached when the release began, and no more (as a release to a target):
+ * each list gives at most the blocks it held then, oldest first, and blocks freed meanwhile
+ * into a list not reached yet stay (a list's blocks are all one size, so no more bytes go than
+ * were cached). Without memory for the counts, every block found goes. */
+static void release_all(struct gp_pool *p, struct gp_dev *d, struct gp_release_result *r)
+{
+	size_t *held = malloc(nlists() * sizeof(*held));
+
+	for (unsigned i = 0; held != NULL && i < nlists(); i++)
+		held[i] = (size_t)ld(&d->list[i].cached_blocks);
+	for (unsigned i = 0; i < nlists(); i++) {
+		size_t n = held != NULL ? held[i] : (size_t)ld(&d->list[i].cached_blocks);
+		if (n != 0)
+			free_blocks(p, d, detach(&d->list[i], held != NULL ? n : 0), r);
+	}
+	free(held);
+}
+
 /* Down to `target` cached bytes, oldest freed first. One pass over every list finds those with
  * cached blocks; each block given back then costs a look at those lists only (a few dozen,
  * against 273 classes x GP_STRIPES), and the cached total is reserved minus live (per stripe),
@@ -123,9 +141,7 @@ static void release_dev(struct gp_pool *p, struct gp_dev *d, uint64_t target,
 	unsigned *idx, n = 0;
 
 	if (target == 0) {
-		for (unsigned i = 0; i < nlists(); i++)
-			if (ld(&d->list[i].cached_blocks) != 0)
-				free_blocks(p, d, detach(&d->list[i], 0), r);
+		release_all(p, d, r);
 		return;
 	}
 	/* What is over the target now, and no more: the frees that land meanwhile would keep the

@@ -130,11 +130,7 @@ static void run_pressure(void)
 		if (cached == 0)
 			continue;
 		deficit = min_free[d] - free_b;
-		/* Down to what the deficit leaves; when that is nothing, down to one byte, not to 0:
-		 * a release to 0 gives back every block it finds, those the program frees while it
-		 * runs included, one to a target what was over it when it began
-		 * (e2e_policy_pressure_churn). */
-		gp_control_release(pool, d, cached > deficit ? cached - deficit : 1,
+		gp_control_release(pool, d, cached > deficit ? cached - deficit : 0,
 				   GP_CAUSE_PRESSURE);
 	}
 }
