@@ -44,7 +44,6 @@ static int nspare, capspare;
 static _Atomic uint64_t devmask;
 static _Atomic unsigned resets[64]; /* cudaDeviceReset calls per device */
 
-
 static _Atomic int warned_query;
 
 static int error_pending(void);
