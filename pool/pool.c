@@ -311,12 +311,19 @@ static uint64_t class_cached_blocks(struct gp_dev *d, unsigned cls)
  * the pool: once the class holds WAIT_MIN_FENCED of them and WAIT_MIN_FENCED_BYTES. Below, a
  * new block costs little memory, and a loop that frees and allocates one size rotates through
  * as many blocks as hide the fences' latency (one per iteration the GPU lags behind), at the
- * speed of a hit instead of a wait per allocation. */
-static int worth_waiting(struct gp_dev *d, unsigned cls)
+ * speed of a hit instead of a wait per allocation. A small class waits only once this thread's
+ * own list (stripe s0) holds a fence batch too: 64 MiB of 1 MiB blocks is 4 a thread at 16
+ * threads, too few to hide a fence, and misses waited by the ten thousand (docs/BENCHMARKS.md).
+ * A list that holds a batch waits, so the class still stops growing: at about GP_STRIPES *
+ * cfg.fence_batch blocks when that is more than 64 MiB (128 MiB of 1 MiB blocks). */
+static int worth_waiting(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0)
 {
 	uint64_t n = class_cached_blocks(d, cls);
 
-	return n >= WAIT_MIN_FENCED && n * gp_pool_class_bytes(cls) >= WAIT_MIN_FENCED_BYTES;
+	if (n < WAIT_MIN_FENCED || n * gp_pool_class_bytes(cls) < WAIT_MIN_FENCED_BYTES)
+		return 0;
+	return p->cfg.fence_batch <= 1 || !small_class(cls) ||
+	       ld(&d->list[cls * GP_STRIPES + s0].cached_blocks) >= p->cfg.fence_batch;
 }
 
 /* The free epoch of the class's oldest cached block (UINT64_MAX: none). */
@@ -339,11 +346,11 @@ static uint64_t oldest_epoch(struct gp_dev *d, unsigned cls)
 /* Whether a miss should wait the full cfg.reuse_wait_ns: its class is worth waiting for, or,
  * above 1 MiB, the fence covering its oldest block is old enough (cfg.reuse_age_ns). At or below,
  * a new block costs little memory (measured above 1 MiB only: docs/BENCHMARKS.md). */
-static int wait_long(struct gp_pool *p, struct gp_dev *d, unsigned cls)
+static int wait_long(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0)
 {
 	uint64_t e;
 
-	if (worth_waiting(d, cls))
+	if (worth_waiting(p, d, cls, s0))
 		return 1;
 	if (p->cfg.reuse_age_ns == 0 || small_class(cls) ||
 	    (e = oldest_epoch(d, cls)) == UINT64_MAX)
@@ -397,7 +404,7 @@ static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsign
 		t = gp_fine_ns();
 		if (deadline == 0) {
 			limit = p->cfg.reuse_wait_ns;
-			if (p->cfg.reuse_poll_ns < limit && !wait_long(p, d, cls))
+			if (p->cfg.reuse_poll_ns < limit && !wait_long(p, d, cls, s0))
 				limit = p->cfg.reuse_poll_ns;
 			if (limit == 0)
 				return NULL;

@@ -3,6 +3,7 @@
  * (fences taken in recording order; a fence that cannot be recorded means no reuse, nothing
  * worse). */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <time.h>
@@ -412,6 +413,79 @@ static void test_no_wait_below_threshold(void **state)
 	fx_free(fx, q);
 }
 
+static int setup_wait_20ms_batch8(void **state)
+{
+	struct gp_pool_config cfg = { .ordered = 0, .reuse_wait_ns = 20000000u, .fence_batch = 8 };
+
+	return fx_setup_cfg(state, &cfg);
+}
+
+#define MANY 64 /* 1 MiB blocks: 64 MiB, a class worth waiting for */
+
+struct two_threads {
+	struct fx *fx;
+	void *p[MANY];
+	uint64_t waits_short, allocs_short, waits_batch, allocs_batch;
+	void *got;
+};
+
+/* The first thread: 64 MiB of 1 MiB blocks freed onto its own list, all fenced. */
+static void *fill_other_list(void *arg)
+{
+	struct two_threads *t = arg;
+
+	for (int i = 0; i < MANY; i++)
+		t->p[i] = fx_alloc(t->fx, 0, MiB);
+	for (int i = 0; i < MANY; i++)
+		fx_free(t->fx, t->p[i]);
+	return NULL;
+}
+
+/* The second thread (another list: threads get their lists in turn): a miss with its own list
+ * empty, then one with its own list holding a batch (8) plus one. No fence ever completes. */
+static void *miss_short_then_batch(void *arg)
+{
+	struct two_threads *t = arg;
+	struct fx *fx = t->fx;
+	void *mine[9];
+	uint64_t a0 = fake_calls(&fx->fake, FAKE_OP_ALLOC);
+
+	mine[0] = fx_alloc(fx, 0, MiB);
+	t->waits_short = fx_stats(fx, 0).fence_waits;
+	t->allocs_short = fake_calls(&fx->fake, FAKE_OP_ALLOC) - a0;
+	for (int i = 1; i < 9; i++)
+		mine[i] = fx_alloc(fx, 0, MiB);
+	for (int i = 0; i < 9; i++)
+		fx_free(fx, mine[i]);
+	a0 = fake_calls(&fx->fake, FAKE_OP_ALLOC);
+	t->got = fx_alloc(fx, 0, MiB);
+	t->waits_batch = fx_stats(fx, 0).fence_waits - t->waits_short;
+	t->allocs_batch = fake_calls(&fx->fake, FAKE_OP_ALLOC) - a0;
+	return NULL;
+}
+
+/* Proves: a small class worth waiting for (64 MiB of 1 MiB blocks, all fenced, on another
+ * thread's list) does not make a thread whose own list is shorter than a fence batch wait: it
+ * grows at once (one real allocation, no wait). At 16 threads 64 MiB is 4 blocks a thread and
+ * misses waited by the ten thousand. Once its own list holds a batch, its miss waits for the
+ * fences as before (to the 20 ms bound here: none completes), so the class stops growing. */
+static void test_short_own_list_grows_before_waiting(void **state)
+{
+	struct two_threads t = { .fx = *state };
+	pthread_t th;
+
+	assert_int_equal(pthread_create(&th, NULL, fill_other_list, &t), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(pthread_create(&th, NULL, miss_short_then_batch, &t), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(t.waits_short, 0);
+	assert_int_equal(t.allocs_short, 1);
+	assert_int_equal(t.waits_batch, 1);
+	assert_int_equal(fx_stats(t.fx, 0).fence_wait_timeouts, 1);
+	assert_int_equal(t.allocs_batch, 1);
+	fx_free(t.fx, t.got);
+}
+
 static int setup_poll(void **state, uint64_t wait_ns, uint64_t poll_ns)
 {
 	struct gp_pool_config cfg = { .ordered = 0, .reuse_wait_ns = wait_ns, .reuse_poll_ns = poll_ns };
@@ -633,6 +707,8 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_no_wait_below_threshold, setup_wait_1s,
 						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_short_own_list_grows_before_waiting,
+						setup_wait_20ms_batch8, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_miss_polls_below_threshold, setup_poll_1s,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_miss_poll_is_bounded, setup_poll_2ms, fx_teardown),
