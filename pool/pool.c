@@ -315,7 +315,8 @@ static uint64_t class_cached_blocks(struct gp_dev *d, unsigned cls)
  * own list (stripe s0) holds a fence batch too: 64 MiB of 1 MiB blocks is 4 a thread at 16
  * threads, too few to hide a fence, and misses waited by the ten thousand (docs/BENCHMARKS.md).
  * A list that holds a batch waits, so the class still stops growing: at about GP_STRIPES *
- * cfg.fence_batch blocks when that is more than 64 MiB (128 MiB of 1 MiB blocks). */
+ * cfg.fence_batch blocks when that is more than 64 MiB (256 MiB of 1 MiB blocks in batches of
+ * 16, the shim's). */
 static int worth_waiting(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0)
 {
 	uint64_t n = class_cached_blocks(d, cls);

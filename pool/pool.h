@@ -93,7 +93,9 @@ struct gp_pool_config {
 	/* A class of at most 1 MiB whose cached blocks are all fenced and fewer than this grows
 	 * (a real allocation) instead of recording a fence on the miss: its frees pile up and one
 	 * fence later covers them all, so a loop over one size pays a fence per fence_batch
-	 * allocations, not per allocation. 0 or 1: a fence on every such miss. */
+	 * allocations, not per allocation. 0 or 1: a fence on every such miss. It is also the
+	 * length at which a thread's own list of such a class drives the fences before it takes
+	 * other threads' blocks, and at which its misses begin to wait for them (reuse_wait_ns). */
 	unsigned fence_batch;
 	/* A miss above 1 MiB that needs the fences driven while another thread drives them waits up
 	 * to this long for that thread, then drives them itself, before a real allocation (0: 20 us).
