@@ -314,17 +314,21 @@ static uint64_t class_cached_blocks(struct gp_dev *d, unsigned cls)
  * speed of a hit instead of a wait per allocation. A small class waits only once this thread's
  * own list (stripe s0) holds a fence batch too: 64 MiB of 1 MiB blocks is 4 a thread at 16
  * threads, too few to hide a fence, and misses waited by the ten thousand (docs/BENCHMARKS.md).
- * A list that holds a batch waits, so the class still stops growing: at about GP_STRIPES *
- * cfg.fence_batch blocks when that is more than 64 MiB (256 MiB of 1 MiB blocks in batches of
- * 16, the shim's). */
+ * A short list grows only while the class holds fewer than GP_STRIPES * cfg.fence_batch blocks
+ * (256 MiB of 1 MiB blocks in the shim's batches of 16): a list's own length alone is no bound,
+ * as threads take each other's reusable blocks and a list robbed below a batch grew again
+ * (e2e_reuse_threads_bound: 904-1058 blocks of 1 MiB and growing, 16 threads, a GPU 5 ms
+ * behind every fence). */
 static int worth_waiting(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0)
 {
 	uint64_t n = class_cached_blocks(d, cls);
 
 	if (n < WAIT_MIN_FENCED || n * gp_pool_class_bytes(cls) < WAIT_MIN_FENCED_BYTES)
 		return 0;
-	return p->cfg.fence_batch <= 1 || !small_class(cls) ||
-	       ld(&d->list[cls * GP_STRIPES + s0].cached_blocks) >= p->cfg.fence_batch;
+	if (p->cfg.fence_batch <= 1 || !small_class(cls))
+		return 1;
+	return ld(&d->list[cls * GP_STRIPES + s0].cached_blocks) >= p->cfg.fence_batch ||
+	       n >= (uint64_t)GP_STRIPES * p->cfg.fence_batch;
 }
 
 /* The free epoch of the class's oldest cached block (UINT64_MAX: none). */

@@ -8,8 +8,15 @@
  *   --mode age N       the same with one freed 64 MiB block (too few to wait for): the miss right
  *                      after its free grows the pool (its fence is just recorded); 15 ms later
  *                      another waits for that fence and reuses the block (N = 1, GPUPOOL_REUSE_AGE
- *                      of 5 ms) or makes a real cudaMalloc (N = 0, GPUPOOL_REUSE_AGE=0) */
+ *                      of 5 ms) or makes a real cudaMalloc (N = 0, GPUPOOL_REUSE_AGE=0)
+ *   --mode threads N   16 threads of cudaMalloc+cudaFree pairs of 1 MiB after a stream exists,
+ *                      "the GPU" behind every fence (STANDIN_EVENT_LATENCY_US): with
+ *                      GPUPOOL_REUSE_WAIT of 1 s (N = 1, 3000 pairs a thread) the pool stops
+ *                      growing at about a fence batch (16 blocks) a thread, however long the loop
+ *                      runs; with GPUPOOL_REUSE_WAIT=0 (N = 0, 100 pairs a thread) it grows by
+ *                      about a block a pair */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -98,6 +105,64 @@ static void mode_age(int want_reuse)
 	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
 }
 
+#define THREADS 16
+#define BOUND (THREADS * 20) /* blocks: 16 a thread, 1 in use, and some room for races */
+
+static pthread_barrier_t start;
+static _Atomic int pair_errors;
+static int pairs_per_thread;
+
+static void *pairs(void *arg)
+{
+	void *p;
+
+	(void)arg;
+	pthread_barrier_wait(&start);
+	for (int i = 0; i < pairs_per_thread; i++) {
+		if (cudaMalloc(&p, E2E_MIB) != cudaSuccess || cudaFree(p) != cudaSuccess)
+			pair_errors++;
+	}
+	return NULL;
+}
+
+static void mode_threads(int want_bound)
+{
+	struct standin_counters c0, c1;
+	pthread_t th[THREADS];
+	cudaStream_t s;
+	uint64_t grown, t0, ms;
+
+	/* Long enough that a pool that only bounded each thread's own list grows past BOUND (with
+	 * fences 5 ms late it reached 904-1058 blocks at 3000 pairs, against 257 for the pool's
+	 * class bound); without the wait 100 pairs suffice. */
+	pairs_per_thread = want_bound ? 3000 : 100;
+	e2e_cuda(cudaStreamCreate(&s), "cudaStreamCreate"); /* from here, reuse needs a fence */
+	pthread_barrier_init(&start, NULL, THREADS);
+	c0 = e2e_counters();
+	t0 = e2e_now_ms();
+	for (int i = 0; i < THREADS; i++)
+		if (pthread_create(&th[i], NULL, pairs, NULL) != 0)
+			e2e_fail("pthread_create");
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(th[i], NULL);
+	ms = e2e_now_ms() - t0;
+	c1 = e2e_counters();
+	grown = c1.mallocs - c0.mallocs;
+	e2e_check(pair_errors == 0, "%d threads x %d pairs of 1 MiB: no CUDA error", THREADS,
+		  pairs_per_thread);
+	if (want_bound)
+		e2e_check(grown <= BOUND,
+			  "GPUPOOL_REUSE_WAIT=1s: the pool stopped growing at %llu blocks (at most %d: "
+			  "a fence batch a thread), in %llu ms", (unsigned long long)grown, BOUND,
+			  (unsigned long long)ms);
+	else
+		e2e_check(grown > BOUND,
+			  "GPUPOOL_REUSE_WAIT=0: without the wait the pool grew to %llu blocks (more than "
+			  "%d), in %llu ms", (unsigned long long)grown, BOUND, (unsigned long long)ms);
+	pthread_barrier_destroy(&start);
+	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 2 && strcmp(argv[1], "--mode") == 0 ? argv[2] : "";
@@ -105,6 +170,7 @@ int main(int argc, char **argv)
 
 	const char *name = strcmp(mode, "oversize") == 0 ? "e2e_reuse_oversize"
 			   : strcmp(mode, "age") == 0	 ? "e2e_reuse_age"
+			   : strcmp(mode, "threads") == 0 ? "e2e_reuse_threads"
 							 : "e2e_reuse_wait";
 
 	e2e_start(name);
@@ -114,8 +180,10 @@ int main(int argc, char **argv)
 		mode_wait(want);
 	else if (strcmp(mode, "age") == 0)
 		mode_age(want);
+	else if (strcmp(mode, "threads") == 0)
+		mode_threads(want);
 	else
-		e2e_fail("usage: e2e_reuse_opts --mode oversize|wait|age 0|1");
+		e2e_fail("usage: e2e_reuse_opts --mode oversize|wait|age|threads 0|1");
 	printf("PASS %s\n", name);
 	return 0;
 }

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <time.h>
 #include <stdint.h>
 #include <setjmp.h>
@@ -413,49 +414,54 @@ static void test_no_wait_below_threshold(void **state)
 	fx_free(fx, q);
 }
 
+#ifndef GP_STRIPES /* the pool's lists per size class (pool/CMakeLists.txt passes it on) */
+#define GP_STRIPES 16
+#endif
+#define BATCH 8
+#define MANY 64 /* 1 MiB blocks: 64 MiB, a class worth waiting for */
+
 static int setup_wait_20ms_batch8(void **state)
 {
-	struct gp_pool_config cfg = { .ordered = 0, .reuse_wait_ns = 20000000u, .fence_batch = 8 };
+	struct gp_pool_config cfg = { .ordered = 0, .reuse_wait_ns = 20000000u, .fence_batch = BATCH };
 
 	return fx_setup_cfg(state, &cfg);
 }
 
-#define MANY 64 /* 1 MiB blocks: 64 MiB, a class worth waiting for */
-
 struct two_threads {
 	struct fx *fx;
-	void *p[MANY];
+	int many;   /* blocks of 1 MiB the first thread frees onto its own list */
+	void **p;
 	uint64_t waits_short, allocs_short, waits_batch, allocs_batch;
 	void *got;
 };
 
-/* The first thread: 64 MiB of 1 MiB blocks freed onto its own list, all fenced. */
+/* The first thread: t->many blocks of 1 MiB freed onto its own list, all fenced. */
 static void *fill_other_list(void *arg)
 {
 	struct two_threads *t = arg;
 
-	for (int i = 0; i < MANY; i++)
+	for (int i = 0; i < t->many; i++)
 		t->p[i] = fx_alloc(t->fx, 0, MiB);
-	for (int i = 0; i < MANY; i++)
+	for (int i = 0; i < t->many; i++)
 		fx_free(t->fx, t->p[i]);
 	return NULL;
 }
 
 /* The second thread (another list: threads get their lists in turn): a miss with its own list
- * empty, then one with its own list holding a batch (8) plus one. No fence ever completes. */
+ * empty, then one with its own list holding a batch plus one. No fence ever completes. */
 static void *miss_short_then_batch(void *arg)
 {
 	struct two_threads *t = arg;
 	struct fx *fx = t->fx;
-	void *mine[9];
+	void *mine[BATCH + 1];
 	uint64_t a0 = fake_calls(&fx->fake, FAKE_OP_ALLOC);
 
 	mine[0] = fx_alloc(fx, 0, MiB);
 	t->waits_short = fx_stats(fx, 0).fence_waits;
 	t->allocs_short = fake_calls(&fx->fake, FAKE_OP_ALLOC) - a0;
-	for (int i = 1; i < 9; i++)
+	for (int i = 1; i <= BATCH; i++)
 		mine[i] = fx_alloc(fx, 0, MiB);
-	for (int i = 0; i < 9; i++)
+	for (int i = 0; i <= BATCH; i++)
 		fx_free(fx, mine[i]);
 	a0 = fake_calls(&fx->fake, FAKE_OP_ALLOC);
 	t->got = fx_alloc(fx, 0, MiB);
@@ -464,25 +470,50 @@ static void *miss_short_then_batch(void *arg)
 	return NULL;
 }
 
+static void run_two_threads(struct two_threads *t)
+{
+	pthread_t th;
+
+	t->p = calloc((size_t)t->many, sizeof(*t->p));
+	assert_non_null(t->p);
+	assert_int_equal(pthread_create(&th, NULL, fill_other_list, t), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(pthread_create(&th, NULL, miss_short_then_batch, t), 0);
+	pthread_join(th, NULL);
+	free(t->p);
+}
+
 /* Proves: a small class worth waiting for (64 MiB of 1 MiB blocks, all fenced, on another
  * thread's list) does not make a thread whose own list is shorter than a fence batch wait: it
  * grows at once (one real allocation, no wait). At 16 threads 64 MiB is 4 blocks a thread and
  * misses waited by the ten thousand. Once its own list holds a batch, its miss waits for the
- * fences as before (to the 20 ms bound here: none completes), so the class stops growing. */
+ * fences as before (to the 20 ms bound here: none completes). */
 static void test_short_own_list_grows_before_waiting(void **state)
 {
-	struct two_threads t = { .fx = *state };
-	pthread_t th;
+	struct two_threads t = { .fx = *state, .many = MANY };
 
-	assert_int_equal(pthread_create(&th, NULL, fill_other_list, &t), 0);
-	pthread_join(th, NULL);
-	assert_int_equal(pthread_create(&th, NULL, miss_short_then_batch, &t), 0);
-	pthread_join(th, NULL);
+	run_two_threads(&t);
 	assert_int_equal(t.waits_short, 0);
 	assert_int_equal(t.allocs_short, 1);
 	assert_int_equal(t.waits_batch, 1);
 	assert_int_equal(fx_stats(t.fx, 0).fence_wait_timeouts, 1);
 	assert_int_equal(t.allocs_batch, 1);
+	fx_free(t.fx, t.got);
+}
+
+/* Proves: a short own list grows only while the class holds fewer than a batch a list
+ * (GP_STRIPES * 8 blocks): with that many fenced on another thread's list, the miss with its own
+ * list empty waits too (to the 20 ms bound) before its one real allocation. Without this bound
+ * threads robbed each other's lists below a batch and the class kept growing
+ * (e2e_reuse_threads_bound: 904-1058 blocks of 1 MiB at 16 threads, a GPU behind). */
+static void test_short_own_list_waits_at_class_bound(void **state)
+{
+	struct two_threads t = { .fx = *state, .many = GP_STRIPES * BATCH };
+
+	run_two_threads(&t);
+	assert_int_equal(t.waits_short, 1);
+	assert_int_equal(t.allocs_short, 1);
+	assert_true(fx_stats(t.fx, 0).fence_wait_timeouts >= 1);
 	fx_free(t.fx, t.got);
 }
 
@@ -708,6 +739,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_no_wait_below_threshold, setup_wait_1s,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_short_own_list_grows_before_waiting,
+						setup_wait_20ms_batch8, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_short_own_list_waits_at_class_bound,
 						setup_wait_20ms_batch8, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_miss_polls_below_threshold, setup_poll_1s,
 						fx_teardown),
