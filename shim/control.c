@@ -32,6 +32,10 @@ static _Atomic int sem_ready LOAD_TIME;
 static int installed_signo LOAD_TIME; /* written at load time only */
 static _Atomic int signalled; /* lock-free: safe in a handler, and across threads */
 static _Atomic int requested, policy_due, started, stopping, releasing;
+/* One release at a time (signal, policy, idle, gpupool_release): a release asked for while
+ * another one frees the blocks it took returns after them, so that its caller finds the memory
+ * back. Never held while waiting for a framework's lock (the GIL): the flush comes first. */
+static pthread_mutex_t release_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gp_pool *the_pool;
 static int flush_frameworks;
 static pthread_t thread;
@@ -119,7 +123,9 @@ static void release(struct gp_pool *pool, int device, uint64_t target,
 	atomic_fetch_add(&releasing, 1);
 	if (wants_flush(cause))
 		flushed = gp_framework_flush();
+	pthread_mutex_lock(&release_lock);
 	gp_pool_release(pool, device, target, cause, &r);
+	pthread_mutex_unlock(&release_lock);
 	if (cause == GP_CAUSE_SIGNAL)
 		gp_framework_trim_async_pools();
 	atomic_fetch_sub(&releasing, 1);
@@ -152,7 +158,9 @@ void gp_control_release_idle(struct gp_pool *pool, uint64_t before_ns)
 	uint64_t t0 = mono_ns();
 
 	atomic_fetch_add(&releasing, 1);
+	pthread_mutex_lock(&release_lock);
 	gp_pool_release_idle(pool, -1, before_ns, GP_CAUSE_IDLE, &r);
+	pthread_mutex_unlock(&release_lock);
 	atomic_fetch_sub(&releasing, 1);
 	r.duration_ns = mono_ns() - t0;
 	gp_obs_released(GP_CAUSE_IDLE, &r);
@@ -280,4 +288,5 @@ void gp_control_forget(void)
 {
 	atomic_store(&started, 0);
 	atomic_store(&releasing, 0);
+	pthread_mutex_init(&release_lock, NULL); /* a fork's child: the parent's holder is gone */
 }

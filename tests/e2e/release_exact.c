@@ -3,10 +3,16 @@
  * rounds of random sizes (512 B .. 64 MiB, many classes, larger idle blocks serving smaller
  * requests with the default GPUPOOL_OVERSIZE), with a stream created (fenced reuse) and frees in
  * random order. The check runs after each round, not only at the end: memory that crept up
- * round by round would show here (what a long soak cannot tell from its device readings). */
+ * round by round would show here (what a long soak cannot tell from its device readings).
+ *   --concurrent   a release asked for (gpupool_release) while the control thread's release,
+ *                  woken by SIGUSR1, is still freeing the only cached block (the stand-in's
+ *                  cudaFree slowed by STANDIN_FREE_DELAY_US): when it returns, the runtime holds
+ *                  nothing. (It returned at once, with the block still being freed.) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "e2e.h"
 
@@ -14,9 +20,29 @@
 #define ROUNDS 100
 #define OPS 300
 
-int main(void)
+static int (*release)(int, unsigned long long *);
+
+static void concurrent(void)
 {
-	int (*release)(int, unsigned long long *);
+	unsigned long long bytes = 0;
+	uint64_t t0, ms;
+	void *a = NULL;
+
+	e2e_cuda(cudaMalloc(&a, E2E_MIB), "cudaMalloc");
+	e2e_cuda(cudaFree(a), "cudaFree"); /* cached: the control thread's release will free it */
+	raise(SIGUSR1);
+	e2e_sleep_ms(50); /* the control thread is inside the slow cudaFree by now, mostly */
+	t0 = e2e_now_ms();
+	if (release(-1, &bytes) != 0)
+		e2e_fail("gpupool_release failed");
+	ms = e2e_now_ms() - t0;
+	e2e_check(e2e_counters().live_allocs == 0,
+		  "when gpupool_release returned (%llu ms, %llu B given back by it, the rest by the "
+		  "signal's release) the runtime held nothing", (unsigned long long)ms, bytes);
+}
+
+int main(int argc, char **argv)
+{
 	void *live[NLIVE] = { 0 };
 	unsigned seed = 12345;
 	cudaStream_t s;
@@ -26,6 +52,11 @@ int main(void)
 	*(void **)&release = dlsym(RTLD_DEFAULT, "gpupool_release");
 	if (release == NULL)
 		e2e_fail("gpupool_release is not in the process: the shim is not preloaded");
+	if (argc > 1 && strcmp(argv[1], "--concurrent") == 0) {
+		concurrent();
+		printf("PASS e2e_release_exact\n");
+		return 0;
+	}
 	e2e_cuda(cudaStreamCreate(&s), "cudaStreamCreate");
 	for (r = 0; r < ROUNDS; r++) {
 		struct standin_counters c;
