@@ -4,8 +4,9 @@
  * Run twice, like hitpath: plain it measures "native" and "async" (cudaMallocAsync +
  * cudaFreeAsync, each thread on its own non-blocking stream, warm pool); with
  * LD_PRELOAD=libgpupool.so it measures "gpupool" (no stream created) and then "gpupool-fenced"
- * (after one exists; --fenced-only: that alone, for profiles and counters). Two size patterns: "same" (every thread 64 KiB: one size class for all)
- * and "mixed" (each thread cycles 512 B, 4 KiB, 64 KiB, 1 MiB from its own starting point).
+ * (after one exists; --fenced-only: that alone, for profiles and counters). Two size patterns:
+ * "same" (every thread 64 KiB: one size class for all) and "mixed" (each thread cycles 512 B,
+ * 4 KiB, 64 KiB, 1 MiB from its own starting point).
  * Each run: threads warm their sizes, meet at a barrier, loop for --seconds, and the pairs done
  * by all of them over the wall time from the barrier to the last join are the figure.
  * Output: "BENCH bench=threads ..." lines (bench/bench_table.awk makes the table). */
