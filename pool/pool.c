@@ -162,8 +162,8 @@ static struct gp_block *take_any(struct gp_pool *p, struct gp_dev *d, unsigned c
 }
 
 /* In-use bytes are counted per stripe (each on its own cache line) and so is their peak; the
- * device's peak is the sum of the stripes' peaks: exact while one thread allocates, an upper
- * bound when several do. */
+ * device's peak is the sum of the stripes' peaks, at most the reserved peak: exact while one
+ * thread allocates, an upper bound when several do. */
 static void account_live(struct gp_dev *d, unsigned stripe, int64_t bytes)
 {
 	struct gp_stripe_acct *a = &d->acct[stripe];
@@ -690,6 +690,9 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 	for (unsigned i = 0; i < GP_STRIPES; i++)
 		o->peak_live_bytes += ld(&d->acct[i].peak);
 	o->peak_reserved_bytes = ld(&d->peak_reserved);
+	/* What is in use is also reserved, so the reserved peak bounds the stripes' sum. */
+	if (o->peak_live_bytes > o->peak_reserved_bytes)
+		o->peak_live_bytes = o->peak_reserved_bytes;
 	o->real_allocs = ld(&d->real_allocs);
 	o->real_frees = ld(&d->real_frees);
 	o->failed_allocs = ld(&d->failed_allocs);

@@ -113,7 +113,7 @@ struct gp_pool_dev_stats {
 	uint64_t pending_bytes;   /* cached, waiting for a fence (GPU work may still use them) */
 	uint64_t pending_blocks;
 	uint64_t requested_bytes; /* what the program asked for, of live_bytes */
-	uint64_t peak_live_bytes;
+	uint64_t peak_live_bytes;     /* exact with one thread, else an upper bound (<= reserved) */
 	uint64_t peak_reserved_bytes; /* live + idle + pending */
 	uint64_t allocs;          /* successful gp_pool_alloc calls */
 	uint64_t hits;            /* served from the cache */

@@ -42,7 +42,7 @@ enum gp_stats_unit {
 	X(pending_blocks, GP_STATS_GAUGE, GP_STATS_COUNT, "  blocks",                             \
 	  "Blocks freed, waiting for the GPU.")                                                    \
 	X(peak_in_use_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "peak in use",                       \
-	  "Highest in-use bytes since start.")                                                     \
+	  "Highest in-use bytes since start (threads: an upper bound, at most peak reserved).")    \
 	X(peak_reserved_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "peak reserved",                   \
 	  "Highest in use + idle + pending bytes since start.")                                    \
 	X(allocs, GP_STATS_COUNTER, GP_STATS_COUNT, "allocations",                                \
