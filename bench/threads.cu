@@ -4,9 +4,9 @@
  * Run twice, like hitpath: plain it measures "native" and "async" (cudaMallocAsync +
  * cudaFreeAsync, each thread on its own non-blocking stream, warm pool); with
  * LD_PRELOAD=libgpupool.so it measures "gpupool" (no stream created) and then "gpupool-fenced"
- * (after one exists; --fenced-only: that alone, for profiles and counters). Two size patterns:
- * "same" (every thread 64 KiB: one size class for all) and "mixed" (each thread cycles 512 B,
- * 4 KiB, 64 KiB, 1 MiB from its own starting point).
+ * (after one exists; --fenced-only, --unfenced-only: one of them alone, for profiles and
+ * counters). Two size patterns: "same" (every thread 64 KiB: one size class for all) and
+ * "mixed" (each thread cycles 512 B, 4 KiB, 64 KiB, 1 MiB from its own starting point).
  * Each run: threads warm their sizes, meet at a barrier, loop for --seconds, and the pairs done
  * by all of them over the wall time from the barrier to the last join are the figure.
  * Output: "BENCH bench=threads ..." lines (bench/bench_table.awk makes the table). */
@@ -143,14 +143,14 @@ static void run_all(enum bench_contender c, const uint64_t *threads, int nthread
 static void usage(void)
 {
 	fprintf(stderr, "usage: threads [--threads 1,2,4,8,16] [--seconds 0.3] [--mode same|mixed|both]"
-			" [--fenced-only]\n");
+			" [--fenced-only | --unfenced-only]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
 	uint64_t threads[BENCH_MAX_LIST] = { 1, 2, 4, 8, 16 };
-	int nthreads = 5, modes = 3, shim = bench_shim_loaded(), fenced_only = 0;
+	int nthreads = 5, modes = 3, shim = bench_shim_loaded(), fenced_only = 0, unfenced_only = 0;
 	double seconds = 0.3;
 	cudaStream_t s;
 
@@ -164,6 +164,8 @@ int main(int argc, char **argv)
 			modes = !strcmp(argv[i], "same") ? 1 : !strcmp(argv[i], "mixed") ? 2 : 3;
 		} else if (!strcmp(argv[i], "--fenced-only")) {
 			fenced_only = 1;
+		} else if (!strcmp(argv[i], "--unfenced-only")) {
+			unfenced_only = 1;
 		} else {
 			usage();
 		}
@@ -173,8 +175,8 @@ int main(int argc, char **argv)
 			nthreads = 0;
 	if (nthreads == 0 || seconds <= 0 || seconds > 60)
 		usage();
-	if (fenced_only && !shim) {
-		fprintf(stderr, "threads: --fenced-only needs LD_PRELOAD=libgpupool.so\n");
+	if ((fenced_only || unfenced_only) && !shim) {
+		fprintf(stderr, "threads: --fenced-only and --unfenced-only need LD_PRELOAD=libgpupool.so\n");
 		return 2;
 	}
 	if (cudaDeviceSynchronize() != cudaSuccess) { /* creates the context */
@@ -187,7 +189,8 @@ int main(int argc, char **argv)
 		if (!fenced_only)
 			run_all(B_POOL, threads, nthreads, seconds, modes);
 		/* A created stream turns immediate reuse off for good: measure the fenced path. */
-		if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess) {
+		if (!unfenced_only &&
+		    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess) {
 			run_all(B_POOL_FENCED, threads, nthreads, seconds, modes);
 			cudaStreamDestroy(s);
 		}
