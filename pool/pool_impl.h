@@ -92,9 +92,12 @@ struct gp_list {
 	_Atomic uint64_t allocs, hits, frees;
 } __attribute__((aligned(64)));
 
-/* Bytes in use, per stripe, so that threads do not share one counter's cache line. */
+/* Bytes in use, per stripe, so that threads do not share one counter's cache line: own + remote
+ * (modulo 2^64). `own` is written by the stripe's owner only (pool.c account_live), `remote` by
+ * the others, on a line of its own. */
 struct gp_stripe_acct {
-	_Atomic uint64_t live, peak;
+	_Atomic uint64_t own, peak;
+	_Atomic uint64_t remote __attribute__((aligned(64)));
 } __attribute__((aligned(64)));
 
 struct gp_dev {
@@ -295,7 +298,7 @@ static inline uint64_t live_total(struct gp_dev *d)
 {
 	uint64_t sum = 0;
 	for (unsigned s = 0; s < GP_STRIPES; s++)
-		sum += ld(&d->acct[s].live);
+		sum += ld(&d->acct[s].own) + ld(&d->acct[s].remote);
 	return sum;
 }
 

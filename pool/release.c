@@ -296,7 +296,9 @@ void gp_pool_forget_device(struct gp_pool *p, int device)
 		atomic_store(&c->requested_bytes, 0);
 		gp_unlock(&c->lock);
 	}
-	for (unsigned i = 0; i < GP_STRIPES; i++)
-		atomic_store(&d->acct[i].live, 0);
+	for (unsigned i = 0; i < GP_STRIPES; i++) {
+		atomic_store(&d->acct[i].own, 0);
+		atomic_store(&d->acct[i].remote, 0);
+	}
 	atomic_store(&d->reserved_bytes, 0);
 }

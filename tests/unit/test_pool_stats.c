@@ -232,6 +232,60 @@ static void test_peak_live_across_threads(void **state)
 	assert_int_equal(s.peak_live_bytes, cb(8 * MiB));
 }
 
+#ifndef GP_STRIPES /* the pool's lists per size class (pool/CMakeLists.txt passes it on) */
+#define GP_STRIPES 16
+#endif
+#define SHARERS (GP_STRIPES + 4) /* more threads than stripes: some share one */
+#define ROUNDS 2000
+
+struct churn_arg {
+	struct fx *fx;
+	void *keep; /* allocated by this thread, freed by the main thread afterwards */
+};
+
+static void *churn(void *arg)
+{
+	struct churn_arg *a = arg;
+
+	for (int i = 0; i < ROUNDS; i++)
+		fx_free(a->fx, fx_alloc(a->fx, 0, (size_t)(1 + i % 4) * MiB));
+	a->keep = fx_alloc(a->fx, 0, 3 * MiB);
+	return NULL;
+}
+
+/* Proves: the in-use count (cached = reserved - in use, what GPUPOOL_MAX_CACHED and
+ * cudaMemGetInfo go by) stays exact when more threads than stripes allocate and free at once
+ * (stripes' owners count without a locked add, the others atomically) and when blocks are freed
+ * by a thread other than the one that allocated them. */
+static void test_live_counts_across_threads(void **state)
+{
+	struct fx *fx = *state;
+	struct churn_arg args[SHARERS];
+	pthread_t th[SHARERS];
+
+	for (int i = 0; i < SHARERS; i++) {
+		args[i] = (struct churn_arg){ fx, NULL };
+		assert_int_equal(pthread_create(&th[i], NULL, churn, &args[i]), 0);
+	}
+	for (int i = 0; i < SHARERS; i++)
+		pthread_join(th[i], NULL);
+	{
+		struct gp_pool_dev_stats st = fx_stats(fx, 0);
+		uint64_t held = st.live_bytes + st.idle_bytes + st.pending_bytes;
+
+		assert_int_equal(st.live_bytes, (uint64_t)SHARERS * cb(3 * MiB));
+		assert_int_equal(gp_pool_cached_bytes(fx->pool, 0), held - st.live_bytes);
+	}
+	for (int i = 0; i < SHARERS; i++) /* frees by a thread that allocated none of them */
+		fx_free(fx, args[i].keep);
+	{
+		struct gp_pool_dev_stats st = fx_stats(fx, 0);
+
+		assert_int_equal(st.live_bytes, 0);
+		assert_int_equal(gp_pool_cached_bytes(fx->pool, 0), st.idle_bytes + st.pending_bytes);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -241,6 +295,8 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_peaks, fx_setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_peak_live_across_threads, fx_setup_ordered,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_live_counts_across_threads, fx_setup_ordered,
 						fx_teardown),
 	};
 
