@@ -23,9 +23,10 @@
 
 #define DEFER_NS 10000000ULL /* retry a deferred release every 10 ms */
 
-/* What the constructor touches lives in .data, on the page the dynamic linker has already
- * written while relocating: zero-initialised (.bss) it would cost a process that never uses
- * CUDA two page faults at start-up (a read of the zero page, then a copy on write). */
+/* What the constructor (or the handler, in a process that never uses CUDA) touches lives in
+ * .data, on the page the dynamic linker has already written while relocating: zero-initialised
+ * (.bss) it would cost such a process two page faults (a read of the zero page, then a copy on
+ * write). */
 #define LOAD_TIME __attribute__((section(".data")))
 static sem_t wake LOAD_TIME;
 static _Atomic int sem_ready LOAD_TIME;
@@ -53,20 +54,29 @@ static void on_signal(int sig)
 	errno = saved;
 }
 
+/* The semaphore the handler posts, made ready when the control thread starts: until then the
+ * handler only notes the signal (the thread looks at the note when it starts). Not at load
+ * time: the first calls of sem_init and sem_post touch pages of libc that a process which never
+ * uses CUDA would not touch (docs/BENCHMARKS.md). */
+static int wake_setup(void)
+{
+	if (atomic_load(&sem_ready))
+		return 0;
+	if (sem_init(&wake, 0, 0) != 0)
+		return -1;
+	/* The library binds lazily: bind sem_post now, so the handler never runs the dynamic
+	 * linker's resolver. */
+	sem_post(&wake);
+	while (sem_trywait(&wake) != 0 && errno == EINTR)
+		;
+	atomic_store(&sem_ready, 1);
+	return 0;
+}
+
 int gp_control_install_signal(int signo)
 {
 	struct sigaction sa;
 
-	if (!atomic_load(&sem_ready)) {
-		if (sem_init(&wake, 0, 0) != 0)
-			return -1;
-		/* The library binds lazily: bind sem_post now, so the handler never runs the
-		 * dynamic linker's resolver. */
-		sem_post(&wake);
-		while (sem_trywait(&wake) != 0 && errno == EINTR)
-			;
-		atomic_store(&sem_ready, 1);
-	}
 	if (signo == 0)
 		return 0;
 	memset(&sa, 0, sizeof(sa));
@@ -232,7 +242,7 @@ int gp_control_start(struct gp_pool *pool)
 
 	if (atomic_exchange(&started, 1))
 		return 0;
-	if (!atomic_load(&sem_ready) && gp_control_install_signal(0) != 0)
+	if (wake_setup() != 0)
 		return -1;
 	the_pool = pool;
 	/* Signals go to the program's threads, never to ours. */
@@ -275,7 +285,7 @@ void gp_control_request(void)
 
 void gp_control_stop(void)
 {
-	if (!atomic_load(&started))
+	if (!atomic_load(&started) || !atomic_load(&sem_ready))
 		return;
 	atomic_store(&stopping, 1);
 	sem_post(&wake);

@@ -47,6 +47,25 @@ static void on_exit_handler(void)
 	gp_obs_exit();
 }
 
+/* Whether any GPUPOOL_ variable is set, read from environ without calling libc: the first
+ * getenv() of a process touches a page of libc that /bin/true never does (about 20 µs on the
+ * build machine). */
+static int any_gpupool_variable(void)
+{
+	static const char prefix[] = "GPUPOOL_";
+	extern char **environ;
+
+	for (char **e = environ; e != NULL && *e != NULL; e++) {
+		size_t i = 0;
+
+		while (i < sizeof(prefix) - 1 && (*e)[i] == prefix[i])
+			i++;
+		if (i == sizeof(prefix) - 1)
+			return 1;
+	}
+	return 0;
+}
+
 /* Only what cannot wait for the first CUDA call, touching few pages: every process pays for
  * this, CUDA or not (docs/BENCHMARKS.md). The rest of the options are read by init_locked. */
 __attribute__((constructor)) static void gp_shim_load(void)
@@ -54,10 +73,12 @@ __attribute__((constructor)) static void gp_shim_load(void)
 	static const char *const now[] = { "GPUPOOL_DISABLE", "GPUPOOL_SIGNAL", "GPUPOOL_TORCH" };
 	struct gp_options early = GP_OPT_EARLY_DEFAULTS;
 
-	gp_opt_load_only(&early, now, sizeof(now) / sizeof(now[0]));
+	if (any_gpupool_variable())
+		gp_opt_load_only(&early, now, sizeof(now) / sizeof(now[0]));
 	if (early.disable)
 		return;
-	gp_framework_load(early.torch == GP_TORCH_TAKEOVER); /* before PyTorch reads it */
+	if (early.torch == GP_TORCH_TAKEOVER)
+		gp_framework_load(1); /* before PyTorch reads it */
 	gp_control_install_signal(early.signo);
 }
 

@@ -50,6 +50,16 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "--baseline") == 0)
 		return child(0);
 	e2e_start(NAME);
+	{
+		extern char **environ;
+		int n = 0;
+
+		for (char **e = environ; *e != NULL; e++)
+			n += strncmp(*e, "GPUPOOL_", 8) == 0 && strncmp(*e, "GPUPOOL_LOG=", 12) != 0;
+		/* ctest clears them: the shim's load then reads no setting at all (shim.c) */
+		e2e_note("%d GPUPOOL_ variable(s) in the child's environment%s", n,
+			 n == 0 ? ": the shim's load-time fast path" : "");
+	}
 	if (e2e_run_self(base_args, base_env, 10000, &ch) != 0)
 		e2e_fail("could not start the baseline child");
 	if (ch.timed_out || !WIFEXITED(ch.status) || WEXITSTATUS(ch.status) < 11)
