@@ -19,22 +19,23 @@
  * thread of a stripe owns it: only it writes the stripe's own in-use count (account_live). These
  * two are the pool's only statics: they number threads, they hold no pool state. */
 static _Atomic uint64_t next_stripe;
-/* 1..GP_STRIPES: the stripe + 1, owned; GP_STRIPES+1..2*GP_STRIPES: shared (a later thread).
+/* The stripe + 1 (0: none yet), with SHARED set for a thread that came after the stripe's owner.
  * initial-exec: an offset from the thread pointer, not a __tls_get_addr call per access (the
  * library is preloaded, or dlopened with a few bytes of TLS, which the loader's reserve holds). */
 static _Thread_local unsigned stripe_tag __attribute__((tls_model("initial-exec")));
+#define SHARED (1u << 31)
 
 static unsigned my_stripe(void)
 {
 	unsigned t = stripe_tag;
 	uint64_t n;
 
-	if (__builtin_expect(t != 0, 1))
-		return (t - 1) % GP_STRIPES;
-	n = atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed);
-	t = (unsigned)(n % GP_STRIPES) + 1 + (n >= GP_STRIPES ? GP_STRIPES : 0);
-	stripe_tag = t;
-	return (t - 1) % GP_STRIPES;
+	if (__builtin_expect(t == 0, 0)) {
+		n = atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed);
+		t = ((unsigned)(n % GP_STRIPES) + 1) | (n >= GP_STRIPES ? SHARED : 0);
+		stripe_tag = t;
+	}
+	return (t & ~SHARED) - 1;
 }
 
 static int owns_stripe(unsigned stripe)
