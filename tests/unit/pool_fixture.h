@@ -14,6 +14,10 @@
 #define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)
 
+#ifndef GP_STRIPES /* the pool's lists per size class (pool/CMakeLists.txt passes it on) */
+#define GP_STRIPES 16
+#endif
+
 struct fx {
 	struct fake_backend fake;
 	struct gp_pool *pool;

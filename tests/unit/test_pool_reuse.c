@@ -414,9 +414,6 @@ static void test_no_wait_below_threshold(void **state)
 	fx_free(fx, q);
 }
 
-#ifndef GP_STRIPES /* the pool's lists per size class (pool/CMakeLists.txt passes it on) */
-#define GP_STRIPES 16
-#endif
 #define BATCH 8
 #define MANY 64 /* 1 MiB blocks: 64 MiB, a class worth waiting for */
 

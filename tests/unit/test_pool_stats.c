@@ -232,9 +232,6 @@ static void test_peak_live_across_threads(void **state)
 	assert_int_equal(s.peak_live_bytes, cb(8 * MiB));
 }
 
-#ifndef GP_STRIPES /* the pool's lists per size class (pool/CMakeLists.txt passes it on) */
-#define GP_STRIPES 16
-#endif
 #define SHARERS (GP_STRIPES + 4) /* more threads than stripes: some share one */
 #define ROUNDS 2000
 
