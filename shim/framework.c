@@ -40,9 +40,9 @@ static int copy_fn(void *dst, const char *name)
 	return sym != NULL;
 }
 
-void gp_framework_load(int torch_takeover)
+void gp_framework_load_takeover(void)
 {
-	if (torch_takeover && getenv("PYTORCH_NO_CUDA_MEMORY_CACHING") == NULL)
+	if (getenv("PYTORCH_NO_CUDA_MEMORY_CACHING") == NULL)
 		setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 0);
 }
 

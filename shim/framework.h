@@ -4,8 +4,8 @@
 #ifndef GPUPOOL_FRAMEWORK_H
 #define GPUPOOL_FRAMEWORK_H
 
-/* At load time: takeover sets PYTORCH_NO_CUDA_MEMORY_CACHING=1 unless the user set it. */
-void gp_framework_load(int torch_takeover);
+/* At load time, in takeover mode: PYTORCH_NO_CUDA_MEMORY_CACHING=1 unless the user set it. */
+void gp_framework_load_takeover(void);
 /* At first CUDA use: warn about PyTorch set-ups that never call cudaMalloc. */
 void gp_framework_check_config(void);
 /* On the control thread, no pool lock held: empty the frameworks' caches. Returns 1 if Python

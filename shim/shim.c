@@ -78,7 +78,7 @@ __attribute__((constructor)) static void gp_shim_load(void)
 	if (early.disable)
 		return;
 	if (early.torch == GP_TORCH_TAKEOVER)
-		gp_framework_load(1); /* before PyTorch reads it */
+		gp_framework_load_takeover(); /* before PyTorch reads it */
 	gp_control_install_signal(early.signo);
 }
 
