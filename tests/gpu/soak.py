@@ -129,9 +129,9 @@ class Signaller(threading.Thread):
                 self.sent += 1
 
 
-def judge_flat(floors, settled, slack_mib):
-    """Says whether memory stayed flat (see the module's doc) and prints why; True when there are
-    too few windows to judge."""
+def judge_flat(floors, settled, slack_mib, say=say):
+    """Says whether memory stayed flat (see the module's doc) and prints why (through `say`);
+    True when there are too few windows to judge."""
     def median(xs):
         return sorted(xs)[len(xs) // 2] / MIB
     use_settled = len(settled) >= 4 and len(settled) >= len(floors) - 1
@@ -161,10 +161,15 @@ def self_check():
     g = 1024 * MIB
     steady = [(5 * g + i % 3 * MIB, 2 * g, 0) for i in range(20)]
     rising = [(5 * g + i * 200 * MIB, 2 * g, 0) for i in range(20)]
-    cases = [(judge_flat([], steady, 1024.0), True), (judge_flat([], rising, 1024.0), False),
-             (judge_flat([1 * g] * 10, [], 1024.0), True),
-             (judge_flat([1 * g] * 5 + [3 * g] * 5, [], 1024.0), False),
-             (judge_flat([1 * g, 9 * g], [], 1024.0), True)]
+    runs = [([], steady, True), ([], rising, False), ([1 * g] * 10, [], True),
+            ([1 * g] * 5 + [3 * g] * 5, [], False), ([1 * g, 9 * g], [], True)]
+    cases = []
+    for i, (floors, settled, want) in enumerate(runs):
+        # Each made-up run's judgment is printed as INFO: a FAIL wanted here is no test failure.
+        def noted(tag, text, i=i, want=want):
+            say("INFO", "self-check, made-up run %d (wants %s): %s %s"
+                % (i, "PASS" if want else "FAIL", tag, text))
+        cases.append((judge_flat(floors, settled, 1024.0, noted), want))
     bad = [i for i, (got, want) in enumerate(cases) if got != want]
     say("FAIL" if bad else "PASS", "self-check: flat-memory judgment %s" %
         ("wrong in cases %s" % bad if bad else "right in %d made-up runs" % len(cases)))
