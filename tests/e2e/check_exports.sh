@@ -2,10 +2,12 @@
 # check_exports.sh — proves libgpupool.so exports only what it must: every defined dynamic symbol
 # is a cuda* entry point or gpupool_* API, cudaMalloc and cudaFree are exported with no named
 # version node (so they interpose the runtime's versioned cudaMalloc@@libcudart.so.13), and the
-# library does not depend on libcudart (the real runtime is found at run time).
-# Usage: check_exports.sh <path of libgpupool.so>
+# library does not depend on libcudart (the real runtime is found at run time); with a second
+# argument N, that it is mapped in at most N segments (GPUPOOL_COMPACT_LOAD: 2).
+# Usage: check_exports.sh <path of libgpupool.so> [max LOAD segments]
 set -u
-lib=${1:?usage: check_exports.sh <libgpupool.so>}
+lib=${1:?usage: check_exports.sh <libgpupool.so> [max LOAD segments]}
+max_loads=${2:-0}
 fail=0
 
 if [[ ! -f $lib ]]; then
@@ -52,6 +54,16 @@ if readelf -d "$lib" | grep -q 'NEEDED.*libcudart'; then
 	fail=1
 else
 	echo "ok   no DT_NEEDED on libcudart"
+fi
+
+if [[ $max_loads -gt 0 ]]; then
+	loads=$(readelf -lW "$lib" | grep -c '^ *LOAD ')
+	if [[ $loads -gt $max_loads ]]; then
+		echo "FAIL e2e_exports: the library is mapped in $loads segments (want at most $max_loads: -z noseparate-code)" >&2
+		fail=1
+	else
+		echo "ok   mapped in $loads segments (at most $max_loads)"
+	fi
 fi
 
 if [[ $fail -ne 0 ]]; then
