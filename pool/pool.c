@@ -52,7 +52,7 @@ int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config
 		return GP_EINVAL;
 	if (gp_pool_class_count() > MAX_CLASSES)
 		return GP_EINVAL;
-	p = aligned_alloc(64, (sizeof(*p) + 63) / 64 * 64);
+	p = aligned_alloc(GP_LINE, (sizeof(*p) + GP_LINE - 1) / GP_LINE * GP_LINE);
 	if (p == NULL)
 		return GP_ENOMEM;
 	memset(p, 0, sizeof(*p));

@@ -44,11 +44,13 @@ static inline uint32_t next_live(uint32_t word)
 	return with_state(word + (1u << STATE_BITS), BLOCK_LIVE);
 }
 
-/* One record per block, 64 bytes, each on a cache line of its own (carved from 64-byte aligned
+/* One record per block, 64 bytes, each alone in a GP_LINE unit (carved from GP_LINE-aligned
  * slabs, never freed while the pool lives: new_block): threads using neighbouring records never
- * write to one line (calloc'd records, two to a line, cost mixed sizes at 8 threads a third of
- * their throughput on the H200: docs/BENCHMARKS.md). */
-#define GP_BLOCK_ALIGN __attribute__((aligned(64)))
+ * write to one line, nor to the two lines the prefetcher fetches together (calloc'd records, two
+ * to a line, cost mixed sizes at 8 threads a third of their throughput on the H200; records on
+ * lines of their own but side by side, up to a third of the fenced throughput at 8 threads:
+ * docs/BENCHMARKS.md). */
+#define GP_BLOCK_ALIGN __attribute__((aligned(GP_LINE)))
 
 struct gp_block {
 	void *ptr;
@@ -90,15 +92,15 @@ struct gp_list {
 	_Atomic uint64_t cached_blocks, cached_bytes;
 	_Atomic uint64_t live_blocks, live_bytes, requested_bytes;
 	_Atomic uint64_t allocs, hits, frees;
-} __attribute__((aligned(64)));
+} __attribute__((aligned(GP_LINE)));
 
 /* Bytes in use, per stripe, so that threads do not share one counter's cache line: own + remote
  * (modulo 2^64). `own` is written by the stripe's owner only (pool.c account_live), `remote` by
  * the others, on a line of its own. */
 struct gp_stripe_acct {
 	_Atomic uint64_t own, peak;
-	_Atomic uint64_t remote __attribute__((aligned(64)));
-} __attribute__((aligned(64)));
+	_Atomic uint64_t remote __attribute__((aligned(GP_LINE)));
+} __attribute__((aligned(GP_LINE)));
 
 struct gp_dev {
 	struct gp_list list[MAX_CLASSES * GP_STRIPES]; /* class c, stripe s: [c * GP_STRIPES + s] */
@@ -110,6 +112,11 @@ struct gp_dev {
 	_Atomic uint64_t cap;      /* bytes of cache allowed, 0 = no cap */
 	_Atomic int cap_notified;  /* over_cap was called and no release ran since */
 };
+
+/* What threads write starts on a GP_LINE boundary (lock.h): the allocations round up to it. */
+_Static_assert(_Alignof(struct gp_block) == GP_LINE, "block records are GP_LINE units");
+_Static_assert(_Alignof(struct gp_list) == GP_LINE, "lists are GP_LINE units");
+_Static_assert(_Alignof(struct gp_stripe_acct) == GP_LINE, "stripe counters are GP_LINE units");
 
 struct fence_slot {
 	void *handle;
@@ -131,10 +138,10 @@ struct gp_pool {
 	 * time drives fences (`driving`); fence_lock guards the ring only, never a backend call.
 	 * Each on a cache line of its own: a thread that fails to take `driving`, or the free
 	 * that sets `dirty`, takes no other line from the threads reading the epochs. */
-	_Atomic uint64_t epoch __attribute__((aligned(64))), done_epoch;
-	_Atomic int dirty __attribute__((aligned(64)));
-	_Atomic int driving __attribute__((aligned(64)));
-	pthread_mutex_t fence_lock __attribute__((aligned(64)));
+	_Atomic uint64_t epoch __attribute__((aligned(GP_LINE))), done_epoch;
+	_Atomic int dirty __attribute__((aligned(GP_LINE)));
+	_Atomic int driving __attribute__((aligned(GP_LINE)));
+	pthread_mutex_t fence_lock __attribute__((aligned(GP_LINE)));
 	struct fence_slot ring[MAX_FENCES];
 	unsigned ring_head, ring_count;
 	/* The driver's own (fences.c): fences to record before asking be.quiet again, and how
@@ -154,7 +161,7 @@ struct gp_pool {
 	struct slab *slabs;         /* every slab, for gp_pool_destroy */
 };
 
-#define SLAB_RECORDS 63 /* and one record's room for the slab's header: 4 KiB */
+#define SLAB_RECORDS 63 /* and one record's room for the slab's header: 64 units */
 
 struct slab {
 	struct slab *next;
@@ -212,7 +219,7 @@ static inline struct gp_dev *dev_get(struct gp_pool *p, int device, int create)
 	pthread_mutex_lock(&p->dev_lock);
 	d = atomic_load_explicit(&p->dev[device], memory_order_acquire);
 	if (d == NULL) {
-		d = aligned_alloc(64, sizeof(*d));
+		d = aligned_alloc(GP_LINE, sizeof(*d));
 		if (d != NULL) {
 			memset(d, 0, sizeof(*d));
 			for (unsigned i = 0; i < nlists(); i++)
@@ -238,7 +245,7 @@ static inline struct gp_block *new_block(struct gp_pool *p)
 		word = atomic_load_explicit(&b->state, memory_order_relaxed);
 	} else {
 		if (p->slab_left == 0) {
-			struct slab *sl = aligned_alloc(64, sizeof(*sl) + SLAB_RECORDS * sizeof(*b));
+			struct slab *sl = aligned_alloc(GP_LINE, sizeof(*sl) + SLAB_RECORDS * sizeof(*b));
 			if (sl != NULL) {
 				sl->next = p->slabs;
 				p->slabs = sl;

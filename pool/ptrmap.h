@@ -44,7 +44,7 @@ struct gp_ptrmap_shard {
 	_Atomic unsigned seq;                  /* odd while a writer changes the table */
 	struct gp_ptrmap_table *_Atomic table; /* NULL before the first insert */
 	size_t count;
-} __attribute__((aligned(64)));
+} __attribute__((aligned(GP_LINE)));
 
 struct gp_ptrmap {
 	struct gp_ptrmap_shard shard[GP_PTRMAP_SHARDS];
