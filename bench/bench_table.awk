@@ -21,6 +21,8 @@ function nsort(list,   i, j, t) {
 	if (b == "threads") {
 		k = kv["mode"] SUBSEP kv["threads"] SUBSEP kv["contender"]
 		th_rate[k] = kv["ops_per_s"] + 0; th_err[k] = kv["errors"] + 0
+		if (kv["reps"] != "") th_reps = kv["reps"]
+		th_secs = kv["seconds"]
 		add(th_modes, kv["mode"], th_mode_seen); add(th_counts, kv["threads"], th_count_seen)
 	} else if (b == "random_alloc" || b == "replay") {
 		cfg = b == "replay" ? kv["trace"] " (" kv["threads"] " threads, " kv["allocs"] " allocs)" \
@@ -80,7 +82,8 @@ function threads_section(   m, i, c, n, k, row, hdr, sep, one, eight, cs) {
 	}
 	print "(xN) = throughput relative to one thread of the same contender. same = every thread"
 	print "64 KiB; mixed = each thread cycles 512 B, 4 KiB, 64 KiB, 1 MiB. async: one non-blocking"
-	print "stream per thread, warm pool; gpupool-fenced: after the program created a stream.\n"
+	print "stream per thread, warm pool; gpupool-fenced: after the program created a stream. Each"
+	print "figure: the median of " (th_reps ? th_reps : 1) " runs of " (th_secs ? th_secs : "?") " s (bench/threads --reps).\n"
 }
 function tcell(k,   s) {
 	s = (cut[k] ? ">" : "") ms(cold[k])

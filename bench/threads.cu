@@ -8,7 +8,8 @@
  * counters). Two size patterns: "same" (every thread 64 KiB: one size class for all) and
  * "mixed" (each thread cycles 512 B, 4 KiB, 64 KiB, 1 MiB from its own starting point).
  * Each run: threads warm their sizes, meet at a barrier, loop for --seconds, and the pairs done
- * by all of them over the wall time from the barrier to the last join are the figure.
+ * by all of them over the wall time from the barrier to the last join are its figure; a point is
+ * the median of --reps such runs (default 3), printed with their lowest and highest.
  * Output: "BENCH bench=threads ..." lines (bench/bench_table.awk makes the table). */
 #include "bench.cuh"
 
@@ -18,6 +19,7 @@
 
 #define MAX_THREADS 64
 #define CHECK_EVERY 8 /* pairs between looks at the stop flag */
+#define BENCH_MAX_REPS 15
 
 static const size_t mixed_sizes[] = { 512, 4 << 10, 64 << 10, 1 << 20 };
 #define NMIXED (sizeof(mixed_sizes) / sizeof(mixed_sizes[0]))
@@ -75,8 +77,9 @@ static void *work(void *arg)
 	return NULL;
 }
 
-/* One measurement; prints its BENCH line. Returns pairs per second (0 on failure). */
-static double run(enum bench_contender c, int nthreads, int mixed, double seconds)
+/* One measurement: pairs per second (0 on failure); *err: the errors seen. */
+static double run_once(enum bench_contender c, int nthreads, int mixed, double seconds,
+		       unsigned long long *err)
 {
 	static struct worker w[MAX_THREADS];
 	unsigned long long pairs = 0, errors = 0;
@@ -120,30 +123,52 @@ static double run(enum bench_contender c, int nthreads, int mixed, double second
 		}
 	pthread_barrier_destroy(&start_barrier);
 	rate = (double)pairs / ((double)(t1 - t0) / 1e9);
-	printf("BENCH bench=threads contender=%s mode=%s threads=%d pairs=%llu seconds=%.3f "
-	       "ops_per_s=%.0f errors=%llu\n",
-	       bench_names[c], mixed ? "mixed" : "same", nthreads, pairs, (double)(t1 - t0) / 1e9, rate,
-	       errors);
-	fflush(stdout);
 	cudaGetLastError();
+	*err = errors;
 	return errors ? 0 : rate;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* `reps` measurements of one point, back to back; prints one BENCH line with their median (the
+ * figure), lowest and highest. A machine's hiccup in one 0.3 s run then moves neither the point
+ * nor a ratio built on it (one thread's figure moved 9.7-17.7 M pairs/s between single runs). */
+static void run(enum bench_contender c, int nthreads, int mixed, double seconds, int reps)
+{
+	double rate[BENCH_MAX_REPS];
+	unsigned long long errors = 0, e;
+
+	for (int r = 0; r < reps; r++) {
+		rate[r] = run_once(c, nthreads, mixed, seconds, &e);
+		errors += e;
+	}
+	qsort(rate, (size_t)reps, sizeof(rate[0]), cmp_double);
+	printf("BENCH bench=threads contender=%s mode=%s threads=%d reps=%d seconds=%.3f "
+	       "ops_per_s=%.0f ops_min=%.0f ops_max=%.0f errors=%llu\n",
+	       bench_names[c], mixed ? "mixed" : "same", nthreads, reps, seconds, rate[reps / 2],
+	       rate[0], rate[reps - 1], errors);
+	fflush(stdout);
+}
+
 static void run_all(enum bench_contender c, const uint64_t *threads, int nthreads, double seconds,
-		    int modes)
+		    int modes, int reps)
 {
 	for (int mixed = 0; mixed < 2; mixed++) {
 		if (!(modes & (1 << mixed)))
 			continue;
 		for (int i = 0; i < nthreads; i++)
-			run(c, (int)threads[i], mixed, seconds);
+			run(c, (int)threads[i], mixed, seconds, reps);
 	}
 }
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: threads [--threads 1,2,4,8,16] [--seconds 0.3] [--mode same|mixed|both]"
-			" [--fenced-only | --unfenced-only]\n");
+	fprintf(stderr, "usage: threads [--threads 1,2,4,8,16] [--seconds 0.3] [--reps 3]"
+			" [--mode same|mixed|both] [--fenced-only | --unfenced-only]\n");
 	exit(2);
 }
 
@@ -152,6 +177,7 @@ int main(int argc, char **argv)
 	uint64_t threads[BENCH_MAX_LIST] = { 1, 2, 4, 8, 16 };
 	int nthreads = 5, modes = 3, shim = bench_shim_loaded(), fenced_only = 0, unfenced_only = 0;
 	double seconds = 0.3;
+	int reps = 3;
 	cudaStream_t s;
 
 	for (int i = 1; i < argc; i++) {
@@ -159,6 +185,8 @@ int main(int argc, char **argv)
 			nthreads = bench_parse_list(argv[++i], threads, BENCH_MAX_LIST);
 		} else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
 			seconds = atof(argv[++i]);
+		} else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+			reps = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--mode") && i + 1 < argc) {
 			i++;
 			modes = !strcmp(argv[i], "same") ? 1 : !strcmp(argv[i], "mixed") ? 2 : 3;
@@ -173,7 +201,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nthreads; i++)
 		if (threads[i] < 1 || threads[i] > MAX_THREADS)
 			nthreads = 0;
-	if (nthreads == 0 || seconds <= 0 || seconds > 60)
+	if (nthreads == 0 || seconds <= 0 || seconds > 60 || reps < 1 || reps > BENCH_MAX_REPS)
 		usage();
 	if ((fenced_only || unfenced_only) && !shim) {
 		fprintf(stderr, "threads: --fenced-only and --unfenced-only need LD_PRELOAD=libgpupool.so\n");
@@ -183,21 +211,21 @@ int main(int argc, char **argv)
 		fprintf(stderr, "threads: no CUDA context\n");
 		return 1;
 	}
-	printf("# threads: %s, %.2f s per run\n", shim ? "libgpupool.so preloaded" : "native runtime",
-	       seconds);
+	printf("# threads: %s, %.2f s per run, the median of %d runs a point\n",
+	       shim ? "libgpupool.so preloaded" : "native runtime", seconds, reps);
 	if (shim) {
 		if (!fenced_only)
-			run_all(B_POOL, threads, nthreads, seconds, modes);
+			run_all(B_POOL, threads, nthreads, seconds, modes, reps);
 		/* A created stream turns immediate reuse off for good: measure the fenced path. */
 		if (!unfenced_only &&
 		    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess) {
-			run_all(B_POOL_FENCED, threads, nthreads, seconds, modes);
+			run_all(B_POOL_FENCED, threads, nthreads, seconds, modes, reps);
 			cudaStreamDestroy(s);
 		}
 	} else {
-		run_all(B_NATIVE, threads, nthreads, seconds, modes);
+		run_all(B_NATIVE, threads, nthreads, seconds, modes, reps);
 		if (bench_async_warm() == 0)
-			run_all(B_ASYNC, threads, nthreads, seconds, modes);
+			run_all(B_ASYNC, threads, nthreads, seconds, modes, reps);
 		else
 			printf("# async: cannot set the default pool's release threshold; skipped\n");
 	}
