@@ -19,7 +19,7 @@
 
 #define MAX_THREADS 64
 #define CHECK_EVERY 8 /* pairs between looks at the stop flag */
-#define BENCH_MAX_REPS 15
+#define MAX_REPS 15
 
 static const size_t mixed_sizes[] = { 512, 4 << 10, 64 << 10, 1 << 20 };
 #define NMIXED (sizeof(mixed_sizes) / sizeof(mixed_sizes[0]))
@@ -139,7 +139,7 @@ static int cmp_double(const void *a, const void *b)
  * nor a ratio built on it (one thread's figure moved 9.7-17.7 M pairs/s between single runs). */
 static void run(enum bench_contender c, int nthreads, int mixed, double seconds, int reps)
 {
-	double rate[BENCH_MAX_REPS];
+	double rate[MAX_REPS];
 	unsigned long long errors = 0, e;
 
 	for (int r = 0; r < reps; r++) {
@@ -201,7 +201,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nthreads; i++)
 		if (threads[i] < 1 || threads[i] > MAX_THREADS)
 			nthreads = 0;
-	if (nthreads == 0 || seconds <= 0 || seconds > 60 || reps < 1 || reps > BENCH_MAX_REPS)
+	if (nthreads == 0 || seconds <= 0 || seconds > 60 || reps < 1 || reps > MAX_REPS)
 		usage();
 	if ((fenced_only || unfenced_only) && !shim) {
 		fprintf(stderr, "threads: --fenced-only and --unfenced-only need LD_PRELOAD=libgpupool.so\n");

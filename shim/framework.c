@@ -42,8 +42,7 @@ static int copy_fn(void *dst, const char *name)
 
 void gp_framework_load_takeover(void)
 {
-	if (getenv("PYTORCH_NO_CUDA_MEMORY_CACHING") == NULL)
-		setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 0);
+	setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 0); /* 0: a value the user set stays */
 }
 
 void gp_framework_check_config(void)
