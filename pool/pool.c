@@ -43,6 +43,22 @@ static int owns_stripe(unsigned stripe)
 	return stripe_tag == stripe + 1;
 }
 
+static inline int small_class(unsigned cls);
+
+/* A class's fence batch: cfg.fence_batch, or for a small class more blocks up to
+ * cfg.fence_batch_bytes (at most FENCE_BATCH_MAX_FACTOR times as many). */
+static unsigned batch_for(const struct gp_pool_config *cfg, unsigned cls)
+{
+	uint64_t n = cfg->fence_batch, fit;
+
+	if (n <= 1 || cfg->fence_batch_bytes == 0 || !small_class(cls))
+		return cfg->fence_batch;
+	fit = cfg->fence_batch_bytes / gp_pool_class_bytes(cls);
+	if (fit > n * FENCE_BATCH_MAX_FACTOR)
+		fit = n * FENCE_BATCH_MAX_FACTOR;
+	return (unsigned)(fit > n ? fit : n);
+}
+
 int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config *cfg,
 		   struct gp_pool **out)
 {
@@ -62,6 +78,8 @@ int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config
 	atomic_store(&p->ordered, p->cfg.ordered);
 	p->quiet_backoff = 1;
 	p->drive_wait_ns = p->cfg.drive_wait_ns ? p->cfg.drive_wait_ns : DRIVE_WAIT_DEFAULT_NS;
+	for (unsigned c = 0; c < gp_pool_class_count(); c++)
+		p->batch[c] = batch_for(&p->cfg, c);
 	if (gp_ptrmap_init(&p->map) != 0) {
 		free(p);
 		return GP_ENOMEM;
@@ -335,8 +353,8 @@ static uint64_t class_cached_blocks(struct gp_dev *d, unsigned cls)
  * speed of a hit instead of a wait per allocation. A small class waits only once this thread's
  * own list (stripe s0) holds a fence batch too: 64 MiB of 1 MiB blocks is 4 a thread at 16
  * threads, too few to hide a fence, and misses waited by the ten thousand (docs/BENCHMARKS.md).
- * A short list grows only while the class holds fewer than GP_STRIPES * cfg.fence_batch blocks
- * (256 MiB of 1 MiB blocks in the shim's batches of 16): a list's own length alone is no bound,
+ * A short list grows only while the class holds fewer than GP_STRIPES fence batches (with the
+ * shim's batches, 256 MiB of 1 MiB blocks, 64 MiB of 64 KiB ones): a list's own length is no bound,
  * as threads take each other's reusable blocks and a list robbed below a batch grew again
  * (e2e_reuse_threads_bound: 904-1058 blocks of 1 MiB and growing, 16 threads, a GPU 5 ms
  * behind every fence). */
@@ -346,10 +364,10 @@ static int worth_waiting(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsi
 
 	if (n < WAIT_MIN_FENCED || n * gp_pool_class_bytes(cls) < WAIT_MIN_FENCED_BYTES)
 		return 0;
-	if (p->cfg.fence_batch <= 1 || !small_class(cls))
+	if (p->batch[cls] <= 1 || !small_class(cls))
 		return 1;
-	return ld(&d->list[cls * GP_STRIPES + s0].cached_blocks) >= p->cfg.fence_batch ||
-	       n >= (uint64_t)GP_STRIPES * p->cfg.fence_batch;
+	return ld(&d->list[cls * GP_STRIPES + s0].cached_blocks) >= p->batch[cls] ||
+	       n >= (uint64_t)GP_STRIPES * p->batch[cls];
 }
 
 /* The free epoch of the class's oldest cached block (UINT64_MAX: none). */
@@ -384,11 +402,11 @@ static int wait_long(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned
 	return gp_fence_age_ns(p, e) >= p->cfg.reuse_age_ns;
 }
 
-/* See cfg.fence_batch. At most fence_batch extra blocks of at most 1 MiB per class. */
+/* See cfg.fence_batch. At most the class's batch of blocks of at most 1 MiB. */
 static int batching(struct gp_pool *p, struct gp_dev *d, unsigned cls)
 {
-	return p->cfg.fence_batch > 1 && small_class(cls) &&
-	       class_cached_blocks(d, cls) < p->cfg.fence_batch;
+	return p->batch[cls] > 1 && small_class(cls) &&
+	       class_cached_blocks(d, cls) < p->batch[cls];
 }
 
 /* A miss that found a fenced block of its class (the larger classes not looked at yet), or none
@@ -463,7 +481,7 @@ take_missed(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0, size
 	struct gp_block *b;
 	int waiting = 0;
 
-	if (own_fenced && ld(&d->list[cls * GP_STRIPES + s0].cached_blocks) >= p->cfg.fence_batch &&
+	if (own_fenced && ld(&d->list[cls * GP_STRIPES + s0].cached_blocks) >= p->batch[cls] &&
 	    !batching(p, d, cls))
 		return reuse_fenced(p, d, cls, s0, bytes);
 	b = take_any(p, d, cls, s0, bytes, &waiting);

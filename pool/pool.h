@@ -97,6 +97,10 @@ struct gp_pool_config {
 	 * length at which a thread's own list of such a class drives the fences before it takes
 	 * other threads' blocks, and at which its misses begin to wait for them (reuse_wait_ns). */
 	unsigned fence_batch;
+	/* A small class whose fence_batch blocks hold fewer bytes than this batches more of them:
+	 * as many as fit in these bytes, at most FENCE_BATCH_MAX_FACTOR times fence_batch (a loop
+	 * over 64 KiB then pays one fence per 64 allocations, not 16). 0: fence_batch for all. */
+	uint64_t fence_batch_bytes;
 	/* A miss above 1 MiB that needs the fences driven while another thread drives them waits up
 	 * to this long for that thread, then drives them itself, before a real allocation (0: 20 us).
 	 * A drive takes a microsecond or two; the real allocation tens, and the memory stays. (At or

@@ -17,6 +17,7 @@
 
 #define MAX_FENCES 64 /* fences in flight */
 #define DRIVE_WAIT_DEFAULT_NS 20000u /* cfg.drive_wait_ns when 0 */
+#define FENCE_BATCH_MAX_FACTOR 4u /* cfg.fence_batch_bytes grows a batch at most this much */
 
 /* A block's state word: its state in the low STATE_BITS, above them a generation that grows each
  * time the block is handed out, new or from the cache (30 bits: a stale free would have to wait
@@ -148,6 +149,7 @@ struct gp_pool {
 	 * many to skip after the next answer of 0. */
 	unsigned quiet_skip, quiet_backoff;
 	uint64_t drive_wait_ns; /* cfg.drive_wait_ns, or its default */
+	unsigned batch[MAX_CLASSES]; /* each class's fence batch (gp_pool_create: batch_for) */
 
 	_Atomic uint64_t rel_count[GP_CAUSE_COUNT], rel_bytes[GP_CAUSE_COUNT];
 

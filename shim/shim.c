@@ -19,6 +19,18 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+/* Fence batches of sizes up to 1 MiB (gp_pool_config.fence_batch, fence_batch_bytes): 16
+ * blocks, or as many as fit in 4 MiB up to 64. On the H200, batches of 64 at 64 KiB and below
+ * took the fenced pair from 150 to 100 ns and one size at 16 threads from 61 to 85 M pairs/s;
+ * 64 for every small size also cost sizes up to 1 MiB 6% more peak memory
+ * (docs/BENCHMARKS.md). Build-time, for scripts/bench-variants: -DGP_FENCE_BATCH=N. */
+#ifndef GP_FENCE_BATCH
+#define GP_FENCE_BATCH 16
+#endif
+#ifndef GP_FENCE_BATCH_BYTES
+#define GP_FENCE_BATCH_BYTES ((uint64_t)4 << 20)
+#endif
+
 _Atomic int gp_shim_state = GP_UNINIT;
 struct gp_pool *gp_shim_pool;
 
@@ -114,7 +126,8 @@ static int init_locked(void)
 	cfg.reuse_poll_ns = opts.reuse_poll_ns;
 	cfg.reuse_age_ns = opts.reuse_age_ns;
 	cfg.oversize_pct = (unsigned)opts.oversize_pct;
-	cfg.fence_batch = 16; /* small blocks: one fence per 16 frees in a loop (docs/BENCHMARKS.md) */
+	cfg.fence_batch = GP_FENCE_BATCH;
+	cfg.fence_batch_bytes = GP_FENCE_BATCH_BYTES;
 	if (gp_pool_create(&be, &cfg, &gp_shim_pool) != GP_OK) {
 		gp_log(GP_LOG_ERROR, "cannot create the pool; passing through");
 		return GP_PASSTHROUGH;

@@ -470,6 +470,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		cfg.ordered = m.ordered = (int)(first & 1);
 		cfg.oversize_pct = m.oversize_pct = first & 2 ? 200 : 0;
 		cfg.fence_batch = first & 4 ? 4 : 0;
+		cfg.fence_batch_bytes = first & 64 ? 64 * 1024 : 0; /* up to 16 a batch when batching */
 		/* A miss may wait for fenced blocks of its class (a few microseconds of real time:
 		 * the fake's fences complete only when this input says so, or never). */
 		cfg.reuse_wait_ns = first & 8 ? 20000 : 0;

@@ -690,6 +690,47 @@ static void test_fence_batch(void **state)
 	assert_true(fences >= 19);
 }
 
+static int setup_batch_bytes(void **state)
+{
+	struct gp_pool_config cfg = { .ordered = 0, .fence_batch = 4, .fence_batch_bytes = 64 * 1024 };
+
+	return fx_setup_cfg(state, &cfg);
+}
+
+/* `n` alloc/free pairs of one size, fences completing on their first poll; returns the
+ * backend allocations, *fences the fences recorded. */
+static uint64_t loop_n(struct fx *fx, size_t bytes, int n, size_t *fences)
+{
+	size_t f0 = fake_fences_recorded(&fx->fake);
+	uint64_t a0 = fake_calls(&fx->fake, FAKE_OP_ALLOC);
+
+	for (int i = 0; i < n; i++)
+		fx_free(fx, fx_alloc(fx, 0, bytes));
+	*fences = fake_fences_recorded(&fx->fake) - f0;
+	return fake_calls(&fx->fake, FAKE_OP_ALLOC) - a0;
+}
+
+/* Proves: with fence_batch 4 and fence_batch_bytes 64 KiB, a small size batches as many blocks
+ * as fit in 64 KiB (8 of 8 KiB), at most 4 times fence_batch (16 of 512 B), and never fewer
+ * than fence_batch (4 of 1 MiB); the fences per pair fall with the batch. */
+static void test_fence_batch_bytes(void **state)
+{
+	struct fx *fx = *state;
+	uint64_t allocs;
+	size_t fences;
+
+	fake_set_fence_auto(&fx->fake, 1);
+	allocs = loop_n(fx, 8192, 80, &fences);
+	assert_true(allocs >= 7 && allocs <= 9);
+	assert_true(fences <= 80 / 7 + 2);
+	allocs = loop_n(fx, 512, 160, &fences);
+	assert_true(allocs >= 15 && allocs <= 17);
+	assert_true(fences <= 160 / 15 + 2);
+	allocs = loop_n(fx, 1 * MiB, 40, &fences);
+	assert_true(allocs >= 3 && allocs <= 5);
+	assert_true(fences >= 40 / 5 - 1);
+}
+
 static void test_no_fence_batch(void **state)
 {
 	struct fx *fx = *state;
@@ -748,6 +789,7 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_no_age_wait_at_1mib, setup_age_50ms, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_fence_batch, setup_batch_4, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_fence_batch_bytes, setup_batch_bytes, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_no_fence_batch, fx_setup_unordered, fx_teardown),
 	};
 
