@@ -149,7 +149,9 @@ struct gp_pool {
 	 * many to skip after the next answer of 0. */
 	unsigned quiet_skip, quiet_backoff;
 	uint64_t drive_wait_ns; /* cfg.drive_wait_ns, or its default */
-	unsigned batch[MAX_CLASSES]; /* each class's fence batch (gp_pool_create: batch_for) */
+	/* Each class's fence batch (gp_pool_create: batch_for), read-only after create: on lines of
+	 * its own, apart from the driver's fields above. */
+	unsigned batch[MAX_CLASSES] __attribute__((aligned(GP_LINE)));
 
 	_Atomic uint64_t rel_count[GP_CAUSE_COUNT], rel_bytes[GP_CAUSE_COUNT];
 
