@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# check_hitpath_instructions.sh — scripts/hitpath-instructions runs end to end on this build:
+# every loop of the table gets a figure, a number of instructions a pair between 100 and 5000
+# (a hit is about 460 on the stand-in; a figure outside means a broken run or parse, not a slow
+# pool). Skipped (77) without valgrind or in a sanitizer build (valgrind cannot run those).
+# Usage: check_hitpath_instructions.sh <build dir> <library> [sanitizer]
+set -u
+build=${1:?usage: check_hitpath_instructions.sh <build dir> <library> [sanitizer]}
+lib=${2:?usage: check_hitpath_instructions.sh <build dir> <library> [sanitizer]}
+[ -n "${3:-}" ] && { echo "SKIP: sanitizer build ($3)"; exit 77; }
+command -v valgrind >/dev/null 2>&1 || { echo "SKIP: no valgrind"; exit 77; }
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=$(GPUPOOL_BUILD_DIR=$build "$root/scripts/hitpath-instructions" --pairs 2000 "$lib" 2>&1)
+rc=$?
+echo "$out"
+[ $rc -eq 0 ] || { echo "FAIL: exit $rc"; exit 1; }
+echo "$out" | awk -v lib="$lib" '
+	$0 ~ "^\\| " lib " \\|" {
+		rows++
+		n = split($0, f, "|")
+		for (i = 3; i < n; i++) {
+			v = f[i]; gsub(/ /, "", v)
+			if (v !~ /^[0-9]+\.[0-9][0-9]$/ || v + 0 < 100 || v + 0 > 5000) { print "FAIL: figure " v; bad = 1 }
+			figs++
+		}
+	}
+	END {
+		if (rows != 1 || figs != 4) { print "FAIL: " rows " rows, " figs " figures (want 1, 4)"; bad = 1 }
+		if (!bad) print "PASS hitpath-instructions: 4 figures"
+		exit bad
+	}'
