@@ -43,7 +43,16 @@ static int owns_stripe(unsigned stripe)
 	return stripe_tag == stripe + 1;
 }
 
-static inline int small_class(unsigned cls);
+/* A class of at most 1 MiB: the driver packs such requests tightly, so one more block costs
+ * little memory. Such a class batches its fences (cfg.fence_batch, cfg.fence_batch_bytes),
+ * neither waits for the thread driving the fences nor for an old fence (cfg.drive_wait_ns,
+ * cfg.reuse_age_ns), and takes no larger block (cfg.oversize_pct). */
+#define SMALL_CLASS_MAX_BYTES ((size_t)1 << 20)
+
+static inline int small_class(unsigned cls)
+{
+	return gp_pool_class_bytes(cls) <= SMALL_CLASS_MAX_BYTES;
+}
 
 /* A class's fence batch: cfg.fence_batch, or for a small class more blocks up to
  * cfg.fence_batch_bytes (at most FENCE_BATCH_MAX_FACTOR times as many). */
@@ -264,17 +273,6 @@ static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned 
 #define WAIT_MIN_FENCED 2
 #define WAIT_MIN_FENCED_BYTES ((uint64_t)64 << 20)
 
-/* A class of at most 1 MiB: the driver packs such requests tightly, so one more block costs
- * little memory. Such a class batches its fences (cfg.fence_batch), neither waits for the
- * thread driving the fences nor for an old fence (cfg.drive_wait_ns, cfg.reuse_age_ns), and
- * takes no larger block (cfg.oversize_pct). */
-#define SMALL_CLASS_MAX_BYTES ((size_t)1 << 20)
-
-static inline int small_class(unsigned cls)
-{
-	return gp_pool_class_bytes(cls) <= SMALL_CLASS_MAX_BYTES;
-}
-
 /* A reusable cached block of a larger class, at most cfg.oversize_pct of the request: memory
  * the pool holds anyway, where a real allocation would add to it (see struct gp_pool_config).
  * It stays in its own class: its free returns it there. */
@@ -354,8 +352,8 @@ static uint64_t class_cached_blocks(struct gp_dev *d, unsigned cls)
  * own list (stripe s0) holds a fence batch too: 64 MiB of 1 MiB blocks is 4 a thread at 16
  * threads, too few to hide a fence, and misses waited by the ten thousand (docs/BENCHMARKS.md).
  * A short list grows only while the class holds fewer than GP_STRIPES fence batches (with the
- * shim's batches, 256 MiB of 1 MiB blocks, 64 MiB of 64 KiB ones): a list's own length is no bound,
- * as threads take each other's reusable blocks and a list robbed below a batch grew again
+ * shim's batches, 256 MiB of 1 MiB blocks, 64 MiB of 64 KiB ones): a list's own length is no
+ * bound, as threads take each other's reusable blocks and a list robbed below a batch grew again
  * (e2e_reuse_threads_bound: 904-1058 blocks of 1 MiB and growing, 16 threads, a GPU 5 ms
  * behind every fence). */
 static int worth_waiting(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0)

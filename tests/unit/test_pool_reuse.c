@@ -658,14 +658,14 @@ static int setup_batch_4(void **state)
 	return fx_setup_cfg(state, &cfg);
 }
 
-/* 20 alloc/free pairs of one size, fences completing on their first poll; returns the fences
+/* `n` alloc/free pairs of one size, fences completing on their first poll; returns the fences
  * recorded, *allocs the backend allocations. */
-static size_t loop_pairs(struct fx *fx, size_t bytes, uint64_t *allocs)
+static size_t loop_pairs(struct fx *fx, size_t bytes, int n, uint64_t *allocs)
 {
 	size_t f0 = fake_fences_recorded(&fx->fake);
 	uint64_t a0 = fake_calls(&fx->fake, FAKE_OP_ALLOC);
 
-	for (int i = 0; i < 20; i++)
+	for (int i = 0; i < n; i++)
 		fx_free(fx, fx_alloc(fx, 0, bytes));
 	*allocs = fake_calls(&fx->fake, FAKE_OP_ALLOC) - a0;
 	return fake_fences_recorded(&fx->fake) - f0;
@@ -682,10 +682,10 @@ static void test_fence_batch(void **state)
 	size_t fences;
 
 	fake_set_fence_auto(&fx->fake, 1);
-	fences = loop_pairs(fx, 8192, &allocs);
+	fences = loop_pairs(fx, 8192, 20, &allocs);
 	assert_true(allocs >= 2 && allocs <= 5);
 	assert_true(fences <= 7);
-	fences = loop_pairs(fx, 2 * MiB, &allocs);
+	fences = loop_pairs(fx, 2 * MiB, 20, &allocs);
 	assert_int_equal(allocs, 1);
 	assert_true(fences >= 19);
 }
@@ -695,19 +695,6 @@ static int setup_batch_bytes(void **state)
 	struct gp_pool_config cfg = { .ordered = 0, .fence_batch = 4, .fence_batch_bytes = 64 * 1024 };
 
 	return fx_setup_cfg(state, &cfg);
-}
-
-/* `n` alloc/free pairs of one size, fences completing on their first poll; returns the
- * backend allocations, *fences the fences recorded. */
-static uint64_t loop_n(struct fx *fx, size_t bytes, int n, size_t *fences)
-{
-	size_t f0 = fake_fences_recorded(&fx->fake);
-	uint64_t a0 = fake_calls(&fx->fake, FAKE_OP_ALLOC);
-
-	for (int i = 0; i < n; i++)
-		fx_free(fx, fx_alloc(fx, 0, bytes));
-	*fences = fake_fences_recorded(&fx->fake) - f0;
-	return fake_calls(&fx->fake, FAKE_OP_ALLOC) - a0;
 }
 
 /* Proves: with fence_batch 4 and fence_batch_bytes 64 KiB, a small size batches as many blocks
@@ -720,13 +707,13 @@ static void test_fence_batch_bytes(void **state)
 	size_t fences;
 
 	fake_set_fence_auto(&fx->fake, 1);
-	allocs = loop_n(fx, 8192, 80, &fences);
+	fences = loop_pairs(fx, 8192, 80, &allocs);
 	assert_true(allocs >= 7 && allocs <= 9);
 	assert_true(fences <= 80 / 7 + 2);
-	allocs = loop_n(fx, 512, 160, &fences);
+	fences = loop_pairs(fx, 512, 160, &allocs);
 	assert_true(allocs >= 15 && allocs <= 17);
 	assert_true(fences <= 160 / 15 + 2);
-	allocs = loop_n(fx, 1 * MiB, 40, &fences);
+	fences = loop_pairs(fx, 1 * MiB, 40, &allocs);
 	assert_true(allocs >= 3 && allocs <= 5);
 	assert_true(fences >= 40 / 5 - 1);
 }
@@ -738,7 +725,7 @@ static void test_no_fence_batch(void **state)
 	size_t fences;
 
 	fake_set_fence_auto(&fx->fake, 1);
-	fences = loop_pairs(fx, 8192, &allocs);
+	fences = loop_pairs(fx, 8192, 20, &allocs);
 	assert_int_equal(allocs, 1);
 	assert_true(fences >= 19);
 }
