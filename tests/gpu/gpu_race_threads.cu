@@ -18,7 +18,7 @@
  * Asserted: no CUDA error; no early reuse; no clobbered block; blocks were reused, some across
  * threads; and the race was exercised: at least 1/4 of the new blocks were allocated while a
  * freed block of their class still had a writer that could be running (the pool had to pass it
- * over). Usage: gpu_race_threads [THREADS [ROUNDS [SEED]]] (defaults 8, 200 rounds a thread, a
+ * over). Usage: gpu_race_threads [THREADS [ROUNDS [SEED]]] (defaults 8, 1000 rounds a thread, a
  * seed from the clock; stops after 20 s). */
 #include "gpu_common.cuh"
 
@@ -189,6 +189,7 @@ static void one_round(struct worker *w, int round)
 		struct blk *b = &bs[i];
 
 		memset(b, 0, sizeof(*b));
+		order[i] = i;
 		b->cls = (unsigned)rnd(w, NCLASSES);
 		b->size = sizes[2 * b->cls + rnd(w, 2)];
 		b->spin_ns = rnd(w, 8) == 0 ? 0 : rnd(w, MAX_SPIN_NS + 1);
@@ -201,7 +202,6 @@ static void one_round(struct worker *w, int round)
 			(uint32_t *)b->old, b->size / 4,
 			PAT_OLD | (uint32_t)(w->id << 10) | (uint32_t)(round & 0x3FF), b->spin_ns);
 		ok(w, cudaGetLastError(), "slow kernel launch");
-		order[i] = i;
 	}
 	for (int i = k - 1; i > 0; i--) { /* the frees in random order */
 		int j = (int)rnd(w, (uint64_t)i + 1), x = order[i];
@@ -286,7 +286,7 @@ static void *run(void *arg)
 
 int main(int argc, char **argv)
 {
-	int nthreads = argc > 1 ? atoi(argv[1]) : 8, rounds = argc > 2 ? atoi(argv[2]) : 200;
+	int nthreads = argc > 1 ? atoi(argv[1]) : 8, rounds = argc > 2 ? atoi(argv[2]) : 1000;
 	uint64_t seed = argc > 3 ? strtoull(argv[3], NULL, 0) : gt_now_ns();
 	static struct worker ws[MAX_THREADS];
 	pthread_t th[MAX_THREADS];
