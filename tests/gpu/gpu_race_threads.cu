@@ -16,10 +16,11 @@
  * from its owner's pattern: a block handed out while an earlier writer could still write it
  * shows there.
  * Asserted: no CUDA error; no early reuse; no clobbered block; blocks were reused, some across
- * threads; and the race was exercised: at least 1/4 of the new blocks were allocated while a
+ * threads; and the race was exercised: at least 1/8 of the new blocks were allocated while a
  * freed block of their class still had a writer that could be running (the pool had to pass it
- * over). Usage: gpu_race_threads [THREADS [ROUNDS [SEED]]] (defaults 8, 1000 rounds a thread, a
- * seed from the clock; stops after 20 s). */
+ * over; on the H200 66-73% of them, 22% under compute-sanitizer, which slows the launches).
+ * Usage: gpu_race_threads [THREADS [ROUNDS [SEED]]] (defaults 8, 1000 rounds a thread, a seed
+ * from the clock; stops after 20 s). Seeds replay the choices, not the timing. */
 #include "gpu_common.cuh"
 
 #include <mutex>
@@ -334,9 +335,9 @@ int main(int argc, char **argv)
 		 "have finished (of %ld reuses)", sum.early, sum.reused);
 	gt_check(sum.clobbered == 0, "no clobbered block", "%ld new blocks held words not their "
 		 "owner's", sum.clobbered);
-	gt_check(sum.renewed > 0 && sum.contended * 4 >= sum.renewed, "race exercised",
+	gt_check(sum.renewed > 0 && sum.contended * 8 >= sum.renewed, "race exercised",
 		 "%ld of %ld new blocks allocated while a freed block of their class could still be "
-		 "written by its writer (want >= 1/4)", sum.contended, sum.renewed);
+		 "written by its writer (want >= 1/8)", sum.contended, sum.renewed);
 	gt_check(sum.reused > 0 && sum.cross > 0, "blocks reused, across threads too",
 		 "%ld reuses, %ld of them from another thread", sum.reused, sum.cross);
 	return gt_finish();
