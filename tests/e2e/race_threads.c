@@ -1,0 +1,206 @@
+/* race_threads.c — proves, with "the GPU" behind every fence, that once a stream exists no thread
+ * is handed a block before a fence recorded after its free can have completed, however threads
+ * free and allocate at once (tests/gpu/gpu_race_threads.cu asks the same on a real GPU).
+ * STANDIN_EVENT_LATENCY_US = L: an event completes L after it is recorded, and streams are never
+ * idle. RACE_THREADS (8) threads, each with a stream of its own, for RACE_MS (300) ms: up to 4
+ * blocks live a thread, sizes of five classes (two sizes each, 4 KiB .. 4 MiB: the fence-batched
+ * small classes and larger ones); each new block gets its owner's pattern, checked before
+ * its free. A table shared by the threads holds every freed block's address and the time just
+ * before its cudaFree; a cudaMalloc that returns such an address sooner than L after that time
+ * is an early reuse (the fence that frees it was recorded after the free and completes L later).
+ * Also proves the check is not vacuous: blocks came back, some to another thread than the one
+ * that freed them. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <search.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "e2e.h"
+
+#define MAX_THREADS 64
+#define SLOTS 4
+#define MAX_FAIL_LINES 10
+
+/* Two sizes of one class each: 4 KiB, 64 KiB, 1 MiB (fence-batched), 2 and 4 MiB (a fence each). */
+static const size_t sizes[] = {
+	3872,           4096,    63488,       65536,       E2E_MIB - 4096,
+	E2E_MIB,        3 * E2E_MIB / 2, 2 * E2E_MIB, 3 * E2E_MIB, 4 * E2E_MIB,
+};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+struct freed {
+	void *ptr; /* the key */
+	uint64_t t_free;
+	int thread;
+};
+
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *table; /* tsearch tree of struct freed, by ptr */
+static int fail_lines;
+static uint64_t latency_ns, t_end;
+
+struct slot {
+	void *ptr;
+	size_t size;
+	uint64_t tag;
+};
+
+struct worker {
+	pthread_t tid;
+	int id;
+	uint64_t rng;
+	struct slot slot[SLOTS];
+	long allocs, reused, cross, early, bad_pattern;
+};
+
+static int by_ptr(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t)((const struct freed *)a)->ptr;
+	uintptr_t y = (uintptr_t)((const struct freed *)b)->ptr;
+
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t rnd(struct worker *w, uint64_t n) /* xorshift64, 0 .. n-1 */
+{
+	w->rng ^= w->rng << 13;
+	w->rng ^= w->rng >> 7;
+	w->rng ^= w->rng << 17;
+	return w->rng % n;
+}
+
+/* The address a cudaMalloc returned at t: a freed block handed out again? */
+static void note_alloc(struct worker *w, void *p, size_t size, uint64_t t)
+{
+	struct freed key = { .ptr = p }, **found, *f;
+
+	pthread_mutex_lock(&table_lock);
+	found = tfind(&key, &table, by_ptr);
+	if (found != NULL) {
+		f = *found;
+		tdelete(&key, &table, by_ptr);
+		w->reused++;
+		w->cross += f->thread != w->id;
+		if (t < f->t_free + latency_ns) {
+			w->early++;
+			if (fail_lines++ < MAX_FAIL_LINES)
+				printf("early reuse: thread %d got a %zu B block of thread %d %.3f ms after "
+				       "its free (a fence completes %.3f ms after it is recorded)\n", w->id,
+				       size, f->thread, (double)(t - f->t_free) / 1e6,
+				       (double)latency_ns / 1e6);
+		}
+		free(f);
+	}
+	pthread_mutex_unlock(&table_lock);
+}
+
+/* Before the cudaFree: the block is still this thread's, so no other can get it first. */
+static void note_free(struct worker *w, void *p)
+{
+	struct freed *f = malloc(sizeof(*f));
+
+	if (f == NULL)
+		e2e_fail("out of host memory");
+	f->ptr = p;
+	f->thread = w->id;
+	pthread_mutex_lock(&table_lock);
+	f->t_free = now_ns();
+	if (tsearch(f, &table, by_ptr) == NULL)
+		e2e_fail("out of host memory");
+	pthread_mutex_unlock(&table_lock);
+}
+
+static void *run(void *arg)
+{
+	struct worker *w = arg;
+	cudaStream_t own;
+
+	e2e_cuda(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking), "cudaStreamCreate");
+	while (now_ns() < t_end) {
+		struct slot *s = &w->slot[rnd(w, SLOTS)];
+
+		if (s->ptr == NULL) {
+			s->size = sizes[rnd(w, NSIZES)];
+			e2e_cuda(cudaMalloc(&s->ptr, s->size), "cudaMalloc");
+			note_alloc(w, s->ptr, s->size, now_ns());
+			s->tag = ((uint64_t)w->id << 48) ^ (uint64_t)++w->allocs;
+			e2e_fill(s->ptr, s->size, s->tag);
+		} else {
+			if (!e2e_verify(s->ptr, s->size, s->tag))
+				w->bad_pattern++;
+			note_free(w, s->ptr);
+			e2e_cuda(cudaFree(s->ptr), "cudaFree");
+			s->ptr = NULL;
+		}
+	}
+	for (int i = 0; i < SLOTS; i++) {
+		if (w->slot[i].ptr == NULL)
+			continue;
+		if (!e2e_verify(w->slot[i].ptr, w->slot[i].size, w->slot[i].tag))
+			w->bad_pattern++;
+		e2e_cuda(cudaFree(w->slot[i].ptr), "cudaFree");
+	}
+	e2e_cuda(cudaStreamDestroy(own), "cudaStreamDestroy");
+	return NULL;
+}
+
+static void drop(void *node)
+{
+	free(node);
+}
+
+int main(void)
+{
+	const char *lat = getenv("STANDIN_EVENT_LATENCY_US"), *nt = getenv("RACE_THREADS"),
+		   *ms = getenv("RACE_MS");
+	int nthreads = nt != NULL ? atoi(nt) : 8, duration_ms = ms != NULL ? atoi(ms) : 300;
+	static struct worker ws[MAX_THREADS];
+	long allocs = 0, reused = 0, cross = 0, early = 0, bad = 0;
+	cudaStream_t first;
+
+	e2e_start("e2e_race_threads");
+	if (lat == NULL || atoi(lat) <= 0)
+		e2e_fail("STANDIN_EVENT_LATENCY_US must be set (the GPU's lag behind each fence)");
+	if (nthreads < 2 || nthreads > MAX_THREADS || duration_ms <= 0)
+		e2e_fail("RACE_THREADS must be 2..%d and RACE_MS positive", MAX_THREADS);
+	latency_ns = (uint64_t)atoi(lat) * 1000u;
+	/* A stream before any allocation: every reuse is fenced from the first. */
+	e2e_cuda(cudaStreamCreate(&first), "cudaStreamCreate");
+	t_end = now_ns() + (uint64_t)duration_ms * 1000000u;
+	for (int i = 0; i < nthreads; i++) {
+		ws[i].id = i;
+		ws[i].rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
+		if (pthread_create(&ws[i].tid, NULL, run, &ws[i]) != 0)
+			e2e_fail("pthread_create failed");
+	}
+	for (int i = 0; i < nthreads; i++) {
+		pthread_join(ws[i].tid, NULL);
+		allocs += ws[i].allocs;
+		reused += ws[i].reused;
+		cross += ws[i].cross;
+		early += ws[i].early;
+		bad += ws[i].bad_pattern;
+	}
+	e2e_cuda(cudaStreamDestroy(first), "cudaStreamDestroy");
+	tdestroy(table, drop);
+	e2e_note("%d threads, %d ms, fences complete %s us after their record: %ld cudaMalloc, %ld "
+		 "of them a freed block's address (%ld freed by another thread)", nthreads,
+		 duration_ms, lat, allocs, reused, cross);
+	e2e_check(early == 0, "no block handed out before a fence recorded after its free can have "
+		  "completed (%ld early of %ld reuses)", early, reused);
+	e2e_check(bad == 0, "every block kept its owner's pattern until its free (%ld broken)", bad);
+	e2e_check(reused > 0 && cross > 0, "the check is not vacuous: %ld reuses, %ld across threads",
+		  reused, cross);
+	return 0;
+}
