@@ -2,8 +2,8 @@
  * is handed a block before a fence recorded after its free can have completed, however threads
  * free and allocate at once (tests/gpu/gpu_race_threads.cu asks the same on a real GPU).
  * STANDIN_EVENT_LATENCY_US = L: an event completes L after it is recorded, and streams are never
- * idle. RACE_THREADS (8) threads, each with a stream of its own, for RACE_MS (300) ms: up to 4
- * blocks live a thread, sizes of five classes (two sizes each, 4 KiB .. 4 MiB: the fence-batched
+ * idle. RACE_THREADS (8) threads, each with a stream of its own, for RACE_MS (300) ms, each
+ * allocation on a device picked at random (STANDIN_DEVICES of them): up to 4 blocks live a thread, sizes of five classes (two sizes each, 4 KiB .. 4 MiB: the fence-batched
  * small classes and larger ones); each new block gets its owner's pattern, checked before
  * its free. A table shared by the threads holds every freed block's address and the time just
  * before its cudaFree; a cudaMalloc that returns such an address sooner than L after that time
@@ -41,6 +41,7 @@ static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *table; /* tsearch tree of struct freed, by ptr */
 static int fail_lines;
 static uint64_t latency_ns, t_end;
+static int ndevices;
 
 struct slot {
 	void *ptr;
@@ -132,6 +133,7 @@ static void *run(void *arg)
 
 		if (s->ptr == NULL) {
 			s->size = sizes[rnd(w, NSIZES)];
+			e2e_cuda(cudaSetDevice((int)rnd(w, (uint64_t)ndevices)), "cudaSetDevice");
 			e2e_cuda(cudaMalloc(&s->ptr, s->size), "cudaMalloc");
 			note_alloc(w, s->ptr, s->size, now_ns());
 			s->tag = ((uint64_t)w->id << 48) ^ (uint64_t)++w->allocs;
@@ -175,6 +177,7 @@ int main(void)
 	if (nthreads < 2 || nthreads > MAX_THREADS || duration_ms <= 0)
 		e2e_fail("RACE_THREADS must be 2..%d and RACE_MS positive", MAX_THREADS);
 	latency_ns = (uint64_t)atoi(lat) * 1000u;
+	e2e_cuda(cudaGetDeviceCount(&ndevices), "cudaGetDeviceCount");
 	/* A stream before any allocation: every reuse is fenced from the first. */
 	e2e_cuda(cudaStreamCreate(&first), "cudaStreamCreate");
 	t_end = now_ns() + (uint64_t)duration_ms * 1000000u;
@@ -194,9 +197,9 @@ int main(void)
 	}
 	e2e_cuda(cudaStreamDestroy(first), "cudaStreamDestroy");
 	tdestroy(table, drop);
-	e2e_note("%d threads, %d ms, fences complete %s us after their record: %ld cudaMalloc, %ld "
-		 "of them a freed block's address (%ld freed by another thread)", nthreads,
-		 duration_ms, lat, allocs, reused, cross);
+	e2e_note("%d threads, %d device(s), %d ms, fences complete %s us after their record: %ld "
+		 "cudaMalloc, %ld of them a freed block's address (%ld freed by another thread)",
+		 nthreads, ndevices, duration_ms, lat, allocs, reused, cross);
 	e2e_check(early == 0, "no block handed out before a fence recorded after its free can have "
 		  "completed (%ld early of %ld reuses)", early, reused);
 	e2e_check(bad == 0, "every block kept its owner's pattern until its free (%ld broken)", bad);
