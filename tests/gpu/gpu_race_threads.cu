@@ -19,10 +19,16 @@
  * threads; and the race was exercised: at least 1/8 of the new blocks were allocated while a
  * freed block of their class still had a writer that could be running (the pool had to pass it
  * over; on the H200 66-73% of them, 22% under compute-sanitizer, which slows the launches).
- * Usage: gpu_race_threads [THREADS [ROUNDS [SEED]]] (defaults 8, 1000 rounds a thread, a seed
- * from the clock; stops after 20 s). Seeds replay the choices, not the timing. */
+ * With RELEASE_MS > 0 a further thread gives the cache back (gpupool_release) every RELEASE_MS
+ * while the others race: releases must not hand out or free a block in use, and the checks above
+ * still hold for addresses the driver hands out again (a real cudaFree waits for the device, so
+ * an address it returns comes after its writer); asserted also that releases gave memory back.
+ * Usage: gpu_race_threads [THREADS [ROUNDS [SEED [RELEASE_MS]]]] (defaults 8, 1000 rounds a
+ * thread, a seed from the clock (also for SEED 0), no releases; stops after 20 s). Seeds replay
+ * the choices, not the timing. */
 #include "gpu_common.cuh"
 
+#include <atomic>
 #include <mutex>
 #include <pthread.h>
 #include <unordered_map>
@@ -54,6 +60,7 @@ struct freed { /* a writer's block, freed, not yet handed out again */
 	uint64_t t_launch, spin_ns;
 };
 
+static std::atomic<int> racing; /* workers still running */
 static std::mutex table_lock;
 static std::unordered_map<void *, struct freed> table;
 static int fail_lines; /* under table_lock */
@@ -265,16 +272,14 @@ static void one_round(struct worker *w, int round)
 	}
 }
 
-static void *run(void *arg)
+static void work(struct worker *w)
 {
-	struct worker *w = (struct worker *)arg;
-
 	if (!ok(w, cudaSetDevice(0), "cudaSetDevice") ||
 	    !ok(w, cudaStreamCreateWithFlags(&w->ws[0], cudaStreamDefault), "cudaStreamCreate") ||
 	    !ok(w, cudaStreamCreateWithFlags(&w->ws[1], cudaStreamNonBlocking), "cudaStreamCreate") ||
 	    !ok(w, cudaStreamCreateWithFlags(&w->own, cudaStreamNonBlocking), "cudaStreamCreate") ||
 	    !ok(w, cudaMalloc((void **)&w->counter, sizeof(*w->counter)), "cudaMalloc(counter)"))
-		return NULL;
+		return;
 	for (int r = 0; r < w->rounds && w->t.errors < 10 && gt_now_ns() < w->t_end; r++)
 		one_round(w, r);
 	ok(w, cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -282,25 +287,62 @@ static void *run(void *arg)
 	cudaStreamDestroy(w->ws[0]);
 	cudaStreamDestroy(w->ws[1]);
 	cudaStreamDestroy(w->own);
+}
+
+static void *run(void *arg)
+{
+	work((struct worker *)arg);
+	racing--;
+	return NULL;
+}
+
+struct releaser {
+	int every_ms;
+	long releases, failed;
+	unsigned long long bytes;
+};
+
+/* Gives the cache back every `every_ms` while workers race. */
+static void *release_loop(void *arg)
+{
+	struct releaser *r = (struct releaser *)arg;
+	gt_release_fn release = gt_shim_release();
+	struct timespec ts = { r->every_ms / 1000, (long)(r->every_ms % 1000) * 1000000L };
+
+	while (racing > 0) {
+		unsigned long long bytes = 0;
+
+		nanosleep(&ts, NULL);
+		if (release(-1, &bytes) != 0)
+			r->failed++;
+		r->releases++;
+		r->bytes += bytes;
+	}
 	return NULL;
 }
 
 int main(int argc, char **argv)
 {
 	int nthreads = argc > 1 ? atoi(argv[1]) : 8, rounds = argc > 2 ? atoi(argv[2]) : 1000;
-	uint64_t seed = argc > 3 ? strtoull(argv[3], NULL, 0) : gt_now_ns();
+	uint64_t seed = argc > 3 ? strtoull(argv[3], NULL, 0) : 0;
 	static struct worker ws[MAX_THREADS];
-	pthread_t th[MAX_THREADS];
+	pthread_t th[MAX_THREADS], rel_th;
+	struct releaser rel = {};
 	struct tally sum = {};
 	uint64_t t0;
 
 	gt_test = "gpu_race_threads";
-	if (nthreads < 2 || nthreads > MAX_THREADS || rounds < 1) {
-		fprintf(stderr, "usage: gpu_race_threads [THREADS 2..%d [ROUNDS [SEED]]]\n", MAX_THREADS);
+	rel.every_ms = argc > 4 ? atoi(argv[4]) : 0;
+	if (nthreads < 2 || nthreads > MAX_THREADS || rounds < 1 || rel.every_ms < 0) {
+		fprintf(stderr, "usage: gpu_race_threads [THREADS 2..%d [ROUNDS [SEED [RELEASE_MS]]]]\n",
+			MAX_THREADS);
 		return 2;
 	}
+	if (seed == 0)
+		seed = gt_now_ns();
 	if (!gt_require_shim() || !gt_context())
 		return gt_finish();
+	racing = nthreads;
 	t0 = gt_now_ns();
 	for (int i = 0; i < nthreads; i++) {
 		ws[i].id = i;
@@ -311,6 +353,10 @@ int main(int argc, char **argv)
 			gt_check(0, "threads", "pthread_create failed for thread %d", i);
 			return gt_finish();
 		}
+	}
+	if (rel.every_ms > 0 && pthread_create(&rel_th, NULL, release_loop, &rel) != 0) {
+		gt_check(0, "threads", "pthread_create failed for the releasing thread");
+		return gt_finish();
 	}
 	for (int i = 0; i < nthreads; i++) {
 		pthread_join(th[i], NULL);
@@ -324,6 +370,11 @@ int main(int argc, char **argv)
 		sum.errors += ws[i].t.errors;
 		sum.destroyed += ws[i].t.destroyed;
 		sum.legacy += ws[i].t.legacy;
+	}
+	if (rel.every_ms > 0) {
+		pthread_join(rel_th, NULL);
+		gt_info("releases", "%ld while the threads raced (one every %d ms): %.1f MiB given back",
+			rel.releases, rel.every_ms, gt_mib(rel.bytes));
 	}
 	gt_info("run", "%d threads, seed %llu, %.1f s: %ld cudaMalloc, %ld reuses of a freed writer's "
 		"block (%ld from another thread), %ld new owners on the legacy stream, %ld streams "
@@ -340,5 +391,9 @@ int main(int argc, char **argv)
 		 "written by its writer (want >= 1/8)", sum.contended, sum.renewed);
 	gt_check(sum.reused > 0 && sum.cross > 0, "blocks reused, across threads too",
 		 "%ld reuses, %ld of them from another thread", sum.reused, sum.cross);
+	if (rel.every_ms > 0)
+		gt_check(rel.failed == 0 && rel.releases > 0 && rel.bytes > 0, "releases during the race",
+			 "%ld releases, %ld failed, %.1f MiB given back", rel.releases, rel.failed,
+			 gt_mib(rel.bytes));
 	return gt_finish();
 }
