@@ -9,8 +9,15 @@
  * before its cudaFree; a cudaMalloc that returns such an address sooner than L after that time
  * is an early reuse (the fence that frees it was recorded after the free and completes L later).
  * Also proves the check is not vacuous: blocks came back, some to another thread than the one
- * that freed them. */
+ * that freed them.
+ * With RACE_RELEASE_MS > 0 a further thread gives the cache back (gpupool_release) that often
+ * while the others race, holding the table's lock: the release's real cudaFree makes "the GPU"
+ * catch up (the stand-in completes every event) and frees every cached block, so the table is
+ * emptied then (an address the runtime hands out again after that is a new allocation). Proves
+ * the same with releases racing, a block released while in use breaking its pattern, and that
+ * the releases gave memory back. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <search.h>
 #include <stdatomic.h>
@@ -42,6 +49,7 @@ static void *table; /* tsearch tree of struct freed, by ptr */
 static int fail_lines;
 static uint64_t latency_ns, t_end;
 static int ndevices;
+static atomic_int racing; /* workers still running */
 
 struct slot {
 	void *ptr;
@@ -154,6 +162,7 @@ static void *run(void *arg)
 		e2e_cuda(cudaFree(w->slot[i].ptr), "cudaFree");
 	}
 	e2e_cuda(cudaStreamDestroy(own), "cudaStreamDestroy");
+	atomic_fetch_sub(&racing, 1);
 	return NULL;
 }
 
@@ -162,10 +171,43 @@ static void drop(void *node)
 	free(node);
 }
 
+struct releaser {
+	int every_ms;
+	long releases, failed;
+	unsigned long long bytes;
+};
+
+static void *release_loop(void *arg)
+{
+	struct releaser *r = arg;
+	int (*release)(int, unsigned long long *);
+	void *sym = dlsym(RTLD_DEFAULT, "gpupool_release");
+
+	if (sym == NULL)
+		e2e_fail("gpupool_release not found: run under LD_PRELOAD=libgpupool.so");
+	memcpy(&release, &sym, sizeof(sym));
+	while (atomic_load(&racing) > 0) {
+		unsigned long long bytes = 0;
+
+		e2e_sleep_ms(r->every_ms);
+		pthread_mutex_lock(&table_lock);
+		if (release(-1, &bytes) != 0)
+			r->failed++;
+		tdestroy(table, drop);
+		table = NULL;
+		pthread_mutex_unlock(&table_lock);
+		r->releases++;
+		r->bytes += bytes;
+	}
+	return NULL;
+}
+
 int main(void)
 {
 	const char *lat = getenv("STANDIN_EVENT_LATENCY_US"), *nt = getenv("RACE_THREADS"),
-		   *ms = getenv("RACE_MS");
+		   *ms = getenv("RACE_MS"), *rms = getenv("RACE_RELEASE_MS");
+	struct releaser rel = { .every_ms = rms != NULL ? atoi(rms) : 0 };
+	pthread_t rel_tid;
 	int nthreads = nt != NULL ? atoi(nt) : 8, duration_ms = ms != NULL ? atoi(ms) : 300;
 	static struct worker ws[MAX_THREADS];
 	long allocs = 0, reused = 0, cross = 0, early = 0, bad = 0;
@@ -181,12 +223,15 @@ int main(void)
 	/* A stream before any allocation: every reuse is fenced from the first. */
 	e2e_cuda(cudaStreamCreate(&first), "cudaStreamCreate");
 	t_end = now_ns() + (uint64_t)duration_ms * 1000000u;
+	atomic_store(&racing, nthreads);
 	for (int i = 0; i < nthreads; i++) {
 		ws[i].id = i;
 		ws[i].rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
 		if (pthread_create(&ws[i].tid, NULL, run, &ws[i]) != 0)
 			e2e_fail("pthread_create failed");
 	}
+	if (rel.every_ms > 0 && pthread_create(&rel_tid, NULL, release_loop, &rel) != 0)
+		e2e_fail("pthread_create failed");
 	for (int i = 0; i < nthreads; i++) {
 		pthread_join(ws[i].tid, NULL);
 		allocs += ws[i].allocs;
@@ -194,6 +239,11 @@ int main(void)
 		cross += ws[i].cross;
 		early += ws[i].early;
 		bad += ws[i].bad_pattern;
+	}
+	if (rel.every_ms > 0) {
+		pthread_join(rel_tid, NULL);
+		e2e_note("%ld releases while the threads raced (one every %d ms): %.1f MiB given back",
+			 rel.releases, rel.every_ms, (double)rel.bytes / (double)E2E_MIB);
 	}
 	e2e_cuda(cudaStreamDestroy(first), "cudaStreamDestroy");
 	tdestroy(table, drop);
@@ -205,5 +255,9 @@ int main(void)
 	e2e_check(bad == 0, "every block kept its owner's pattern until its free (%ld broken)", bad);
 	e2e_check(reused > 0 && cross > 0, "the check is not vacuous: %ld reuses, %ld across threads",
 		  reused, cross);
+	if (rel.every_ms > 0)
+		e2e_check(rel.releases > 0 && rel.failed == 0 && rel.bytes > 0, "releases during the "
+			  "race gave memory back: %ld releases, %ld failed, %llu bytes", rel.releases,
+			  rel.failed, rel.bytes);
 	return 0;
 }
