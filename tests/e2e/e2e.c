@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "e2e.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -85,6 +86,25 @@ uint64_t e2e_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+uint64_t e2e_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+e2e_release_fn e2e_shim_release(void)
+{
+	void *sym = dlsym(RTLD_DEFAULT, "gpupool_release");
+	e2e_release_fn f;
+
+	if (sym == NULL)
+		e2e_fail("gpupool_release not found: run under LD_PRELOAD=libgpupool.so");
+	memcpy(&f, &sym, sizeof(sym));
+	return f;
 }
 
 int e2e_poll(int (*pred)(void *arg), void *arg, int timeout_ms)

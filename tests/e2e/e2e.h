@@ -44,6 +44,13 @@ int e2e_wait_live(uint64_t allocs, uint64_t bytes, int timeout_ms);
 
 void e2e_sleep_ms(int ms);
 uint64_t e2e_now_ms(void);
+/* CLOCK_MONOTONIC in nanoseconds: the clock of the stand-in's event latency. */
+uint64_t e2e_now_ns(void);
+
+/* The preloaded shim's gpupool_release, found in the process; fails the test when it is not
+ * there (the program was run without LD_PRELOAD=libgpupool.so). */
+typedef int (*e2e_release_fn)(int device, unsigned long long *bytes);
+e2e_release_fn e2e_shim_release(void);
 
 /* Write / check a pattern derived from `seed`: one 8-byte word every 4 KiB and the last 8 bytes
  * (every byte below 16 B); cheap even for large blocks. e2e_verify returns 1 if intact. */

@@ -11,7 +11,6 @@
  *   --mode load       4 threads of random work on 2 devices with the faults set in the
  *                     environment (STANDIN_FAIL_*) and a release signal every 2 ms */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -507,15 +506,11 @@ static void mode_load(void)
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 2 && strcmp(argv[1], "--mode") == 0 ? argv[2] : "malloc";
-	void *sym;
 	char name[64];
 
 	snprintf(name, sizeof(name), "e2e_faults_%s", mode);
 	e2e_start(name);
-	sym = dlsym(RTLD_DEFAULT, "gpupool_release");
-	if (sym == NULL)
-		e2e_fail("gpupool_release not found: run under LD_PRELOAD=libgpupool.so");
-	memcpy(&release_fn, &sym, sizeof(sym));
+	release_fn = e2e_shim_release();
 	if (strcmp(mode, "malloc") == 0)
 		mode_malloc();
 	else if (strcmp(mode, "free") == 0)

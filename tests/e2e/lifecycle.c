@@ -10,7 +10,6 @@
  *                     arrives every millisecond: every child passes straight through and exits 0,
  *                     the parent keeps working and ends with exact accounting */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -66,12 +65,7 @@ static void mode_devreset(void)
 
 	(void)b;
 	uint64_t n, bad;
-	int (*release)(int, unsigned long long *);
-	void *sym = dlsym(RTLD_DEFAULT, "gpupool_release");
-
-	if (sym == NULL)
-		e2e_fail("gpupool_release not found: run under LD_PRELOAD=libgpupool.so");
-	memcpy(&release, &sym, sizeof(sym));
+	e2e_release_fn release = e2e_shim_release();
 
 	/* Device 1: a stream, a live block, two cached blocks whose fence is still in flight. */
 	standin_set_manual_events(1);

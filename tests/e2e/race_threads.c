@@ -17,13 +17,11 @@
  * the same with releases racing, a block released while in use breaking its pattern, and that
  * the releases gave memory back. */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <pthread.h>
 #include <search.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "e2e.h"
 
@@ -73,14 +71,6 @@ static int by_ptr(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t rnd(struct worker *w, uint64_t n) /* xorshift64, 0 .. n-1 */
 {
 	w->rng ^= w->rng << 13;
@@ -124,7 +114,7 @@ static void note_free(struct worker *w, void *p)
 	f->ptr = p;
 	f->thread = w->id;
 	pthread_mutex_lock(&table_lock);
-	f->t_free = now_ns();
+	f->t_free = e2e_now_ns();
 	if (tsearch(f, &table, by_ptr) == NULL)
 		e2e_fail("out of host memory");
 	pthread_mutex_unlock(&table_lock);
@@ -136,14 +126,14 @@ static void *run(void *arg)
 	cudaStream_t own;
 
 	e2e_cuda(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking), "cudaStreamCreate");
-	while (now_ns() < t_end) {
+	while (e2e_now_ns() < t_end) {
 		struct slot *s = &w->slot[rnd(w, SLOTS)];
 
 		if (s->ptr == NULL) {
 			s->size = sizes[rnd(w, NSIZES)];
 			e2e_cuda(cudaSetDevice((int)rnd(w, (uint64_t)ndevices)), "cudaSetDevice");
 			e2e_cuda(cudaMalloc(&s->ptr, s->size), "cudaMalloc");
-			note_alloc(w, s->ptr, s->size, now_ns());
+			note_alloc(w, s->ptr, s->size, e2e_now_ns());
 			s->tag = ((uint64_t)w->id << 48) ^ (uint64_t)++w->allocs;
 			e2e_fill(s->ptr, s->size, s->tag);
 		} else {
@@ -180,12 +170,7 @@ struct releaser {
 static void *release_loop(void *arg)
 {
 	struct releaser *r = arg;
-	int (*release)(int, unsigned long long *);
-	void *sym = dlsym(RTLD_DEFAULT, "gpupool_release");
-
-	if (sym == NULL)
-		e2e_fail("gpupool_release not found: run under LD_PRELOAD=libgpupool.so");
-	memcpy(&release, &sym, sizeof(sym));
+	e2e_release_fn release = e2e_shim_release();
 	while (atomic_load(&racing) > 0) {
 		unsigned long long bytes = 0;
 
@@ -222,7 +207,7 @@ int main(void)
 	e2e_cuda(cudaGetDeviceCount(&ndevices), "cudaGetDeviceCount");
 	/* A stream before any allocation: every reuse is fenced from the first. */
 	e2e_cuda(cudaStreamCreate(&first), "cudaStreamCreate");
-	t_end = now_ns() + (uint64_t)duration_ms * 1000000u;
+	t_end = e2e_now_ns() + (uint64_t)duration_ms * 1000000u;
 	atomic_store(&racing, nthreads);
 	for (int i = 0; i < nthreads; i++) {
 		ws[i].id = i;

@@ -9,7 +9,6 @@
  *                  cudaFree slowed by STANDIN_FREE_DELAY_US): when it returns, the runtime holds
  *                  nothing. (It returned at once, with the block still being freed.) */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,9 +48,7 @@ int main(int argc, char **argv)
 	int r, i, k, bad = 0;
 
 	e2e_start("e2e_release_exact");
-	*(void **)&release = dlsym(RTLD_DEFAULT, "gpupool_release");
-	if (release == NULL)
-		e2e_fail("gpupool_release is not in the process: the shim is not preloaded");
+	release = e2e_shim_release();
 	if (argc > 1 && strcmp(argv[1], "--concurrent") == 0) {
 		concurrent();
 		printf("PASS e2e_release_exact\n");

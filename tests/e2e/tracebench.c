@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "e2e.h"
@@ -19,14 +18,6 @@
 #define MAX_REPS 31
 
 static long pairs = 1000000, work;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void *loop(void *arg)
 {
@@ -53,12 +44,12 @@ static int child(int threads)
 		e2e_cuda(cudaMalloc(&p, 4096), "cudaMalloc");
 		e2e_cuda(cudaFree(p), "cudaFree");
 	}
-	t0 = now_ns();
+	t0 = e2e_now_ns();
 	for (int i = 0; i < threads; i++)
 		pthread_create(&t[i], NULL, loop, NULL);
 	for (int i = 0; i < threads; i++)
 		pthread_join(t[i], NULL);
-	fprintf(stderr, "ns_per_pair %.2f\n", (double)(now_ns() - t0) / (double)pairs);
+	fprintf(stderr, "ns_per_pair %.2f\n", (double)(e2e_now_ns() - t0) / (double)pairs);
 	return 0;
 }
 
