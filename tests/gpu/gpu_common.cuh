@@ -82,6 +82,16 @@ static inline uint64_t gt_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* splitmix64: the next pseudo-random number of the sequence in *state (seeds replay choices). */
+static inline uint64_t gt_splitmix64(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
 static inline double gt_gib(size_t bytes)
 {
 	return (double)bytes / (double)GT_GIB;

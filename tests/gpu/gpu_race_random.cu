@@ -72,18 +72,9 @@ static int gen[NSTREAMS]; /* bumped when a slot's stream is destroyed and recrea
 static int busy[NSTREAMS]; /* a slow writer was queued on the slot's stream in this round */
 static uint64_t rng;
 
-static uint64_t rnd64(void) /* splitmix64 */
-{
-	uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 static uint64_t rnd(uint64_t n) /* 0 .. n-1 */
 {
-	return rnd64() % n;
+	return gt_splitmix64(&rng) % n;
 }
 
 /* A host delay of 0..500 us (none one time in three), spun for precision; one time in eight

@@ -77,18 +77,9 @@ struct worker {
 	struct tally t;
 };
 
-static uint64_t rnd64(uint64_t *s) /* splitmix64 */
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 static uint64_t rnd(struct worker *w, uint64_t n) /* 0 .. n-1 */
 {
-	return rnd64(&w->rng) % n;
+	return gt_splitmix64(&w->rng) % n;
 }
 
 static int ok(struct worker *w, cudaError_t e, const char *call)
