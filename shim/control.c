@@ -33,6 +33,7 @@ static _Atomic int sem_ready LOAD_TIME;
 static int installed_signo LOAD_TIME; /* written at load time only */
 static _Atomic int signalled; /* lock-free: safe in a handler, and across threads */
 static _Atomic int requested, policy_due, started, stopping, releasing;
+static _Atomic uint64_t over_cap; /* devices whose cache went over the cap (the free path) */
 /* One release at a time (signal, policy, idle, gpupool_release): a release asked for while
  * another one frees the blocks it took returns after them, so that its caller finds the memory
  * back. Never held while waiting for a framework's lock (the GIL): the flush comes first. */
@@ -94,11 +95,16 @@ int gp_control_signal(void)
 	return installed_signo;
 }
 
-static uint64_t mono_ns(void)
+static uint64_t clock_ns(clockid_t id)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t mono_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
 }
 
 static void log_release(const struct gp_release_result *r, enum gp_release_cause cause)
@@ -114,13 +120,12 @@ void gp_control_configure(int framework_flush)
 }
 
 /* Frameworks empty their caches into the pool first, so their segments go back too. Only on
- * the control thread (a user thread may be inside PyTorch's allocator, holding its lock), and
- * only for releases that mean "give memory back now", not for the cap or idle policies,
- * which would empty PyTorch's whole cache again and again. */
+ * the control thread (a user thread may be inside PyTorch's allocator, holding its lock). A
+ * signal always flushes; the policies flush when their plan says so (run_policy). */
 static int wants_flush(enum gp_release_cause cause)
 {
 	return flush_frameworks && pthread_equal(pthread_self(), thread) &&
-	       (cause == GP_CAUSE_SIGNAL || cause == GP_CAUSE_PRESSURE);
+	       cause == GP_CAUSE_SIGNAL;
 }
 
 static void release(struct gp_pool *pool, int device, uint64_t target,
@@ -156,13 +161,8 @@ void gp_control_release_now(struct gp_pool *pool, int device, enum gp_release_ca
 	release(pool, device, 0, cause, out);
 }
 
-void gp_control_release(struct gp_pool *pool, int device, uint64_t target,
-			enum gp_release_cause cause)
-{
-	release(pool, device, target, cause, NULL);
-}
-
-void gp_control_release_idle(struct gp_pool *pool, uint64_t before_ns)
+/* Blocks freed before `before_ns` (the backend's coarse clock). */
+static void release_idle(struct gp_pool *pool, uint64_t before_ns)
 {
 	struct gp_release_result r;
 	uint64_t t0 = mono_ns();
@@ -189,15 +189,106 @@ static void wait_for_work(uint64_t ns)
 			;
 		return;
 	}
-	clock_gettime(CLOCK_REALTIME, &ts);
+	/* The monotonic clock: a change of the wall clock must not stretch or skip a tick. */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 	ts.tv_sec += (time_t)(ns / 1000000000u);
 	ts.tv_nsec += (long)(ns % 1000000000u);
 	if (ts.tv_nsec >= 1000000000L) {
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000L;
 	}
-	while ((rc = sem_timedwait(&wake, &ts)) != 0 && errno == EINTR)
+	while ((rc = sem_clockwait(&wake, CLOCK_MONOTONIC, &ts)) != 0 && errno == EINTR)
 		;
+}
+
+/* The devices over their cap, brought down to it. */
+static void run_cap(void)
+{
+	uint64_t mask = atomic_exchange(&over_cap, 0);
+
+	for (int d = 0; mask != 0; d++, mask >>= 1)
+		if (mask & 1)
+			release(the_pool, d, gp_pool_cap(the_pool, d), GP_CAUSE_CAP, NULL);
+}
+
+static uint64_t pool_allocs(void)
+{
+	uint64_t mask = gp_pool_devices(the_pool), n = 0;
+
+	for (int d = 0; mask != 0; d++, mask >>= 1) {
+		struct gp_pool_dev_stats st;
+		if ((mask & 1) && gp_pool_dev_stats(the_pool, d, &st) == GP_OK)
+			n += st.allocs;
+	}
+	return n;
+}
+
+/* Free memory of the devices in `mask` as the device reports it; a device that cannot tell is
+ * left out. */
+static uint64_t measure_free(uint64_t mask, uint64_t *free_bytes)
+{
+	uint64_t read = 0;
+
+	for (int d = 0; mask != 0; d++, mask >>= 1) {
+		size_t free_b, total_b;
+
+		if (!(mask & 1))
+			continue;
+		if (gp_real.SetDevice(d) != cudaSuccess ||
+		    gp_real.MemGetInfo(&free_b, &total_b) != cudaSuccess) {
+			gp_real.GetLastError();
+			continue;
+		}
+		free_bytes[d] = free_b;
+		read |= 1ULL << d;
+	}
+	return read;
+}
+
+/* Carry out the policy's plan: the frameworks' flush first (their memory lands in the pool),
+ * then the pressure releases, cut by each device's deficit, then the idle ones. */
+static void act(const struct gp_policy_plan *p, enum gp_release_cause flush_cause)
+{
+	uint64_t mask = p->pressure;
+
+	if (p->flush && flush_frameworks && gp_framework_flush())
+		gp_log(GP_LOG_DEBUG, "framework caches flushed (%s)", cause_names[flush_cause]);
+	for (int d = 0; mask != 0; d++, mask >>= 1) {
+		uint64_t cached = gp_pool_cached_bytes(the_pool, d);
+
+		if ((mask & 1) && cached > 0)
+			release(the_pool, d, cached > p->deficit[d] ? cached - p->deficit[d] : 0,
+				GP_CAUSE_PRESSURE, NULL);
+	}
+	if (p->idle_all)
+		release(the_pool, -1, 0, GP_CAUSE_IDLE, NULL);
+	else if (p->idle_before_ns != 0)
+		release_idle(the_pool, p->idle_before_ns);
+}
+
+static void run_policy(void)
+{
+	struct gp_policy_input in;
+	struct gp_policy_plan plan;
+	uint64_t measure;
+
+	memset(&in, 0, sizeof(in));
+	run_cap();
+	in.now_ns = clock_ns(CLOCK_MONOTONIC_COARSE); /* the pool's clock: blocks' free times */
+	in.due = gp_policy_due(in.now_ns, &measure);
+	if (in.due == 0)
+		return;
+	in.pool_allocs = pool_allocs();
+	in.measured = measure_free(measure, in.free_bytes);
+	if (flush_frameworks && gp_policy_wants_probe(&in)) {
+		struct gp_fw_state fw;
+
+		in.fw_known = gp_framework_probe(&fw);
+		in.fw_cached = fw.cached;
+		in.fw_activity = fw.activity;
+	}
+	gp_policy_plan(&in, &plan);
+	act(&plan, plan.pressure ? GP_CAUSE_PRESSURE : GP_CAUSE_IDLE);
 }
 
 static void *control_main(void *arg)
@@ -230,7 +321,7 @@ static void *control_main(void *arg)
 			release(the_pool, -1, 0, GP_CAUSE_SIGNAL, NULL);
 		}
 		atomic_store(&policy_due, 0);
-		gp_policy_run();
+		run_policy();
 	}
 	return NULL;
 }
@@ -263,8 +354,10 @@ int gp_control_start(struct gp_pool *pool)
 	return 0;
 }
 
-void gp_control_request_policy(void)
+void gp_control_over_cap(void *arg, int device)
 {
+	(void)arg;
+	atomic_fetch_or(&over_cap, 1ULL << (device & 63));
 	atomic_store(&policy_due, 1);
 	if (atomic_load(&sem_ready) && atomic_load(&started))
 		sem_post(&wake);

@@ -21,14 +21,10 @@ void gp_control_stop(void);
 void gp_control_forget(void);
 /* Wake the control thread for its periodic work only (statistics, trace); any thread. */
 void gp_control_wake(void);
-/* A policy wants the control thread to run (the free path crossed a cap). */
-void gp_control_request_policy(void);
-/* One release on the calling thread down to `target` cached bytes, logged at info level. */
-void gp_control_release(struct gp_pool *pool, int device, uint64_t target,
-			enum gp_release_cause cause);
+/* The pool's over_cap callback: the free path took `device`'s cache over its cap (any thread,
+ * no lock held). The control thread brings it down. */
+void gp_control_over_cap(void *arg, int device);
 void gp_control_release_now(struct gp_pool *pool, int device, enum gp_release_cause cause,
 			    struct gp_release_result *out);
-/* Release blocks freed before `before_ns` (the backend's coarse clock). */
-void gp_control_release_idle(struct gp_pool *pool, uint64_t before_ns);
 
 #endif

@@ -63,27 +63,140 @@ void gp_framework_check_config(void)
 				    "memory pools instead");
 }
 
-int gp_framework_flush(void)
-{
+/* The interpreter's C API, found in the process. Only the control thread uses it. */
+struct python {
 	int (*is_initialized)(void);
-	int (*is_finalizing)(void) = NULL;
+	int (*is_finalizing)(void);
 	int (*gil_ensure)(void);
 	void (*gil_release)(int);
-	int (*run)(const char *);
+	int (*run_simple)(const char *);
+	void *(*dict_new)(void);
+	void *(*run_string)(const char *, int, void *, void *);
+	void *(*dict_get)(void *, const char *);
+	int (*dict_set)(void *, const char *, void *);
+	void *(*builtins)(void);
+	unsigned long long (*as_u64)(void *);
+	void (*decref)(void *);
+	void (*err_clear)(void);
+};
+
+#define PY_FILE_INPUT 257 /* Py_file_input: a module's statements */
+
+/* 1 when every entry point was found; once found they stay (an interpreter is never unloaded). */
+static int find_python(struct python *py)
+{
+	static struct python found;
+	static int ok;
+
+	if (ok) {
+		*py = found;
+		return 1;
+	}
+	if (!copy_fn(&found.is_initialized, "Py_IsInitialized") ||
+	    !copy_fn(&found.gil_ensure, "PyGILState_Ensure") ||
+	    !copy_fn(&found.gil_release, "PyGILState_Release") ||
+	    !copy_fn(&found.run_simple, "PyRun_SimpleString") ||
+	    !copy_fn(&found.dict_new, "PyDict_New") || !copy_fn(&found.run_string, "PyRun_String") ||
+	    !copy_fn(&found.dict_get, "PyDict_GetItemString") ||
+	    !copy_fn(&found.dict_set, "PyDict_SetItemString") ||
+	    !copy_fn(&found.builtins, "PyEval_GetBuiltins") ||
+	    !copy_fn(&found.as_u64, "PyLong_AsUnsignedLongLongMask") ||
+	    !copy_fn(&found.decref, "Py_DecRef") || !copy_fn(&found.err_clear, "PyErr_Clear"))
+		return 0;
+	/* Without a way to tell finalisation apart, taking the GIL could hang at exit. */
+	if (!copy_fn(&found.is_finalizing, "Py_IsFinalizing") &&
+	    !copy_fn(&found.is_finalizing, "_Py_IsFinalizing"))
+		return 0;
+	ok = 1;
+	*py = found;
+	return 1;
+}
+
+/* The GIL, when there is a live interpreter: 1 and *state to give back, else 0. */
+static int take_gil(struct python *py, int *state)
+{
+	if (!find_python(py) || !py->is_initialized() || py->is_finalizing())
+		return 0;
+	*state = py->gil_ensure();
+	return 1;
+}
+
+int gp_framework_flush(void)
+{
+	struct python py;
 	int state;
 
-	if (!copy_fn(&is_initialized, "Py_IsInitialized") ||
-	    !copy_fn(&gil_ensure, "PyGILState_Ensure") ||
-	    !copy_fn(&gil_release, "PyGILState_Release") || !copy_fn(&run, "PyRun_SimpleString"))
+	if (!take_gil(&py, &state))
 		return 0;
-	if (!copy_fn(&is_finalizing, "Py_IsFinalizing"))
-		copy_fn(&is_finalizing, "_Py_IsFinalizing");
-	/* Without a way to tell finalisation apart, taking the GIL could hang at exit: skip. */
-	if (is_finalizing == NULL || !is_initialized() || is_finalizing())
+	py.run_simple(flush_code);
+	py.gil_release(state);
+	return 1;
+}
+
+/* Sums over PyTorch's devices and CuPy's default pool; any error leaves what was summed. The
+ * activity figure only has to change when memory is handed out: PyTorch counts its allocations,
+ * CuPy's pool has no counter, so its used and total bytes stand in (an allocation freed again
+ * before the next probe goes unseen there). */
+static const char probe_code[] =
+	"import sys\n"
+	"present = 0\n"
+	"cached = 0\n"
+	"activity = 0\n"
+	"t = sys.modules.get('torch')\n"
+	"try:\n"
+	"    if t is not None and t.cuda.is_initialized():\n"
+	"        present = 1\n"
+	"        for d in range(t.cuda.device_count()):\n"
+	"            s = t.cuda.memory_stats(d)\n"
+	"            activity += s.get('allocation.all.allocated', 0)\n"
+	"            cached += s.get('reserved_bytes.all.current', 0) - "
+	"s.get('allocated_bytes.all.current', 0)\n"
+	"except Exception:\n"
+	"    pass\n"
+	"c = sys.modules.get('cupy')\n"
+	"try:\n"
+	"    if c is not None:\n"
+	"        present = 1\n"
+	"        p = c.get_default_memory_pool()\n"
+	"        cached += p.total_bytes() - p.used_bytes()\n"
+	"        activity += (p.used_bytes() << 20) ^ p.total_bytes()\n"
+	"except Exception:\n"
+	"    pass\n"
+	"cached = max(cached, 0)\n";
+
+static uint64_t read_u64(const struct python *py, void *dict, const char *name)
+{
+	void *v = py->dict_get(dict, name); /* borrowed */
+
+	return v == NULL ? 0 : (uint64_t)py->as_u64(v);
+}
+
+int gp_framework_probe(struct gp_fw_state *out)
+{
+	struct python py;
+	void *dict, *rc;
+	int state;
+
+	memset(out, 0, sizeof(*out));
+	if (!take_gil(&py, &state))
 		return 0;
-	state = gil_ensure();
-	run(flush_code);
-	gil_release(state);
+	dict = py.dict_new();
+	/* Before Python 3.10 a namespace without __builtins__ runs without them (no import). */
+	if (dict != NULL && py.dict_set(dict, "__builtins__", py.builtins()) != 0) {
+		py.decref(dict);
+		dict = NULL;
+	}
+	rc = dict == NULL ? NULL : py.run_string(probe_code, PY_FILE_INPUT, dict, dict);
+	if (rc != NULL) {
+		out->present = read_u64(&py, dict, "present") != 0;
+		out->cached = read_u64(&py, dict, "cached");
+		out->activity = read_u64(&py, dict, "activity");
+		py.decref(rc);
+	}
+	py.err_clear(); /* a failed probe is not the program's error */
+	if (dict != NULL)
+		py.decref(dict);
+	py.gil_release(state);
 	return 1;
 }
 

@@ -119,7 +119,7 @@ static void snapshot(struct gp_stats_snapshot *s)
 	s->last_release_time_ns = last_at;
 }
 
-int gp_obs_start(struct gp_pool *p, const struct gp_options *o)
+int gp_obs_start(struct gp_pool *p, const struct gp_options *o, void (*wake)(void))
 {
 	char path[GP_OPT_PATH_MAX + PATH_MAX];
 
@@ -138,7 +138,7 @@ int gp_obs_start(struct gp_pool *p, const struct gp_options *o)
 	if (o->stats_shm)
 		viewing = gp_view_start(&scratch) == 0;
 	if (o->trace[0] != '\0' && expand_path("GPUPOOL_TRACE", o->trace, path, sizeof(path)) == 0) {
-		tracing = gp_trace_start(path) == 0;
+		tracing = gp_trace_start(path, wake) == 0;
 		if (tracing)
 			gp_trace_sample(&scratch, "start");
 	}

@@ -11,8 +11,9 @@
 #include <stdint.h>
 
 /* At first CUDA use: set up the live view and the trace as the options say. Returns 1 when the
- * control thread has periodic work to do for them. */
-int gp_obs_start(struct gp_pool *pool, const struct gp_options *opts);
+ * control thread has periodic work to do for them; `wake` wakes it sooner (observing never
+ * drives it otherwise). */
+int gp_obs_start(struct gp_pool *pool, const struct gp_options *opts, void (*wake)(void));
 /* How long the control thread may sleep, given what it would sleep otherwise (0: forever). */
 uint64_t gp_obs_sleep_ns(uint64_t ns);
 /* On the control thread, every time it wakes: refresh what is due. */

@@ -26,10 +26,10 @@ static const struct gp_opt_def table[] = {
 	  "Per device: idle cached memory above this is released, oldest first (by the control "
 	  "thread, and before a cudaMalloc that needs new memory).", OPT(max_cached), 0 },
 	{ "GPUPOOL_IDLE_TIMEOUT", GP_OPT_DURATION, "0", "a duration (500ms, 30s, 5min); 0 = off",
-	  "A cached block unused for longer than this is released.", OPT(idle_timeout_ns), 0 },
+	  "A cached block unused for longer than this is released; once the whole process has allocated nothing for this long, PyTorch's and CuPy's own caches are flushed and everything cached goes.", OPT(idle_timeout_ns), 0 },
 	{ "GPUPOOL_MIN_FREE", GP_OPT_SIZE, "0",
 	  "a size (4GiB, 8GB, bytes) or a percentage of the device's memory (30%); 0 = off",
-	  "Per device: while the device's free memory is below this, cached blocks are released.",
+	  "Per device: while the device's free memory is below this, cached blocks are released, after flushing PyTorch's and CuPy's own caches (spaced out while the device stays short).",
 	  OPT(min_free), 0 },
 	{ "GPUPOOL_POLL_INTERVAL", GP_OPT_DURATION, "100ms", "a duration (50ms, 1s), at least 1ms",
 	  "How often free device memory is checked for GPUPOOL_MIN_FREE.", OPT(poll_interval_ns), 1 },

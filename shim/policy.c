@@ -1,36 +1,43 @@
-/* policy.c — cap, idle-age and pressure releases. Sizes given as a percentage are resolved per
- * device from its total memory when the device is first used. Over-cap notices come from the
- * free path as a bit in a mask and a wake-up; the control thread does the release. */
+/* policy.c — cap, idle-age and pressure decisions. Sizes given as a percentage are resolved per
+ * device from its total memory when the device is first used.
+ * Idle age: a block cached longer than GPUPOOL_IDLE_TIMEOUT goes; and when the whole process has
+ * allocated nothing for that long (the pool's count and the frameworks' own activity figure both
+ * unchanged), the frameworks' caches are flushed and everything cached goes.
+ * Pressure: while a device has less free memory than GPUPOOL_MIN_FREE, the pool's cache is cut by
+ * the deficit; the frameworks are flushed first when they hold memory, but a device that stays
+ * short (another process) must not make this one empty its frameworks' caches at every poll:
+ * flushes in a row are spaced out, the gap doubling up to FLUSH_GAP_MAX. */
 #define _GNU_SOURCE
 #include "policy.h"
-#include "control.h"
 #include "log.h"
 #include "real.h"
 
 #include <stdatomic.h>
-#include <time.h>
+#include <string.h>
 
 #define IDLE_CHECK_MIN_NS 10000000ULL   /* 10 ms */
 #define IDLE_CHECK_MAX_NS 1000000000ULL /* 1 s */
+#define FLUSH_MIN_BYTES (2ULL << 20)    /* less in a framework's cache is not worth a flush */
+#define FLUSH_GAP_MAX_NS 10000000000ULL /* 10 s */
 
-static struct gp_pool *pool;
-static struct gp_options opt;
-static _Atomic uint64_t seen;     /* devices in use */
-static _Atomic uint64_t over_cap; /* devices whose cache went over the cap */
-static uint64_t min_free[GP_MAX_DEVICES]; /* bytes; written once per device before `seen` */
-static uint64_t last_idle_check, last_poll;
-
-static uint64_t now_coarse(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* Written by gp_policy_init before the control thread starts, then by that thread only; `seen`
+ * and min_free by gp_policy_device_seen (any thread, once per device: min_free before `seen`). */
+static struct {
+	struct gp_pool *pool;
+	struct gp_options opt;
+	_Atomic uint64_t seen;            /* devices in use */
+	uint64_t min_free[GP_MAX_DEVICES]; /* bytes */
+	uint64_t last_idle_check, last_poll; /* ns */
+	uint64_t pool_allocs, fw_activity; /* as last seen */
+	uint64_t active_ns;               /* when the process was last seen allocating */
+	uint64_t last_flush_ns, flush_gap_ns; /* pressure flushes */
+} pol;
 
 void gp_policy_init(struct gp_pool *p, const struct gp_options *o)
 {
-	pool = p;
-	opt = *o;
+	pol.pool = p;
+	pol.opt = *o;
+	pol.flush_gap_ns = o->poll_interval_ns;
 }
 
 static int has_size(const struct gp_size *s)
@@ -40,22 +47,25 @@ static int has_size(const struct gp_size *s)
 
 int gp_policy_needs_thread(void)
 {
-	return has_size(&opt.max_cached) || has_size(&opt.min_free) || opt.idle_timeout_ns > 0;
+	return has_size(&pol.opt.max_cached) || has_size(&pol.opt.min_free) ||
+	       pol.opt.idle_timeout_ns > 0;
+}
+
+static uint64_t idle_period(void)
+{
+	uint64_t period = pol.opt.idle_timeout_ns / 4;
+
+	if (period < IDLE_CHECK_MIN_NS)
+		period = IDLE_CHECK_MIN_NS;
+	return period > IDLE_CHECK_MAX_NS ? IDLE_CHECK_MAX_NS : period;
 }
 
 uint64_t gp_policy_period_ns(void)
 {
-	uint64_t period = 0;
+	uint64_t period = pol.opt.idle_timeout_ns > 0 ? idle_period() : 0;
 
-	if (opt.idle_timeout_ns > 0) {
-		period = opt.idle_timeout_ns / 4;
-		if (period < IDLE_CHECK_MIN_NS)
-			period = IDLE_CHECK_MIN_NS;
-		if (period > IDLE_CHECK_MAX_NS)
-			period = IDLE_CHECK_MAX_NS;
-	}
-	if (has_size(&opt.min_free) && (period == 0 || opt.poll_interval_ns < period))
-		period = opt.poll_interval_ns;
+	if (has_size(&pol.opt.min_free) && (period == 0 || pol.opt.poll_interval_ns < period))
+		period = pol.opt.poll_interval_ns;
 	return period;
 }
 
@@ -65,87 +75,129 @@ void gp_policy_device_seen(int device)
 
 	if (device < 0 || device >= GP_MAX_DEVICES)
 		return;
-	if ((has_size(&opt.max_cached) || has_size(&opt.min_free)) &&
+	if ((has_size(&pol.opt.max_cached) || has_size(&pol.opt.min_free)) &&
 	    gp_real.MemGetInfo(&free_b, &total_b) != cudaSuccess) {
 		gp_real.GetLastError();
 		total_b = 0;
 	}
-	if (has_size(&opt.max_cached)) {
-		uint64_t cap = gp_opt_size_bytes(&opt.max_cached, total_b);
+	if (has_size(&pol.opt.max_cached)) {
+		uint64_t cap = gp_opt_size_bytes(&pol.opt.max_cached, total_b);
 		/* A percentage of an unknown total cannot be honoured: say so, keep no cap. */
 		if (cap == 0)
 			gp_log(GP_LOG_WARN, "GPUPOOL_MAX_CACHED: device %d total memory unknown; no cap",
 			       device);
-		gp_pool_set_cap(pool, device, cap);
+		gp_pool_set_cap(pol.pool, device, cap);
 	}
-	min_free[device] = gp_opt_size_bytes(&opt.min_free, total_b);
-	atomic_fetch_or(&seen, 1ULL << device);
+	pol.min_free[device] = gp_opt_size_bytes(&pol.opt.min_free, total_b);
+	atomic_fetch_or(&pol.seen, 1ULL << device);
 	gp_log(GP_LOG_DEBUG, "device %d: %.0f MiB total, cap %.0f MiB, min free %.0f MiB", device,
-	       (double)total_b / 1048576.0, (double)gp_pool_cap(pool, device) / 1048576.0,
-	       (double)min_free[device] / 1048576.0);
+	       (double)total_b / 1048576.0, (double)gp_pool_cap(pol.pool, device) / 1048576.0,
+	       (double)pol.min_free[device] / 1048576.0);
 }
 
-void gp_policy_over_cap(void *arg, int device)
+unsigned gp_policy_due(uint64_t now, uint64_t *measure)
 {
-	(void)arg;
-	atomic_fetch_or(&over_cap, 1ULL << (device & 63));
-	gp_control_request_policy();
+	unsigned due = 0;
+
+	*measure = 0;
+	if (pol.opt.idle_timeout_ns > 0 && now - pol.last_idle_check >= idle_period()) {
+		pol.last_idle_check = now;
+		due |= GP_POLICY_IDLE;
+	}
+	/* A timer that fires a little early still counts: else every other poll would be missed. */
+	if (has_size(&pol.opt.min_free) &&
+	    now - pol.last_poll >= pol.opt.poll_interval_ns - pol.opt.poll_interval_ns / 8) {
+		uint64_t mask = atomic_load(&pol.seen);
+
+		pol.last_poll = now;
+		due |= GP_POLICY_POLL;
+		for (int d = 0; mask != 0; d++, mask >>= 1)
+			if ((mask & 1) && pol.min_free[d] > 0)
+				*measure |= 1ULL << d;
+	}
+	return due;
 }
 
-static void run_cap(void)
+static uint64_t short_devices(const struct gp_policy_input *in)
 {
-	uint64_t mask = atomic_exchange(&over_cap, 0);
+	uint64_t mask = in->measured, out = 0;
 
+	if (!(in->due & GP_POLICY_POLL))
+		return 0;
+	for (int d = 0; mask != 0; d++, mask >>= 1)
+		if ((mask & 1) && in->free_bytes[d] < pol.min_free[d])
+			out |= 1ULL << d;
+	return out;
+}
+
+static int flush_gap_over(uint64_t now)
+{
+	return pol.last_flush_ns == 0 || now - pol.last_flush_ns >= pol.flush_gap_ns;
+}
+
+int gp_policy_wants_probe(const struct gp_policy_input *in)
+{
+	if (short_devices(in) != 0 && flush_gap_over(in->now_ns))
+		return 1;
+	/* While the pool itself serves allocations the process is not idle: no need to look. */
+	return (in->due & GP_POLICY_IDLE) && in->pool_allocs == pol.pool_allocs;
+}
+
+/* A flush under pressure: the gap to the next one doubles when this one comes as soon as the gap
+ * allowed (pressure that stays), and starts again from the poll interval after a quiet spell. */
+static void pressure_flushed(uint64_t now)
+{
+	if (pol.last_flush_ns != 0 && now - pol.last_flush_ns < 2 * pol.flush_gap_ns)
+		pol.flush_gap_ns = pol.flush_gap_ns * 2 > FLUSH_GAP_MAX_NS ? FLUSH_GAP_MAX_NS
+									 : pol.flush_gap_ns * 2;
+	else
+		pol.flush_gap_ns = pol.opt.poll_interval_ns;
+	pol.last_flush_ns = now;
+}
+
+static void plan_pressure(const struct gp_policy_input *in, struct gp_policy_plan *out)
+{
+	uint64_t mask = short_devices(in);
+
+	out->pressure = mask;
 	for (int d = 0; mask != 0; d++, mask >>= 1)
 		if (mask & 1)
-			gp_control_release(pool, d, gp_pool_cap(pool, d), GP_CAUSE_CAP);
+			out->deficit[d] = pol.min_free[d] - in->free_bytes[d];
+	if (out->pressure != 0 && in->fw_known && in->fw_cached >= FLUSH_MIN_BYTES &&
+	    flush_gap_over(in->now_ns)) {
+		out->flush = 1;
+		pressure_flushed(in->now_ns);
+	}
 }
 
-static void run_idle(uint64_t now)
+static void plan_idle(const struct gp_policy_input *in, struct gp_policy_plan *out)
 {
-	if (opt.idle_timeout_ns == 0 || now < opt.idle_timeout_ns)
+	uint64_t now = in->now_ns, timeout = pol.opt.idle_timeout_ns;
+
+	if (timeout == 0)
 		return;
-	gp_control_release_idle(pool, now - opt.idle_timeout_ns);
-}
-
-/* Free memory as the device reports it; the control thread switches to the device. */
-static void run_pressure(void)
-{
-	uint64_t mask = atomic_load(&seen);
-
-	for (int d = 0; mask != 0; d++, mask >>= 1) {
-		size_t free_b, total_b;
-		uint64_t cached, deficit;
-
-		if (!(mask & 1) || min_free[d] == 0)
-			continue;
-		if (gp_real.SetDevice(d) != cudaSuccess ||
-		    gp_real.MemGetInfo(&free_b, &total_b) != cudaSuccess) {
-			gp_real.GetLastError();
-			continue;
-		}
-		if (free_b >= min_free[d])
-			continue;
-		cached = gp_pool_cached_bytes(pool, d);
-		if (cached == 0)
-			continue;
-		deficit = min_free[d] - free_b;
-		gp_control_release(pool, d, cached > deficit ? cached - deficit : 0,
-				   GP_CAUSE_PRESSURE);
+	if (in->pool_allocs != pol.pool_allocs) {
+		pol.pool_allocs = in->pool_allocs;
+		pol.active_ns = now;
+	}
+	if (in->fw_known && in->fw_activity != pol.fw_activity) {
+		pol.fw_activity = in->fw_activity;
+		pol.active_ns = now;
+	}
+	if (!(in->due & GP_POLICY_IDLE) || now < timeout)
+		return;
+	out->idle_before_ns = now - timeout;
+	if (in->fw_known && in->fw_cached >= FLUSH_MIN_BYTES && now - pol.active_ns >= timeout) {
+		out->flush = 1;
+		out->idle_all = 1;
 	}
 }
 
-void gp_policy_run(void)
+void gp_policy_plan(const struct gp_policy_input *in, struct gp_policy_plan *out)
 {
-	uint64_t now = now_coarse();
-
-	run_cap();
-	if (opt.idle_timeout_ns > 0 && now - last_idle_check >= gp_policy_period_ns()) {
-		last_idle_check = now;
-		run_idle(now);
-	}
-	if (has_size(&opt.min_free) && now - last_poll >= opt.poll_interval_ns - opt.poll_interval_ns / 8) {
-		last_poll = now;
-		run_pressure();
-	}
+	memset(out, 0, sizeof(*out));
+	if (pol.active_ns == 0)
+		pol.active_ns = in->now_ns; /* the first tick: activity is measured from here */
+	plan_pressure(in, out);
+	plan_idle(in, out);
 }

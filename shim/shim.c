@@ -97,7 +97,7 @@ __attribute__((constructor)) static void gp_shim_load(void)
 static int init_locked(void)
 {
 	struct gp_backend be;
-	struct gp_pool_config cfg = { .ordered = 1, .over_cap = gp_policy_over_cap, .arg = NULL };
+	struct gp_pool_config cfg = { .ordered = 1, .over_cap = gp_control_over_cap, .arg = NULL };
 	int ndev = 0, observed;
 
 	/* Here, not at load: a fork before the first CUDA call leaves nothing to undo (the child
@@ -135,7 +135,7 @@ static int init_locked(void)
 	gp_framework_check_config();
 	gp_policy_init(gp_shim_pool, &opts);
 	gp_control_configure(opts.framework_flush == GP_FLUSH_AUTO);
-	observed = gp_obs_start(gp_shim_pool, &opts); /* live view, trace: the thread refreshes them */
+	observed = gp_obs_start(gp_shim_pool, &opts, gp_control_wake); /* live view, trace: the thread refreshes them */
 	if (observed || opts.signo != 0 || gp_policy_needs_thread())
 		gp_control_start(gp_shim_pool);
 	atexit(on_exit_handler);

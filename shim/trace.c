@@ -6,7 +6,6 @@
  * Stream). Pool samples go to a second file for scripts/plot-trace. Never calls CUDA. */
 #define _GNU_SOURCE
 #include "trace.h"
-#include "control.h"
 #include "log.h"
 
 #include <errno.h>
@@ -49,6 +48,7 @@ _Atomic int gp_trace_on;
 
 static _Atomic(struct ring *) rings;
 static _Atomic uint64_t lost; /* records dropped: no ring memory, or written after the end */
+static void (*waker)(void);     /* wakes the thread that flushes (gp_trace_start) */
 static pthread_key_t owner_key;
 static _Thread_local struct ring *mine __attribute__((tls_model("initial-exec"))); /* see pool.c */
 
@@ -140,8 +140,8 @@ static void append(struct ring *r, int action, const void *ptr, size_t bytes, ui
 	e->tid = r->tid;
 	e->action = (uint32_t)action;
 	atomic_store_explicit(&r->head, h + 1, memory_order_release);
-	if (h + 1 - t == RING / 2)
-		gp_control_wake();
+	if (h + 1 - t == RING / 2 && waker != NULL)
+		waker();
 }
 
 void gp_trace_event(int action, const void *ptr, size_t bytes)
@@ -498,12 +498,13 @@ static void samples_path(const char *path, char *buf, size_t len)
 		snprintf(buf, len, "%s.pool.csv", path);
 }
 
-int gp_trace_start(const char *path)
+int gp_trace_start(const char *path, void (*wake)(void))
 {
 	char spath[4096];
 	struct timespec rt;
 	int rc = -1;
 
+	waker = wake;
 	pthread_mutex_lock(&flush_lock);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {

@@ -41,8 +41,9 @@ static inline void gp_trace_free_end(uint64_t ns, const void *ptr)
 		gp_trace_free_end_slow(ns, ptr);
 }
 
-/* Open `path` (truncated) and its samples file; 0, or -1 after saying why. */
-int gp_trace_start(const char *path);
+/* Open `path` (truncated) and its samples file; 0, or -1 after saying why. `wake` (may be NULL)
+ * is called when a thread's ring is half full, to have it flushed soon. */
+int gp_trace_start(const char *path, void (*wake)(void));
 /* Write out what the threads have recorded (the control thread, and a thread whose ring filled). */
 void gp_trace_flush(void);
 /* One row per device of `s` in the samples file; `event` names why ("tick", a release cause). */
