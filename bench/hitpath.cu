@@ -3,7 +3,10 @@
  * and cudaMallocAsync + cudaFreeAsync from a warm stream-ordered pool ("async"); with
  * LD_PRELOAD=libgpupool.so it measures the pool's hit path, first with no stream created
  * ("gpupool": immediate reuse), then after a stream exists ("gpupool-fenced": each reuse polls an
- * event fence).
+ * event fence). Built with the shared runtime, the preloaded run also measures the runtime's own
+ * cudaMalloc reaching gpupool's driver entry point ("gpupool-via-runtime": the way every runtime
+ * would come in without the exported cudaMalloc); built with the static runtime (hitpath_static,
+ * -DHITPATH_STATIC) every contender is the driver door's and is named "static-...".
  * Each sample times a batch of pairs with CLOCK_MONOTONIC; per-pair ns = batch time / pairs.
  * Output: one "BENCH contender=... size=... median_ns=... p99_ns=..." line per (contender,size)
  * and a markdown table; bench/hitpath_table.awk merges the two runs into one table. */
@@ -21,8 +24,18 @@ static const size_t sizes[] = { 512, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 <<
 				 (size_t)1 << 30 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
-enum contender { NATIVE, ASYNC, POOL, POOL_FENCED, NCONTENDERS };
-static const char *const names[NCONTENDERS] = { "native", "async", "gpupool", "gpupool-fenced" };
+enum contender { NATIVE, ASYNC, POOL, POOL_VIA_RUNTIME, POOL_FENCED, NCONTENDERS };
+#ifdef HITPATH_STATIC
+static const char *const names[NCONTENDERS] = { "static-native", "static-async", "static-gpupool",
+						"-", "static-gpupool-fenced" };
+#else
+static const char *const names[NCONTENDERS] = { "native", "async", "gpupool",
+						"gpupool-via-runtime", "gpupool-fenced" };
+#endif
+
+/* The runtime's own cudaMalloc/cudaFree, past the exported ones (gpupool-via-runtime). */
+static cudaError_t (*rt_malloc)(void **, size_t);
+static cudaError_t (*rt_free)(void *);
 
 struct result {
 	int done;
@@ -56,6 +69,9 @@ static int batch(enum contender c, size_t size, int pairs)
 		if (c == ASYNC) {
 			errors += cudaMallocAsync(&p, size, 0) != cudaSuccess;
 			errors += cudaFreeAsync(p, 0) != cudaSuccess;
+		} else if (c == POOL_VIA_RUNTIME) {
+			errors += rt_malloc(&p, size) != cudaSuccess;
+			errors += rt_free(p) != cudaSuccess;
 		} else {
 			errors += cudaMalloc(&p, size) != cudaSuccess;
 			errors += cudaFree(p) != cudaSuccess;
@@ -162,7 +178,15 @@ int main(int argc, char **argv)
 	printf("# hitpath: %s, %d samples per size\n",
 	       shim ? "libgpupool.so preloaded" : "native runtime", samples);
 	if (shim) {
+		void *h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
 		run(POOL, pool_pairs);
+		if (h != NULL) {
+			void *m = dlsym(h, "cudaMalloc"), *f = dlsym(h, "cudaFree");
+			memcpy(&rt_malloc, &m, sizeof(m));
+			memcpy(&rt_free, &f, sizeof(f));
+			if (rt_malloc != NULL && rt_free != NULL)
+				run(POOL_VIA_RUNTIME, pool_pairs);
+		}
 		/* A created stream turns immediate reuse off for good: measure the fenced path. */
 		if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess) {
 			run(POOL_FENCED, pool_pairs);

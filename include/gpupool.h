@@ -11,9 +11,11 @@ extern "C" {
 
 /* Give idle cached GPU memory back to the driver now, on `device` (-1: every device).
  * *bytes (may be NULL) gets how much was released. Returns 0, or -1 when the shim is not
- * active (passing through) or a real free failed. Returns after any release already under way
- * (a signal's, a threshold's) has given its blocks back: what was cached at the call is then
- * back with the driver; *bytes counts only what this call freed. */
+ * active (passing through), a real free failed, or a CUDA graph capture is underway anywhere in
+ * the process (a real free would invalidate it: the release is then made by the control thread
+ * once no capture is left, and *bytes is 0). Returns after any release already under way (a
+ * signal's, a threshold's) has given its blocks back: what was cached at the call is then back
+ * with the driver; *bytes counts only what this call freed. */
 int gpupool_release(int device, unsigned long long *bytes);
 
 /* PyTorch's pluggable allocator, for programs that can change one line:

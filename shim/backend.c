@@ -1,85 +1,119 @@
-/* backend.c — struct gp_backend over the real runtime: cudaMalloc/cudaFree on a given device,
- * fences from fence.c, a cheap clock. Called by the pool with no pool lock held. */
+/* backend.c — struct gp_backend over the real driver: cuMemAlloc_v2/cuMemFree_v2 in the block's
+ * device's primary context, fences from fence.c, a cheap clock. Called by the pool with no pool
+ * lock held. A thread with no context current (a program's first cudaMalloc) allocates through
+ * the runtime, which makes its device's context current the way the program expects; the
+ * runtime's own call into the driver then passes our entry point untouched (gp_shim_in_real). */
 #define _GNU_SOURCE
 #include "backend.h"
 #include "capture.h"
+#include "ctx.h"
+#include "cu.h"
 #include "fence.h"
 #include "real.h"
+#include "shim.h"
 
 #include <time.h>
 
-static _Thread_local cudaError_t last_error __attribute__((tls_model("initial-exec"))); /* pool.c */
+/* The thread's last failure: see pool.c on initial-exec. */
+static _Thread_local CUresult last_error __attribute__((tls_model("initial-exec")));
+static _Thread_local int runtime_failed __attribute__((tls_model("initial-exec")));
 
-cudaError_t gp_backend_last_error(void)
+CUresult gp_backend_last_error(void)
 {
 	return last_error;
 }
 
-static int to_rc(cudaError_t e)
+int gp_backend_runtime_failed(void)
 {
-	if (e == cudaSuccess)
+	return runtime_failed;
+}
+
+static int to_rc(CUresult e, int through_runtime)
+{
+	if (e == CUDA_SUCCESS)
 		return GP_OK;
 	last_error = e;
-	return e == cudaErrorMemoryAllocation ? GP_ENOMEM : GP_EBACKEND;
+	runtime_failed = through_runtime;
+	return e == CUDA_ERROR_OUT_OF_MEMORY ? GP_ENOMEM : GP_EBACKEND;
 }
 
-/* Make `dev` current; *prev gets what to restore (-1: nothing to restore). Returns the
- * runtime's error when it cannot. */
-static cudaError_t enter(int dev, int *prev)
+/* A miss must work like a hit during a capture: allocate in relaxed mode, as PyTorch does, so
+ * the capture is not invalidated. Returns the mode to restore (or -1: nothing to restore). */
+static int relax(void)
+{
+	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+
+	if (!gp_capture_active() || gp_cu.ThreadExchangeStreamCaptureMode == NULL ||
+	    gp_cu.ThreadExchangeStreamCaptureMode(&mode) != CUDA_SUCCESS)
+		return -1;
+	return (int)mode;
+}
+
+static void unrelax(int mode)
+{
+	CUstreamCaptureMode m = (CUstreamCaptureMode)mode;
+
+	if (mode >= 0)
+		gp_cu.ThreadExchangeStreamCaptureMode(&m);
+}
+
+/* Through the runtime, on `dev`: the runtime's error codes are the driver's for the errors a
+ * cudaMalloc returns. */
+static int runtime_alloc(int dev, size_t bytes, void **out)
 {
 	cudaError_t e;
-	int cur;
+	int prev = -1;
 
-	*prev = -1;
-	e = gp_real.GetDevice(&cur);
-	if (e != cudaSuccess || cur == dev)
-		return e;
-	e = gp_real.SetDevice(dev);
+	gp_shim_in_real = 1;
+	e = gp_real.GetDevice(&prev);
+	if (e == cudaSuccess && prev != dev)
+		e = gp_real.SetDevice(dev);
 	if (e == cudaSuccess)
-		*prev = cur;
-	return e;
-}
-
-static void leave(int prev)
-{
-	if (prev >= 0)
+		e = gp_real.Malloc(out, bytes);
+	if (prev >= 0 && prev != dev)
 		gp_real.SetDevice(prev);
+	gp_shim_in_real = 0;
+	return to_rc((CUresult)e, 1);
 }
 
 static int be_alloc(void *ctx, int device, size_t bytes, void **out)
 {
-	cudaError_t e;
-	int prev, rc;
+	CUcontext cur;
+	CUdeviceptr p = 0;
+	int mode, pushed, rc;
 
 	(void)ctx;
-	e = enter(device, &prev);
-	if (e != cudaSuccess)
-		return to_rc(e);
-	if (gp_capture_active() && gp_real.ThreadExchangeStreamCaptureMode) {
-		/* A miss must work like a hit during a capture: allocate in relaxed mode, as
-		 * PyTorch does, so the capture is not invalidated. */
-		enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-		gp_real.ThreadExchangeStreamCaptureMode(&mode);
-		rc = to_rc(gp_real.Malloc(out, bytes));
-		gp_real.ThreadExchangeStreamCaptureMode(&mode);
+	mode = relax();
+	if (gp_ctx_current(&cur) == device) {
+		rc = to_rc(gp_cu.MemAlloc_v2(&p, bytes), 0);
+		gp_ctx_note(device, cur);
+	} else if (gp_real.Malloc != NULL) {
+		rc = runtime_alloc(device, bytes, (void **)&p);
+		if (gp_ctx_current(&cur) == device)
+			gp_ctx_note(device, cur);
+	} else if (gp_ctx_enter(device, &pushed) == 0) {
+		rc = to_rc(gp_cu.MemAlloc_v2(&p, bytes), 0);
+		gp_ctx_leave(pushed);
 	} else {
-		rc = to_rc(gp_real.Malloc(out, bytes));
+		rc = to_rc(CUDA_ERROR_INVALID_CONTEXT, 0);
 	}
-	leave(prev);
+	unrelax(mode);
+	*out = (void *)(uintptr_t)p;
 	return rc;
 }
 
+/* In the device's context, wherever the free comes from (the control thread has none). Tried
+ * even when the context cannot be entered: a block whose free is not tried is lost to the
+ * device for good. */
 static int be_free(void *ctx, int device, void *ptr, size_t bytes)
 {
-	int prev, rc;
+	int pushed = 0, rc;
 
 	(void)ctx;
 	(void)bytes;
-	/* Tried even when the device could not be made current: cudaFree finds the allocation by
-	 * its address, and a block whose free is not tried is lost to the device for good. */
-	enter(device, &prev);
-	rc = to_rc(gp_real.Free(ptr));
-	leave(prev);
+	gp_ctx_enter(device, &pushed);
+	rc = to_rc(gp_cu.MemFree_v2((CUdeviceptr)(uintptr_t)ptr), 0);
+	gp_ctx_leave(pushed);
 	return rc;
 }
 
@@ -93,7 +127,7 @@ static uint64_t be_now(void *ctx)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* A real cudaFree while a graph is being captured would invalidate the capture. */
+/* A real free while a graph is being captured would invalidate the capture. */
 static int be_may_release(void *ctx)
 {
 	(void)ctx;

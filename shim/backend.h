@@ -1,14 +1,18 @@
-/* backend.h — the pool's device, made of the real CUDA runtime. Each call switches to the
- * block's device when needed and back, and keeps the runtime's error for the caller. */
+/* backend.h — the pool's device, made of the real driver (and, for a thread with no context yet,
+ * the real runtime, which makes one). Each call works in the block's device's context and keeps
+ * the driver's error for the caller. */
 #ifndef GPUPOOL_BACKEND_H
 #define GPUPOOL_BACKEND_H
 
 #include "pool.h"
 
-#include <cuda_runtime_api.h>
+#include <cuda.h>
 
 void gp_backend_fill(struct gp_backend *be);
-/* The runtime's error behind the last GP_EBACKEND on this thread. */
-cudaError_t gp_backend_last_error(void);
+/* The driver's error behind the last GP_ENOMEM or GP_EBACKEND on this thread. */
+CUresult gp_backend_last_error(void);
+/* Whether the last failed allocation on this thread went through the runtime (it then holds
+ * the runtime's sticky error, which a successful retry must clear). */
+int gp_backend_runtime_failed(void);
 
 #endif

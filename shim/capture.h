@@ -2,11 +2,11 @@
 #ifndef GPUPOOL_CAPTURE_H
 #define GPUPOOL_CAPTURE_H
 
-#include <cuda_runtime_api.h>
+#include <cuda.h>
 
 /* Return 1 when the capture of `s` is (was) tracked: begin and end pair up on those. */
-int gp_capture_begin(cudaStream_t s);
-int gp_capture_end(cudaStream_t s);
+int gp_capture_begin(CUstream s);
+int gp_capture_end(CUstream s);
 int gp_capture_active(void); /* any thread */
 
 #endif

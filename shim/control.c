@@ -5,12 +5,13 @@
 #define _GNU_SOURCE
 #include "control.h"
 #include "capture.h"
+#include "ctx.h"
+#include "cu.h"
 #include "fence.h"
 #include "framework.h"
 #include "log.h"
 #include "observe.h"
 #include "policy.h"
-#include "real.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -234,11 +235,14 @@ static uint64_t measure_free(uint64_t mask, uint64_t *free_bytes)
 
 		if (!(mask & 1))
 			continue;
-		if (gp_real.SetDevice(d) != cudaSuccess ||
-		    gp_real.MemGetInfo(&free_b, &total_b) != cudaSuccess) {
-			gp_real.GetLastError();
+		int pushed, ok;
+
+		if (gp_ctx_enter(d, &pushed) != 0)
 			continue;
-		}
+		ok = gp_cu.MemGetInfo_v2(&free_b, &total_b) == CUDA_SUCCESS;
+		gp_ctx_leave(pushed);
+		if (!ok)
+			continue;
 		free_bytes[d] = free_b;
 		read |= 1ULL << d;
 	}
@@ -293,13 +297,14 @@ static void run_policy(void)
 
 static void *control_main(void *arg)
 {
-	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
 	uint64_t period = gp_policy_period_ns();
 	int release_due = 0;
 
 	(void)arg;
-	if (gp_real.ThreadExchangeStreamCaptureMode)
-		gp_real.ThreadExchangeStreamCaptureMode(&mode);
+	/* Nothing this thread does may invalidate a capture of another thread's. */
+	if (gp_cu.ThreadExchangeStreamCaptureMode != NULL)
+		gp_cu.ThreadExchangeStreamCaptureMode(&mode);
 	for (;;) {
 		int deferred = release_due || atomic_load(&policy_due);
 		uint64_t sleep_ns = period;

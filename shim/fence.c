@@ -1,15 +1,16 @@
 /* fence.c — keeping pooled reuse as safe as native cudaFree without a stall per free.
- * Through the driver API where it can (driver_device), else the runtime.
  * The registry lock guards the stream list and is held while events are recorded on those
- * streams, so a stream is never used after its destroy; the hot path never takes it.
- * Nothing here touches a thread's sticky CUDA error: calls are skipped while one is pending,
- * and the errors they cause themselves (cudaErrorNotReady) are cleared. */
+ * streams, so a stream is never used after its destroy; the hot path never takes it. Each call
+ * is made in the context of the device it concerns (ctx.h), pushed when it is not current.
+ * A stream that could not be registered (no host memory) would be missing from every fence:
+ * from then on no fence is made at all (blocks wait for a real free, which waits for the
+ * device), never an unsafe one. */
 #include "fence.h"
 #include "capture.h"
-#include "driver.h"
+#include "ctx.h"
+#include "cu.h"
 #include "log.h"
 #include "pool.h"
-#include "real.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,13 +19,13 @@
 #include <string.h>
 
 struct stream_ent {
-	cudaStream_t s;
+	CUstream s;
 	int dev;
 	int blocking; /* synchronizes with its device's legacy stream: that one's event covers it */
 };
 
 struct ev {
-	cudaEvent_t e;
+	CUevent e;
 	int dev;
 	unsigned gen; /* resets[dev] when the event was made: a later reset destroyed it */
 };
@@ -34,19 +35,20 @@ struct fence {
 	struct ev ev[];
 };
 
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct stream_ent *streams;
-static int nstreams, capstreams;
-static struct ev *retired; /* last events of destroyed streams, not yet in a fence */
-static int nretired, capretired;
-static struct ev *spare;   /* recycled events */
-static int nspare, capspare;
-static _Atomic uint64_t devmask;
-static _Atomic unsigned resets[64]; /* cudaDeviceReset calls per device */
-
-static _Atomic int warned_query;
-
-static int error_pending(void);
+/* Guarded by lock, except what is atomic. */
+static struct {
+	pthread_mutex_t lock;
+	struct stream_ent *streams;
+	int nstreams, capstreams;
+	struct ev *retired; /* last events of destroyed streams, not yet in a fence */
+	int nretired, capretired;
+	struct ev *spare;   /* recycled events */
+	int nspare, capspare;
+	_Atomic uint64_t devmask;
+	_Atomic unsigned resets[GP_MAX_DEVICES]; /* primary-context resets per device */
+	_Atomic int blind;  /* a stream is missing from the registry: no fence can be trusted */
+	_Atomic int warned_query;
+} reg = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static int push(void **arr, int *n, int *cap, size_t size, const void *item)
 {
@@ -63,61 +65,51 @@ static int push(void **arr, int *n, int *cap, size_t size, const void *item)
 	return 0;
 }
 
+static void spare_event(const struct ev *e)
+{
+	if (push((void **)&reg.spare, &reg.nspare, &reg.capspare, sizeof(*e), e) != 0)
+		gp_cu.EventDestroy_v2(e->e);
+}
+
+void gp_fence_blind(void)
+{
+	atomic_store(&reg.blind, 1);
+}
+
 void gp_fence_use_device(int device)
 {
-	uint64_t bit = 1ULL << (device & 63);
-	if (!(atomic_load_explicit(&devmask, memory_order_relaxed) & bit))
-		atomic_fetch_or(&devmask, bit);
+	uint64_t bit = 1ULL << (device & (GP_MAX_DEVICES - 1));
+
+	if (!(atomic_load_explicit(&reg.devmask, memory_order_relaxed) & bit))
+		atomic_fetch_or(&reg.devmask, bit);
 }
 
-/* -1 when the runtime cannot tell: then nothing here may switch devices (it could not switch
- * back), and the error that cudaGetDevice left is cleared. */
-static int current_device(void)
-{
-	int d = 0;
-
-	if (gp_real.GetDevice == NULL)
-		return 0;
-	if (gp_real.GetDevice(&d) != cudaSuccess) {
-		gp_real.GetLastError();
-		return -1;
-	}
-	return d;
-}
-
-static void switch_to(int dev, int *cur)
-{
-	if (*cur != dev && gp_real.SetDevice(dev) == cudaSuccess)
-		*cur = dev;
-}
-
-/* With reg_lock held. The current device must be `dev` if a new event is created. */
-static int event_get(int dev, int *cur, struct ev *out)
+/* With reg.lock held and `dev`'s context current. */
+static int event_get(int dev, struct ev *out)
 {
 	out->dev = dev;
-	out->gen = atomic_load(&resets[dev & 63]);
-	for (int i = nspare - 1; i >= 0; i--) {
-		if (spare[i].dev == dev) {
-			out->e = spare[i].e;
-			spare[i] = spare[--nspare];
+	out->gen = atomic_load(&reg.resets[dev]);
+	for (int i = reg.nspare - 1; i >= 0; i--) {
+		if (reg.spare[i].dev == dev) {
+			out->e = reg.spare[i].e;
+			reg.spare[i] = reg.spare[--reg.nspare];
 			return 0;
 		}
 	}
-	switch_to(dev, cur);
-	return gp_real.EventCreateWithFlags(&out->e, cudaEventDisableTiming) == cudaSuccess ? 0 : -1;
+	return gp_cu.EventCreate(&out->e, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS ? 0 : -1;
 }
 
 /* The event's device was reset since it was made: the event is gone, and so is the work. */
 static int stale(const struct ev *e)
 {
-	return e->gen != atomic_load_explicit(&resets[e->dev & 63], memory_order_relaxed);
+	return e->gen != atomic_load_explicit(&reg.resets[e->dev], memory_order_relaxed);
 }
 
 /* A blocking stream needs no event (or query) of its own when its device's legacy stream gets
  * one in the same fence: the legacy stream waits for it (fence.h). */
 static int covered_by_legacy(const struct stream_ent *s, uint64_t mask)
 {
-	return s->blocking && s->dev < 64 && (mask & (1ULL << s->dev));
+	return s->blocking && (mask & (1ULL << s->dev));
 }
 
 static int keep_live(struct ev *arr, int n, int dev)
@@ -132,368 +124,202 @@ static int keep_live(struct ev *arr, int n, int dev)
 
 void gp_fence_device_reset(int device)
 {
-	if (device < 0 || device >= 64)
+	if (device < 0 || device >= GP_MAX_DEVICES)
 		return;
-	pthread_mutex_lock(&reg_lock);
-	atomic_fetch_add(&resets[device], 1);
-	nspare = keep_live(spare, nspare, device);
-	nretired = keep_live(retired, nretired, device);
-	for (int i = 0; i < nstreams;) {
-		if (streams[i].dev == device)
-			streams[i] = streams[--nstreams];
+	pthread_mutex_lock(&reg.lock);
+	atomic_fetch_add(&reg.resets[device], 1);
+	reg.nspare = keep_live(reg.spare, reg.nspare, device);
+	reg.nretired = keep_live(reg.retired, reg.nretired, device);
+	for (int i = 0; i < reg.nstreams;) {
+		if (reg.streams[i].dev == device)
+			reg.streams[i] = reg.streams[--reg.nstreams];
 		else
 			i++;
 	}
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&reg.lock);
 }
 
-void gp_fence_stream_created(cudaStream_t s, unsigned flags)
+void gp_fence_stream_created(CUstream s, unsigned flags)
 {
-	struct stream_ent e = { s, current_device(), !(flags & cudaStreamNonBlocking) };
+	CUcontext c;
+	struct stream_ent e = { s, gp_ctx_current(&c), !(flags & CU_STREAM_NON_BLOCKING) };
+	int failed;
 
-	/* Device unknown: 0, and an event of its own. If that is wrong, recording on the stream
-	 * fails and each fence is dropped (no reuse) until the stream is destroyed: slow, never
-	 * unsafe. */
-	if (e.dev < 0) {
-		e.dev = 0;
-		e.blocking = 0;
-	}
-
-	pthread_mutex_lock(&reg_lock);
-	push((void **)&streams, &nstreams, &capstreams, sizeof(e), &e);
-	pthread_mutex_unlock(&reg_lock);
+	/* A stream of a context the program created cannot touch pooled memory (it lives in the
+	 * primary contexts). One of an unknown device could: no fence can cover it. */
+	if (e.dev >= 0 && gp_ctx_in_user())
+		return;
+	pthread_mutex_lock(&reg.lock);
+	failed = e.dev < 0 || e.dev >= GP_MAX_DEVICES ||
+		 push((void **)&reg.streams, &reg.nstreams, &reg.capstreams, sizeof(e), &e) != 0;
+	pthread_mutex_unlock(&reg.lock);
+	if (failed && !atomic_exchange(&reg.blind, 1))
+		gp_log(GP_LOG_ERROR, "a stream could not be registered for the fences: freed blocks "
+				     "are reused only after a real free from now on");
+	else if (!failed)
+		gp_ctx_note(e.dev, c);
 }
 
-void gp_fence_stream_destroying(cudaStream_t s)
+void gp_fence_stream_destroying(CUstream s)
 {
-	int pending = error_pending(), cur = current_device(), start = cur, wait = 0, failed = 0;
+	int wait = 0, pushed;
 
-	pthread_mutex_lock(&reg_lock);
-	for (int i = 0; i < nstreams; i++) {
+	pthread_mutex_lock(&reg.lock);
+	for (int i = 0; i < reg.nstreams; i++) {
+		struct stream_ent *se = &reg.streams[i];
 		struct ev r;
-		if (streams[i].s != s)
+		if (se->s != s)
 			continue;
 		/* The work already queued on it must still be waited for by the next fence; when its
 		 * last event cannot be recorded, it is waited for now. */
 		if (!gp_capture_active()) {
 			wait = 1;
-			if (start >= 0 && event_get(streams[i].dev, &cur, &r) == 0) {
-				if (gp_real.EventRecord(r.e, s) == cudaSuccess &&
-				    push((void **)&retired, &nretired, &capretired, sizeof(r), &r) == 0)
-					wait = 0;
-				else
-					gp_real.EventDestroy(r.e);
+			if (gp_ctx_enter(se->dev, &pushed) == 0) {
+				if (event_get(se->dev, &r) == 0) {
+					if (gp_cu.EventRecord(r.e, s) == CUDA_SUCCESS &&
+					    push((void **)&reg.retired, &reg.nretired, &reg.capretired,
+						 sizeof(r), &r) == 0)
+						wait = 0;
+					else
+						gp_cu.EventDestroy_v2(r.e);
+				}
+				gp_ctx_leave(pushed);
 			}
-			failed = wait;
 		}
-		streams[i] = streams[--nstreams];
+		*se = reg.streams[--reg.nstreams];
 		break;
 	}
-	pthread_mutex_unlock(&reg_lock);
-	if (start >= 0)
-		switch_to(start, &cur);
-	if (wait && gp_real.StreamSynchronize != NULL)
-		gp_real.StreamSynchronize(s);
-	if (failed && !pending)
-		gp_real.GetLastError(); /* the errors are ours, not the program's */
+	pthread_mutex_unlock(&reg.lock);
+	if (wait)
+		gp_cu.StreamSynchronize(s);
 }
 
-/* A thread with a pending CUDA error keeps it: we make no call that could replace it. */
-static int error_pending(void)
+/* Record one event on `s` of `dev` into f. With reg.lock held. */
+static int record_one(struct fence *f, int dev, CUstream s)
 {
-	return gp_real.PeekAtLastError != NULL && gp_real.PeekAtLastError() != cudaSuccess;
-}
+	struct ev *e = &f->ev[f->n];
+	int pushed, rc = -1;
 
-/* The driver API does the fences' work where it can (bench/cuda_calls.cu: a third less time
- * than the runtime's calls, and no runtime error state to guard: the driver's calls leave it
- * alone): when the pool has used one device and that device's context is current on this
- * thread, so that its legacy stream is the one the runtime's calls would use. Returns that
- * device, or -1: use the runtime. The entry points call gp_drv_resolve before they take
- * reg_lock: its first call runs dlopen, which takes the loader's lock, and a library's
- * constructor holding that lock may be creating a stream (gp_fence_stream_created takes
- * reg_lock); after that it costs a load. */
-static int driver_device(uint64_t mask)
-{
-	CUcontext ctx = NULL;
-	CUdevice dev = -1;
-
-	if ((mask & (mask - 1)) != 0 || gp_drv_resolve() != 0)
+	if (gp_ctx_enter(dev, &pushed) != 0)
 		return -1;
-	if (gp_drv.CtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL ||
-	    gp_drv.CtxGetDevice(&dev) != CUDA_SUCCESS || dev < 0 || dev >= 64 ||
-	    mask != 1ULL << dev)
-		return -1;
-	return dev;
-}
-
-#define NOT_THIS_WAY 1
-
-static int spares_of(int dev)
-{
-	int n = 0;
-
-	for (int i = 0; i < nspare; i++)
-		n += spare[i].dev == dev;
-	return n;
-}
-
-/* A fence that misses a stream would be unsafe: its events go back to the spares (the retired
- * ones were not taken yet) and it is dropped. With reg_lock held. */
-static void drop_fence(struct fence *f)
-{
-	for (int i = 0; i < f->n; i++)
-		push((void **)&spare, &nspare, &capspare, sizeof(struct ev), &f->ev[i]);
-	free(f);
-}
-
-/* The last events of destroyed streams join the fence. With reg_lock held. */
-static void take_retired(struct fence *f)
-{
-	for (int i = 0; i < nretired; i++)
-		f->ev[f->n++] = retired[i];
-	nretired = 0;
-}
-
-/* gp_fence_record through the driver, with reg_lock held: with events from the spares only (a
- * new one is made by the runtime), and every stream that needs an event on the one device.
- * NOT_THIS_WAY: use the runtime. */
-static int record_by_driver(uint64_t mask, struct fence **out)
-{
-	int dev = driver_device(mask), need = 1, cur, failed = 0;
-	struct fence *f;
-
-	if (dev < 0)
-		return NOT_THIS_WAY;
-	for (int i = 0; i < nstreams; i++) {
-		if (covered_by_legacy(&streams[i], mask))
-			continue;
-		if (streams[i].dev != dev)
-			return NOT_THIS_WAY;
-		need++;
-	}
-	if (spares_of(dev) < need)
-		return NOT_THIS_WAY;
-	f = malloc(sizeof(*f) + sizeof(struct ev) * (size_t)(need + nretired));
-	if (f == NULL)
-		return GP_EAGAIN;
-	f->n = f->next = 0;
-	cur = dev;
-	for (int i = -1; i < nstreams && !failed; i++) {
-		struct ev *e = &f->ev[f->n];
-		if (i >= 0 && covered_by_legacy(&streams[i], mask))
-			continue;
-		event_get(dev, &cur, e); /* a spare: cannot fail */
-		if (gp_drv.EventRecord(e->e, i < 0 ? CU_STREAM_LEGACY : streams[i].s) != CUDA_SUCCESS) {
-			push((void **)&spare, &nspare, &capspare, sizeof(struct ev), e);
-			failed = 1;
-			break;
+	if (event_get(dev, e) == 0) {
+		if (gp_cu.EventRecord(e->e, s) == CUDA_SUCCESS) {
+			f->n++;
+			rc = 0;
+		} else {
+			spare_event(e);
 		}
-		f->n++;
 	}
-	if (failed) {
-		drop_fence(f);
-		return GP_EAGAIN;
-	}
-	take_retired(f);
-	*out = f;
-	return GP_OK;
+	gp_ctx_leave(pushed);
+	return rc;
 }
 
 int gp_fence_record(void *ctx, void **out)
 {
-	uint64_t mask = atomic_load(&devmask);
-	struct fence *f = NULL;
-	int cur, start, rc = GP_EAGAIN, failed = 0;
+	uint64_t mask = atomic_load(&reg.devmask);
+	struct fence *f;
+	int failed = 0;
 
 	(void)ctx;
 	*out = NULL;
-	if (gp_capture_active() || gp_real.EventRecord == NULL)
+	if (gp_capture_active() || atomic_load(&reg.blind) || gp_cu.EventRecord == NULL)
 		return GP_EAGAIN;
-	(void)gp_drv_resolve(); /* before reg_lock: see driver_device */
-	pthread_mutex_lock(&reg_lock);
-	rc = record_by_driver(mask, &f);
-	pthread_mutex_unlock(&reg_lock);
-	if (rc != NOT_THIS_WAY) {
-		*out = f;
-		return rc;
+	pthread_mutex_lock(&reg.lock);
+	f = malloc(sizeof(*f) + sizeof(struct ev) * (size_t)(__builtin_popcountll(mask) +
+							      reg.nstreams + reg.nretired));
+	if (f == NULL) {
+		pthread_mutex_unlock(&reg.lock);
+		return GP_EAGAIN;
 	}
-	rc = GP_EAGAIN;
-	if (error_pending())
-		return GP_EAGAIN;
-	cur = start = current_device();
-	if (start < 0)
-		return GP_EAGAIN; /* could not switch back after recording on other devices */
-	pthread_mutex_lock(&reg_lock);
-	f = malloc(sizeof(*f) + sizeof(struct ev) * (size_t)(__builtin_popcountll(mask) + nstreams +
-								 nretired));
-	if (f == NULL)
-		goto out;
 	f->n = f->next = 0;
-	for (int d = 0; d < 64; d++) {
-		struct ev *e = &f->ev[f->n];
-		if (!(mask & (1ULL << d)))
-			continue;
-		if (event_get(d, &cur, e) != 0) {
-			failed = 1;
-			continue;
-		}
-		switch_to(d, &cur); /* the legacy stream is the current device's */
-		if (gp_real.EventRecord(e->e, cudaStreamLegacy) != cudaSuccess) {
-			gp_real.EventDestroy(e->e);
-			failed = 1;
-			continue;
-		}
-		f->n++;
-	}
-	for (int i = 0; i < nstreams; i++) {
-		struct ev *e = &f->ev[f->n];
-		/* The legacy stream's event was recorded above (a fence missing it is dropped). */
-		if (covered_by_legacy(&streams[i], mask))
-			continue;
-		if (event_get(streams[i].dev, &cur, e) != 0) {
-			failed = 1;
-			continue;
-		}
-		if (gp_real.EventRecord(e->e, streams[i].s) != cudaSuccess) {
-			gp_real.EventDestroy(e->e);
-			failed = 1;
-			continue;
-		}
-		f->n++;
-	}
+	for (int d = 0; d < GP_MAX_DEVICES && !failed; d++)
+		if (mask & (1ULL << d))
+			failed = record_one(f, d, CU_STREAM_LEGACY) != 0;
+	for (int i = 0; i < reg.nstreams && !failed; i++)
+		if (!covered_by_legacy(&reg.streams[i], mask))
+			failed = record_one(f, reg.streams[i].dev, reg.streams[i].s) != 0;
 	if (failed) {
-		drop_fence(f);
-		f = NULL;
-		goto out;
+		/* A fence that misses a stream would be unsafe: dropped, its events kept. */
+		for (int i = 0; i < f->n; i++)
+			spare_event(&f->ev[i]);
+		free(f);
+		pthread_mutex_unlock(&reg.lock);
+		return GP_EAGAIN;
 	}
-	take_retired(f);
-	rc = GP_OK;
-out:
-	pthread_mutex_unlock(&reg_lock);
-	switch_to(start, &cur);
-	if (failed && gp_real.GetLastError)
-		gp_real.GetLastError();
+	for (int i = 0; i < reg.nretired; i++)
+		f->ev[f->n++] = reg.retired[i];
+	reg.nretired = 0;
+	pthread_mutex_unlock(&reg.lock);
 	*out = f;
-	return rc;
+	return GP_OK;
 }
 
-/* gp_fence_quiet through the driver, with reg_lock held. -1: not this way. */
-static int quiet_by_driver(uint64_t mask)
+/* cuStreamQuery in `dev`'s context: 1 idle, 0 not (or not known). */
+static int stream_idle(int dev, CUstream s)
 {
-	int idle;
+	int pushed, idle = 0;
 
-	if (driver_device(mask) < 0)
-		return -1;
-	idle = nretired == 0 && gp_drv.StreamQuery(CU_STREAM_LEGACY) == CUDA_SUCCESS;
-	for (int i = 0; i < nstreams && idle; i++)
-		if (!covered_by_legacy(&streams[i], mask))
-			idle = gp_drv.StreamQuery(streams[i].s) == CUDA_SUCCESS;
+	if (gp_ctx_enter(dev, &pushed) != 0)
+		return 0;
+	idle = gp_cu.StreamQuery(s) == CUDA_SUCCESS;
+	gp_ctx_leave(pushed);
 	return idle;
 }
 
-/* Whether every stream a fence would record on is idle now (cudaStreamQuery: all work queued
- * on it so far is done), which covers the same work without an event. Not with events of
- * destroyed streams still pending (a fence takes those over). */
+/* Whether every stream a fence would record on is idle now (all work queued on it so far is
+ * done), which covers the same work without an event. Not with events of destroyed streams
+ * still pending (a fence takes those over). */
 int gp_fence_quiet(void *ctx)
 {
-	uint64_t mask = atomic_load(&devmask);
-	int cur, start, idle = 1, failed = 0;
+	uint64_t mask = atomic_load(&reg.devmask);
+	int idle;
 
 	(void)ctx;
-	if (gp_capture_active() || gp_real.StreamQuery == NULL)
+	if (gp_capture_active() || atomic_load(&reg.blind) || gp_cu.StreamQuery == NULL)
 		return 0;
-	(void)gp_drv_resolve(); /* before reg_lock: see driver_device */
-	pthread_mutex_lock(&reg_lock);
-	idle = quiet_by_driver(mask);
-	pthread_mutex_unlock(&reg_lock);
-	if (idle >= 0)
-		return idle;
-	if (error_pending())
-		return 0;
-	cur = start = current_device();
-	if (start < 0)
-		return 0;
-	idle = 1;
-	pthread_mutex_lock(&reg_lock);
-	if (nretired > 0)
-		idle = 0;
-	for (int d = 0; d < 64 && idle; d++) {
-		cudaError_t e;
-		if (!(mask & (1ULL << d)))
-			continue;
-		switch_to(d, &cur); /* the legacy stream is the current device's */
-		if (cur != d) {
-			idle = 0;
-			break;
-		}
-		e = gp_real.StreamQuery(cudaStreamLegacy);
-		idle = e == cudaSuccess;
-		failed |= e != cudaSuccess;
-	}
-	for (int i = 0; i < nstreams && idle; i++) {
-		cudaError_t e;
-		if (covered_by_legacy(&streams[i], mask))
-			continue; /* queried with its device's legacy stream above */
-		e = gp_real.StreamQuery(streams[i].s);
-		idle = e == cudaSuccess;
-		failed |= e != cudaSuccess;
-	}
-	pthread_mutex_unlock(&reg_lock);
-	switch_to(start, &cur);
-	if (failed && gp_real.GetLastError)
-		gp_real.GetLastError(); /* cudaErrorNotReady, or an error of ours */
+	pthread_mutex_lock(&reg.lock);
+	idle = reg.nretired == 0;
+	for (int d = 0; d < GP_MAX_DEVICES && idle; d++)
+		if (mask & (1ULL << d))
+			idle = stream_idle(d, CU_STREAM_LEGACY);
+	for (int i = 0; i < reg.nstreams && idle; i++)
+		if (!covered_by_legacy(&reg.streams[i], mask))
+			idle = stream_idle(reg.streams[i].dev, reg.streams[i].s);
+	pthread_mutex_unlock(&reg.lock);
 	return idle;
 }
 
-/* One event of a fence: 1 complete, 0 not (or not known to be). Through the driver when `drv`
- * (the device driver_device gave, -1: none) is the event's device. `pending`: 1 when the thread
- * has a runtime error of its own (the runtime is not asked then), -1 not looked at yet. */
-static int event_done(const struct ev *ev, int drv, int *pending)
+/* One event of a fence: 1 complete, 0 not (or not known to be). */
+static int event_done(const struct ev *ev)
 {
-	cudaError_t e;
+	CUresult r;
+	int pushed;
 
 	if (stale(ev))
 		return 1;
-	if (ev->dev == drv) {
-		CUresult r = gp_drv.EventQuery(ev->e);
-		if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY)
-			return r == CUDA_SUCCESS;
-		gp_log_capped(GP_LOG_WARN, &warned_query,
-			      "cuEventQuery failed (error %d); fence not complete", (int)r);
+	if (gp_ctx_enter(ev->dev, &pushed) != 0)
 		return 0;
-	}
-	if (*pending < 0)
-		*pending = error_pending();
-	if (*pending)
-		return 0;
-	e = gp_real.EventQuery(ev->e);
-	if (e == cudaErrorNotReady) {
-		gp_real.GetLastError();
-		return 0;
-	}
-	if (e != cudaSuccess) {
-		/* Not known to be complete (a capture begun on another thread, a transient error):
-		 * not reused yet. In a broken context nothing completes, and nothing needs to: every
-		 * real allocation fails there anyway. */
-		gp_log_capped(GP_LOG_WARN, &warned_query,
-			      "cudaEventQuery failed (error %d); fence not complete", (int)e);
-		gp_real.GetLastError();
-		return 0;
-	}
-	return 1;
+	r = gp_cu.EventQuery(ev->e);
+	gp_ctx_leave(pushed);
+	if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY)
+		return r == CUDA_SUCCESS;
+	/* Not known to be complete (a capture begun on another thread, a transient error): not
+	 * reused yet. In a broken context nothing completes, and nothing needs to: every real
+	 * allocation fails there anyway. */
+	gp_log_capped(GP_LOG_WARN, &reg.warned_query, "cuEventQuery failed (error %d); fence not "
+			      "complete", (int)r);
+	return 0;
 }
 
 int gp_fence_query(void *ctx, void *fence)
 {
 	struct fence *f = fence;
-	int drv, pending = -1;
 
 	(void)ctx;
 	if (gp_capture_active())
 		return 0;
-	drv = driver_device(atomic_load(&devmask));
 	while (f->next < f->n) {
-		if (!event_done(&f->ev[f->next], drv, &pending))
+		if (!event_done(&f->ev[f->next]))
 			return 0;
 		f->next++;
 	}
@@ -508,9 +334,12 @@ int gp_fence_wait(void *ctx, void *fence)
 	if (gp_capture_active())
 		return GP_EAGAIN;
 	while (f->next < f->n) {
-		if (!stale(&f->ev[f->next]) &&
-		    gp_real.EventSynchronize(f->ev[f->next].e) != cudaSuccess)
-			gp_real.GetLastError();
+		const struct ev *ev = &f->ev[f->next];
+		int pushed;
+		if (!stale(ev) && gp_ctx_enter(ev->dev, &pushed) == 0) {
+			gp_cu.EventSynchronize(ev->e);
+			gp_ctx_leave(pushed);
+		}
 		f->next++;
 	}
 	return GP_OK;
@@ -523,11 +352,10 @@ void gp_fence_destroy(void *ctx, void *fence)
 	(void)ctx;
 	if (f == NULL)
 		return;
-	pthread_mutex_lock(&reg_lock);
+	pthread_mutex_lock(&reg.lock);
 	for (int i = 0; i < f->n; i++)
-		if (!stale(&f->ev[i]) &&
-		    push((void **)&spare, &nspare, &capspare, sizeof(struct ev), &f->ev[i]) != 0)
-			gp_real.EventDestroy(f->ev[i].e);
-	pthread_mutex_unlock(&reg_lock);
+		if (!stale(&f->ev[i]))
+			spare_event(&f->ev[i]);
+	pthread_mutex_unlock(&reg.lock);
 	free(f);
 }

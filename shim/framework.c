@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "framework.h"
 #include "log.h"
+#include "pool.h"
 #include "real.h"
 
 #include <dlfcn.h>
@@ -211,7 +212,7 @@ static unsigned long long active_devices(void)
 	if (!copy_fn(&dev_get, "cuDeviceGet") || !copy_fn(&ctx_state, "cuDevicePrimaryCtxGetState") ||
 	    gp_real.GetDeviceCount(&n) != cudaSuccess)
 		return 0;
-	for (int d = 0; d < n && d < 64; d++) {
+	for (int d = 0; d < n && d < GP_MAX_DEVICES; d++) {
 		int dev, active = 0;
 		unsigned flags;
 		if (dev_get(&dev, d) == 0 && ctx_state(dev, &flags, &active) == 0 && active)
@@ -227,7 +228,8 @@ void gp_framework_trim_async_pools(void)
 	cudaError_t (*trim)(cudaMemPool_t, size_t);
 	unsigned long long mask;
 
-	if (!copy_fn(&get_pool, "cudaDeviceGetDefaultMemPool") ||
+	if (gp_real.SetDevice == NULL || gp_real.DeviceSynchronize == NULL ||
+	    gp_real.GetDeviceCount == NULL || !copy_fn(&get_pool, "cudaDeviceGetDefaultMemPool") ||
 	    !copy_fn(&get_attr, "cudaMemPoolGetAttribute") || !copy_fn(&trim, "cudaMemPoolTrimTo"))
 		return;
 	mask = active_devices();

@@ -112,7 +112,7 @@ static int add_owner(const void *handle, struct hold *h)
 	return 0;
 }
 
-void gp_graphs_capture_end(cudaGraph_t g)
+void gp_graphs_capture_end(CUgraph g)
 {
 	struct hold *h, *dead = NULL;
 

@@ -8,14 +8,14 @@
 #ifndef GPUPOOL_GRAPHS_H
 #define GPUPOOL_GRAPHS_H
 
-#include <cuda_runtime_api.h>
+#include <cuda.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* A capture began / ended (whatever the outcome; g is the graph it produced, or NULL); called
  * after fence.c counted the begin / the end. */
 void gp_graphs_capture_begin(void);
-void gp_graphs_capture_end(cudaGraph_t g);
+void gp_graphs_capture_end(CUgraph g);
 
 /* cudaFree while a capture may be underway. Returns 1 when `ptr`, a live pool block, is now held
  * for the captures underway; 0 when none is or it is not a live pool block (free it as usual);

@@ -9,6 +9,8 @@
  * flushes in a row are spaced out, the gap doubling up to FLUSH_GAP_MAX. */
 #define _GNU_SOURCE
 #include "policy.h"
+#include "ctx.h"
+#include "cu.h"
 #include "log.h"
 #include "real.h"
 
@@ -69,6 +71,23 @@ uint64_t gp_policy_period_ns(void)
 	return period;
 }
 
+/* The device's memory: through the driver in its context, else the runtime (which makes one: a
+ * program's first cudaMalloc). */
+static int device_memory(int device, size_t *free_b, size_t *total_b)
+{
+	int pushed, rc = -1;
+
+	if (gp_ctx_enter(device, &pushed) == 0) {
+		rc = gp_cu.MemGetInfo_v2(free_b, total_b) == CUDA_SUCCESS ? 0 : -1;
+		gp_ctx_leave(pushed);
+	} else if (gp_real.MemGetInfo != NULL) {
+		rc = gp_real.MemGetInfo(free_b, total_b) == cudaSuccess ? 0 : -1;
+		if (rc != 0)
+			gp_real.GetLastError();
+	}
+	return rc;
+}
+
 void gp_policy_device_seen(int device)
 {
 	size_t free_b = 0, total_b = 0;
@@ -76,10 +95,8 @@ void gp_policy_device_seen(int device)
 	if (device < 0 || device >= GP_MAX_DEVICES)
 		return;
 	if ((has_size(&pol.opt.max_cached) || has_size(&pol.opt.min_free)) &&
-	    gp_real.MemGetInfo(&free_b, &total_b) != cudaSuccess) {
-		gp_real.GetLastError();
+	    device_memory(device, &free_b, &total_b) != 0)
 		total_b = 0;
-	}
 	if (has_size(&pol.opt.max_cached)) {
 		uint64_t cap = gp_opt_size_bytes(&pol.opt.max_cached, total_b);
 		/* A percentage of an unknown total cannot be honoured: say so, keep no cap. */

@@ -1,10 +1,14 @@
 /* shim.c — initialisation (at load: options and the signal only; at first CUDA use: the real
- * runtime, the pool, the control thread) and the pooled cudaMalloc/cudaFree.
- * Never aborts the program: anything unexpected falls back to the real runtime. */
+ * driver and runtime, the pool, the control thread) and what both doors' entry points do: pooled
+ * allocations and frees, streams, captures, graphs and contexts noted for the fences.
+ * Never aborts the program: anything unexpected falls back to the real driver or runtime. */
 #define _GNU_SOURCE
 #include "shim.h"
 #include "capture.h"
 #include "backend.h"
+#include "ctx.h"
+#include "cu.h"
+#include "door.h"
 #include "control.h"
 #include "fence.h"
 #include "graphs.h"
@@ -33,11 +37,19 @@
 
 _Atomic int gp_shim_state = GP_UNINIT;
 struct gp_pool *gp_shim_pool;
+_Thread_local int gp_shim_in_real __attribute__((tls_model("initial-exec")));
+_Atomic int gp_shim_driver_caution;
 
 static struct gp_options opts;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local int in_init __attribute__((tls_model("initial-exec"))); /* see pool.c */
 static int single_device; /* one visible device: the current device is always 0 */
+static _Atomic int said_vmm;
+/* Work left one stream order before the pool existed (a stream created first), and the pool once
+ * it does: whichever of the two is written second sees the other (unordered). */
+static _Atomic int ordered_from_start = 1;
+static _Atomic(struct gp_pool *) pool_made;
+static _Atomic uint64_t policy_devices; /* devices the policy was told of */
 static _Atomic uint64_t seen_devices;
 
 /* A bad setting is the user's to fix: said even at the default level (errors only). */
@@ -87,11 +99,34 @@ __attribute__((constructor)) static void gp_shim_load(void)
 
 	if (any_gpupool_variable())
 		gp_opt_load_only(&early, now, sizeof(now) / sizeof(now[0]));
-	if (early.disable)
+	if (early.disable) {
+		atomic_store(&gp_shim_state, GP_PASSTHROUGH);
 		return;
+	}
 	if (early.torch == GP_TORCH_TAKEOVER)
 		gp_framework_load_takeover(); /* before PyTorch reads it */
 	gp_control_install_signal(early.signo);
+}
+
+/* The driver is needed by every path (the runtime door's misses and frees, the fences): a
+ * program that has only called the runtime so far has not loaded it yet, and asking the runtime
+ * for the device count makes it load the driver, through our dlsym. */
+static int find_driver(int *ndev)
+{
+	if (gp_cu_resolve() != 0 && gp_real.GetDeviceCount != NULL) {
+		gp_real.GetDeviceCount(ndev);
+		gp_real.GetLastError();
+	}
+	if (gp_cu_resolve() != 0 || gp_cu.DeviceGetCount == NULL || gp_cu.MemAlloc_v2 == NULL ||
+	    gp_cu.MemFree_v2 == NULL || gp_cu.CtxGetCurrent == NULL) {
+		gp_log(GP_LOG_ERROR, "the CUDA driver (libcuda.so.1) was not found; passing through");
+		return -1;
+	}
+	if (gp_cu.DeviceGetCount(ndev) != CUDA_SUCCESS || *ndev <= 0) {
+		gp_log(GP_LOG_INFO, "no CUDA device: passing through");
+		return -1;
+	}
+	return 0;
 }
 
 static int init_locked(void)
@@ -103,10 +138,7 @@ static int init_locked(void)
 	/* Here, not at load: a fork before the first CUDA call leaves nothing to undo (the child
 	 * starts uninitialised), and a process that never uses CUDA pays nothing for it. */
 	pthread_atfork(NULL, NULL, on_fork_child);
-	if (gp_real_resolve() != 0) {
-		gp_log(GP_LOG_ERROR, "the CUDA runtime (libcudart) was not found; passing through");
-		return GP_PASSTHROUGH;
-	}
+	gp_real_resolve(); /* a shared runtime, if the program has one: optional */
 	gp_opt_load(&opts, NULL);
 	gp_log_set_level(opts.log_level);
 	gp_opt_load(&opts, warn_line); /* again, now that the level is known, to say what was wrong */
@@ -115,11 +147,8 @@ static int init_locked(void)
 		return GP_PASSTHROUGH;
 	}
 	opts.signo = gp_control_signal(); /* what the handler was installed for at load, if it was */
-	if (gp_real.GetDeviceCount(&ndev) != cudaSuccess || ndev <= 0) {
-		gp_real.GetLastError();
-		gp_log(GP_LOG_INFO, "no CUDA device: passing through");
+	if (find_driver(&ndev) != 0)
 		return GP_PASSTHROUGH;
-	}
 	single_device = ndev == 1;
 	gp_backend_fill(&be);
 	cfg.reuse_wait_ns = opts.reuse_wait_ns;
@@ -132,14 +161,18 @@ static int init_locked(void)
 		gp_log(GP_LOG_ERROR, "cannot create the pool; passing through");
 		return GP_PASSTHROUGH;
 	}
+	atomic_store(&pool_made, gp_shim_pool);
+	if (!atomic_load(&ordered_from_start))
+		gp_pool_set_ordered(gp_shim_pool, 0);
 	gp_framework_check_config();
 	gp_policy_init(gp_shim_pool, &opts);
 	gp_control_configure(opts.framework_flush == GP_FLUSH_AUTO);
-	observed = gp_obs_start(gp_shim_pool, &opts, gp_control_wake); /* live view, trace: the thread refreshes them */
+	observed = gp_obs_start(gp_shim_pool, &opts, gp_control_wake);
 	if (observed || opts.signo != 0 || gp_policy_needs_thread())
 		gp_control_start(gp_shim_pool);
 	atexit(on_exit_handler);
-	gp_log(GP_LOG_INFO, "active: %d device(s), release signal %d", ndev, opts.signo);
+	gp_log(GP_LOG_INFO, "active: %d device(s), release signal %d, %s", ndev, opts.signo,
+	       gp_real.Malloc != NULL ? "shared runtime and driver" : "driver only");
 	return GP_ACTIVE;
 }
 
@@ -162,20 +195,24 @@ int gp_shim_init_slow(void)
 }
 
 /* Reuse without fences is only sound while all work is in one stream order on one device. */
-void gp_shim_unordered(void)
+static void unordered(void)
 {
 	static _Atomic int said;
+	struct gp_pool *pool;
 
-	gp_pool_set_ordered(gp_shim_pool, 0);
+	atomic_store(&ordered_from_start, 0);
+	pool = atomic_load(&pool_made);
+	if (pool != NULL)
+		gp_pool_set_ordered(pool, 0);
 	if (!atomic_exchange(&said, 1))
 		gp_log(GP_LOG_INFO, "GPU work is no longer in one stream order (a stream was created, "
-				    "or a second device or the per-thread default stream is used): a "
+				    "or a second device or a per-thread default stream is used): a "
 				    "freed block is reused once an event fence shows its work is done");
 }
 
 static void note_device(int dev)
 {
-	uint64_t bit = 1ULL << (dev & 63);
+	uint64_t bit = 1ULL << (dev & (GP_MAX_DEVICES - 1));
 	uint64_t seen = atomic_load_explicit(&seen_devices, memory_order_relaxed);
 
 	if (seen & bit)
@@ -185,16 +222,11 @@ static void note_device(int dev)
 	if (seen & bit)
 		return; /* another thread got here first */
 	seen |= bit;
-	gp_policy_device_seen(dev);
 	if (seen != bit)
-		gp_shim_unordered();
+		unordered();
 }
 
-void gp_shim_device_set(int device)
-{
-	if (device >= 0 && device < GP_MAX_DEVICES)
-		note_device(device);
-}
+/* ---- the runtime door ---- */
 
 static cudaError_t current_device(int *dev)
 {
@@ -210,7 +242,7 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size)
 	cudaError_t rc;
 	int dev;
 
-	if (ptr == NULL || size == 0)
+	if (ptr == NULL || size == 0 || gp_door_blind())
 		return gp_real.Malloc(ptr, size);
 	rc = current_device(&dev);
 	if (rc != cudaSuccess)
@@ -218,97 +250,279 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size)
 	return gp_shim_malloc_on(dev, ptr, size);
 }
 
-cudaError_t gp_shim_malloc_on(int dev, void **ptr, size_t size)
+/* One pooled allocation; GP_EINVAL: a size the pool does not serve (the caller's real one). */
+static int pool_alloc(int dev, void **ptr, size_t size)
 {
 	int retried, rc;
 
 	note_device(dev);
+	if (!(atomic_load_explicit(&policy_devices, memory_order_relaxed) & (1ULL << dev)) &&
+	    !(atomic_fetch_or(&policy_devices, 1ULL << dev) & (1ULL << dev)))
+		gp_policy_device_seen(dev); /* its caps and thresholds, from its total memory */
 	rc = gp_pool_alloc(gp_shim_pool, dev, size, ptr, &retried);
 	if (retried)
 		gp_obs_oom_retry(dev);
-	switch (rc) {
-	case GP_OK:
-		if (retried)
-			gp_real.GetLastError(); /* the failed first try left a sticky error */
+	if (rc == GP_OK && retried && gp_backend_runtime_failed())
+		gp_real.GetLastError(); /* the failed first try left the runtime's sticky error */
+	if (rc == GP_OK)
 		gp_trace(GP_TRACE_ALLOC, *ptr, size);
+	else if (rc != GP_EINVAL)
+		gp_trace(GP_TRACE_FAIL, NULL, size);
+	return rc;
+}
+
+cudaError_t gp_shim_malloc_on(int dev, void **ptr, size_t size)
+{
+	cudaError_t rc;
+
+	switch (pool_alloc(dev, ptr, size)) {
+	case GP_OK:
 		return cudaSuccess;
 	case GP_ENOMEM:
-		gp_trace(GP_TRACE_FAIL, NULL, size);
 		return cudaErrorMemoryAllocation;
 	case GP_EBACKEND:
-		gp_trace(GP_TRACE_FAIL, NULL, size);
-		return gp_backend_last_error();
+		return (cudaError_t)gp_backend_last_error(); /* the same numbers for these */
 	default:
-		return gp_real.Malloc(ptr, size); /* a size the pool does not serve */
+		gp_shim_in_real = 1; /* a size the pool does not serve */
+		rc = gp_real.Malloc(ptr, size);
+		gp_shim_in_real = 0;
+		return rc;
 	}
 }
 
-/* flatten: the pool's free is inlined here, as when this was its only caller (graphs.c calls it
- * too, on a cold path); about 35 instructions less per pair on the hit path (callgrind). */
-__attribute__((flatten)) cudaError_t gp_shim_free(void *ptr)
+/* 1: held for a capture, 0: the pool took it back, GP_ENOTOWNED: not the pool's, GP_EINVAL: a
+ * double free (the pool is unchanged). flatten: the pool's free is inlined here (about 35
+ * instructions less per pair on the hit path, by callgrind). */
+__attribute__((flatten)) static int pool_free(void *ptr)
 {
-	uint64_t traced;
+	uint64_t traced = gp_trace_free_begin(); /* stamped before another thread can get it */
 	int rc;
 
-	if (ptr == NULL)
-		return cudaSuccess;
-	traced = gp_trace_free_begin(); /* stamped before another thread can get the block */
 	if (gp_capture_active()) {
 		int held = gp_graphs_hold(ptr);
 		if (held != 0) {
 			/* Kept for the graph being captured (graphs.h), or a double free. */
 			gp_trace_free_end(traced, held > 0 ? ptr : NULL);
-			return held > 0 ? cudaSuccess : cudaErrorInvalidValue;
+			return held > 0 ? 1 : GP_EINVAL;
 		}
 	}
 	rc = gp_pool_free(gp_shim_pool, ptr);
 	gp_trace_free_end(traced, rc == GP_OK ? ptr : NULL);
-	switch (rc) {
-	case GP_OK:
+	return rc == GP_OK ? 0 : rc;
+}
+
+cudaError_t gp_shim_free(void *ptr)
+{
+	cudaError_t rc;
+
+	if (ptr == NULL)
+		return gp_real.Free(ptr); /* initialises the runtime, as the program expects */
+	switch (pool_free(ptr)) {
+	case 0:
+	case 1:
 		return cudaSuccess;
 	case GP_ENOTOWNED:
-		return gp_real.Free(ptr); /* allocated before us, or by another allocator */
+		gp_shim_in_real = 1; /* allocated before us, or by another allocator */
+		rc = gp_real.Free(ptr);
+		gp_shim_in_real = 0;
+		return rc;
 	default:
-		return cudaErrorInvalidValue; /* double free: the pool is unchanged */
+		return cudaErrorInvalidValue;
 	}
 }
 
-void gp_shim_stream_created(cudaError_t rc, cudaStream_t *s, unsigned flags)
+/* Cached blocks are free memory for this process's next allocation (a miss releases them). */
+static void add_cached(int dev, size_t *free_b, size_t *total_b)
 {
-	if (rc != cudaSuccess || s == NULL)
-		return;
-	gp_fence_stream_created(*s, flags);
-	gp_shim_unordered();
-}
-
-/* Cached blocks are free memory for this process's next cudaMalloc (a miss releases them). */
-void gp_shim_adjust_meminfo(size_t *free_b, size_t *total_b)
-{
-	int dev;
 	uint64_t cached;
 
-	if (!opts.report_cached_as_free || free_b == NULL || total_b == NULL ||
-	    current_device(&dev) != cudaSuccess)
+	if (!opts.report_cached_as_free || free_b == NULL || total_b == NULL || dev < 0)
 		return;
 	cached = gp_pool_cached_bytes(gp_shim_pool, dev);
 	*free_b = *free_b + cached > *total_b ? *total_b : *free_b + cached;
 }
 
-void gp_shim_device_reset(void)
+/* ---- the driver door ---- */
+
+int gp_shim_driver_pooling_slow(void)
+{
+	return !gp_door_blind() && !gp_ctx_in_user();
+}
+
+static int cu_current_device(int *dev)
+{
+	CUdevice d;
+	CUresult rc;
+
+	if (single_device) {
+		*dev = 0;
+		return CUDA_SUCCESS;
+	}
+	rc = gp_cu.CtxGetDevice(&d);
+	*dev = (int)d;
+	return rc;
+}
+
+CUresult gp_shim_cu_alloc(CUdeviceptr *dptr, size_t size)
+{
+	CUresult rc;
+	void *p = NULL;
+	int dev;
+
+	if (dptr == NULL || size == 0)
+		return gp_cu.MemAlloc_v2(dptr, size);
+	rc = cu_current_device(&dev);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	switch (pool_alloc(dev, &p, size)) {
+	case GP_OK:
+		*dptr = (CUdeviceptr)(uintptr_t)p;
+		return CUDA_SUCCESS;
+	case GP_ENOMEM:
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	case GP_EBACKEND:
+		return gp_backend_last_error();
+	default:
+		return gp_cu.MemAlloc_v2(dptr, size); /* a size the pool does not serve */
+	}
+}
+
+CUresult gp_shim_cu_free(CUdeviceptr dptr)
+{
+	if (dptr == 0)
+		return gp_cu.MemFree_v2(dptr);
+	switch (pool_free((void *)(uintptr_t)dptr)) {
+	case 0:
+	case 1:
+		return CUDA_SUCCESS;
+	case GP_ENOTOWNED:
+		return gp_cu.MemFree_v2(dptr); /* allocated before us, or by another allocator */
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+void gp_shim_cu_meminfo(size_t *free_b, size_t *total_b)
 {
 	int dev;
 
-	if (current_device(&dev) == cudaSuccess) {
-		gp_fence_device_reset(dev);
-		gp_graphs_device_reset(dev);
-		gp_pool_forget_device(gp_shim_pool, dev);
+	if (cu_current_device(&dev) == CUDA_SUCCESS)
+		add_cached(dev, free_b, total_b);
+}
+
+void gp_shim_vmm_seen(void)
+{
+	if (!atomic_exchange(&said_vmm, 1))
+		gp_log(GP_LOG_INFO, "memory mapped with cuMemCreate (the driver's virtual memory "
+				    "API: JAX, PyTorch's expandable segments) is not pooled");
+}
+
+void gp_shim_stream_created(CUstream s, unsigned flags)
+{
+	gp_fence_stream_created(s, flags);
+	unordered();
+}
+
+void gp_shim_stream_destroying(CUstream s)
+{
+	gp_fence_stream_destroying(s);
+}
+
+int gp_shim_capture_begin(CUstream s)
+{
+	if (!gp_shim_tracking() || !gp_capture_begin(s))
+		return 0;
+	gp_graphs_capture_begin();
+	return 1;
+}
+
+CUresult gp_shim_capture_begun(CUstream s, int tracked, CUresult rc)
+{
+	if (tracked && rc != CUDA_SUCCESS && gp_capture_end(s))
+		gp_graphs_capture_end(NULL);
+	return rc;
+}
+
+/* Ended on the wrong thread, the capture goes on; any other outcome ends it. */
+CUresult gp_shim_capture_ended(CUstream s, CUgraph *g, CUresult rc)
+{
+	if (rc != CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD && gp_capture_end(s))
+		gp_graphs_capture_end(rc == CUDA_SUCCESS && g != NULL ? *g : NULL);
+	return rc;
+}
+
+void gp_shim_graph_link(const void *from, const void *to)
+{
+	if (gp_shim_tracking())
+		gp_graphs_link(from, to);
+}
+
+void gp_shim_graph_gone(const void *handle)
+{
+	if (gp_shim_tracking())
+		gp_graphs_gone(handle);
+}
+
+void gp_shim_device_reset(int dev)
+{
+	if (dev < 0 || dev >= GP_MAX_DEVICES)
 		return;
-	}
-	/* Which device is reset is unknown: forget them all rather than ever hand out a block the
-	 * reset freed (the other devices' cached blocks stay allocated, unused). */
-	gp_graphs_device_reset(-1);
-	for (dev = 0; dev < GP_MAX_DEVICES; dev++) {
-		gp_fence_device_reset(dev);
+	gp_fence_device_reset(dev);
+	gp_graphs_device_reset(dev);
+	if (gp_shim_pool != NULL)
 		gp_pool_forget_device(gp_shim_pool, dev);
+	gp_ctx_forget(dev);
+}
+
+/* The last reference destroyed the context: its memory went with it. */
+void gp_shim_device_released(int dev)
+{
+	unsigned flags;
+	int active = 1;
+
+	if (gp_cu.DevicePrimaryCtxGetState != NULL &&
+	    gp_cu.DevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
+		gp_shim_device_reset(dev);
+}
+
+CUresult gp_shim_ctx_created(CUcontext *c, CUresult rc)
+{
+	if (rc == CUDA_SUCCESS && c != NULL && gp_shim_tracking()) {
+		gp_ctx_user_created(*c);
+		atomic_store(&gp_shim_driver_caution, 1);
+		gp_shim_ctx_current();
 	}
+	return rc;
+}
+
+void gp_shim_ctx_destroying(CUcontext c)
+{
+	gp_ctx_user_destroyed(c);
+}
+
+void gp_shim_ctx_current(void)
+{
+	int dev;
+
+	if (single_device || !gp_shim_tracking() || cu_current_device(&dev) != CUDA_SUCCESS)
+		return;
+	if (dev >= 0 && dev < GP_MAX_DEVICES)
+		note_device(dev);
+}
+
+void gp_shim_per_thread_stream(void)
+{
+	static _Atomic int seen;
+
+	if (!atomic_load_explicit(&seen, memory_order_relaxed) && gp_shim_tracking() &&
+	    !atomic_exchange(&seen, 1))
+		unordered();
+}
+
+/* The driver door found a function it cannot vouch for (door.c): allocations pass through from
+ * now on, and blocks already cached are reused only after a real free. */
+void gp_shim_door_blind(void)
+{
+	atomic_store(&gp_shim_driver_caution, 1);
+	gp_fence_blind();
 }

@@ -1,10 +1,12 @@
-/* shim.h — the shim's state and the logic behind the exported entry points.
- * entry.c stays a list of one-line wrappers; everything they need is here. */
+/* shim.h — the shim's state and the logic behind both doors' entry points: the runtime's
+ * (entry.c: cudaMalloc, cudaFree, ...) and the driver's (drventry.c: cuMemAlloc_v2, ...). The
+ * entry points stay lists of short wrappers; everything they need is here. */
 #ifndef GPUPOOL_SHIM_H
 #define GPUPOOL_SHIM_H
 
 #include "pool.h"
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <stdatomic.h>
 
@@ -12,6 +14,14 @@ enum gp_state { GP_UNINIT = 0, GP_ACTIVE, GP_PASSTHROUGH };
 
 extern _Atomic int gp_shim_state;
 extern struct gp_pool *gp_shim_pool;
+/* Set while this thread is inside a real runtime call of ours (a miss, a pass-through free):
+ * the runtime's own calls into the driver then pass our driver entry points untouched, so that
+ * nothing is pooled twice. */
+extern _Thread_local int gp_shim_in_real;
+/* The driver door cannot vouch for what it hands out (door.h), or a context of the program's own
+ * is current somewhere: checked by gp_shim_pooling. */
+int gp_shim_driver_pooling_slow(void);
+extern _Atomic int gp_shim_driver_caution;
 
 int gp_shim_init_slow(void);
 
@@ -26,15 +36,53 @@ static inline int gp_shim_active(void)
 	return gp_shim_init_slow();
 }
 
+/* For the driver door's allocation calls: the pool serves this one. */
+static inline int gp_shim_pooling(void)
+{
+	if (__builtin_expect(gp_shim_in_real, 0) || !gp_shim_active())
+		return 0;
+	if (__builtin_expect(atomic_load_explicit(&gp_shim_driver_caution, memory_order_relaxed), 0))
+		return gp_shim_driver_pooling_slow();
+	return 1;
+}
+
+/* For streams, captures, graphs and contexts: keep track even before the first allocation
+ * (the pool may start later, and must know them), never when passing through for good. */
+static inline int gp_shim_tracking(void)
+{
+	return atomic_load_explicit(&gp_shim_state, memory_order_relaxed) != GP_PASSTHROUGH;
+}
+
+/* ---- the runtime door ---- */
 cudaError_t gp_shim_malloc(void **ptr, size_t size);
 /* The same, on a given device (the pool switches to it for a real allocation). */
 cudaError_t gp_shim_malloc_on(int device, void **ptr, size_t size);
 cudaError_t gp_shim_free(void *ptr);
-/* flags: as given to cudaStreamCreateWithFlags (cudaStreamDefault for cudaStreamCreate). */
-void gp_shim_stream_created(cudaError_t rc, cudaStream_t *s, unsigned flags);
-void gp_shim_device_set(int device);
-void gp_shim_device_reset(void);
-void gp_shim_adjust_meminfo(size_t *free_b, size_t *total_b);
-void gp_shim_unordered(void);
+
+/* ---- the driver door ---- */
+CUresult gp_shim_cu_alloc(CUdeviceptr *dptr, size_t size);
+CUresult gp_shim_cu_free(CUdeviceptr dptr);
+void gp_shim_cu_meminfo(size_t *free_b, size_t *total_b);
+void gp_shim_vmm_seen(void);
+void gp_shim_stream_created(CUstream s, unsigned flags);
+void gp_shim_stream_destroying(CUstream s);
+/* A capture counts from before its begin reaches the driver: begin returns whether this call
+ * tracks it; begun gets the driver's answer (and undoes a failed begin), ended the end's. */
+int gp_shim_capture_begin(CUstream s);
+CUresult gp_shim_capture_begun(CUstream s, int tracked, CUresult rc);
+CUresult gp_shim_capture_ended(CUstream s, CUgraph *g, CUresult rc);
+void gp_shim_graph_link(const void *from, const void *to);
+void gp_shim_graph_gone(const void *handle);
+/* Before a primary context is reset; after one was released (perhaps for good). */
+void gp_shim_device_reset(int device);
+void gp_shim_device_released(int device);
+CUresult gp_shim_ctx_created(CUcontext *c, CUresult rc);
+void gp_shim_ctx_destroying(CUcontext c);
+/* A context was made current (a second device may come into use). */
+void gp_shim_ctx_current(void);
+/* Work was queued on a per-thread default stream. */
+void gp_shim_per_thread_stream(void);
+/* The driver door cannot vouch for what it hands out (door.c): pass allocations through. */
+void gp_shim_door_blind(void);
 
 #endif

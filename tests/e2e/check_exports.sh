@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # check_exports.sh — proves libgpupool.so exports only what it must: every defined dynamic symbol
-# is a cuda* entry point or gpupool_* API, cudaMalloc and cudaFree are exported with no named
+# is a runtime entry point (cuda*), a driver entry point (cu[A-Z]*), dlsym or the gpupool_* API;
+# cudaMalloc, cudaFree, cuMemAlloc_v2, cuGetProcAddress_v2 and dlsym are exported with no named
 # version node (so they interpose the runtime's versioned cudaMalloc@@libcudart.so.13), and the
 # library does not depend on libcudart (the real runtime is found at run time); with a second
 # argument N, that it is mapped in at most N segments (GPUPOOL_COMPACT_LOAD: 2).
@@ -16,16 +17,16 @@ if [[ ! -f $lib ]]; then
 fi
 
 defined=$(nm -D --defined-only "$lib" | awk '{ n = $NF; sub(/@.*/, "", n); print n }')
-leaks=$(grep -Ev '^(cuda[A-Za-z0-9_]*|gpupool_[A-Za-z0-9_]*)$' <<<"$defined" || true)
+leaks=$(grep -Ev '^(cuda[A-Za-z0-9_]*|cu[A-Z][A-Za-z0-9_]*|dlsym|gpupool_[A-Za-z0-9_]*)$' <<<"$defined" || true)
 if [[ -n $leaks ]]; then
-	echo "FAIL e2e_exports: symbols other than cuda* and gpupool_* are exported:" >&2
+	echo "FAIL e2e_exports: symbols other than cuda*, cu[A-Z]*, dlsym and gpupool_* are exported:" >&2
 	sed 's/^/    /' <<<"$leaks" >&2
 	fail=1
 else
-	echo "ok   every exported symbol ($(wc -l <<<"$defined")) is cuda* or gpupool_*"
+	echo "ok   every exported symbol ($(wc -l <<<"$defined")) is cuda*, cu[A-Z]*, dlsym or gpupool_*"
 fi
 
-for sym in cudaMalloc cudaFree; do
+for sym in cudaMalloc cudaFree cuMemAlloc_v2 cuMemFree_v2 cuGetProcAddress_v2 dlsym; do
 	line=$(nm -D --defined-only --with-symbol-versions "$lib" | awk -v s="$sym" '{ n = $NF; sub(/@.*/, "", n); if (n == s) print $NF }')
 	if [[ -z $line ]]; then
 		echo "FAIL e2e_exports: $sym is not exported" >&2

@@ -1,0 +1,129 @@
+/* ctx.c — per-device primary contexts and the program's own contexts (ctx.h). Only driver calls:
+ * safe from inside a runtime's call into the driver. */
+#include "ctx.h"
+#include "cu.h"
+#include "pool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define MAX_USER 64 /* program-created contexts tracked; beyond that, every context counts */
+
+static _Atomic(CUcontext) primary[GP_MAX_DEVICES];
+static pthread_mutex_t user_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUcontext user[MAX_USER];
+static _Atomic int nuser, user_overflow;
+
+CUcontext gp_ctx_of(int device)
+{
+	CUcontext c;
+	unsigned flags;
+	int active = 0;
+
+	if (device < 0 || device >= GP_MAX_DEVICES)
+		return NULL;
+	c = atomic_load_explicit(&primary[device], memory_order_acquire);
+	if (c != NULL || gp_cu.DevicePrimaryCtxGetState == NULL || gp_cu.DevicePrimaryCtxRetain == NULL)
+		return c;
+	/* Active already: retaining it creates nothing, and the reference is given back at once. */
+	if (gp_cu.DevicePrimaryCtxGetState(device, &flags, &active) != CUDA_SUCCESS || !active ||
+	    gp_cu.DevicePrimaryCtxRetain(&c, device) != CUDA_SUCCESS)
+		return NULL;
+	if (gp_cu.DevicePrimaryCtxRelease_v2 != NULL)
+		gp_cu.DevicePrimaryCtxRelease_v2(device);
+	atomic_store_explicit(&primary[device], c, memory_order_release);
+	return c;
+}
+
+void gp_ctx_note(int device, CUcontext c)
+{
+	if (device >= 0 && device < GP_MAX_DEVICES && c != NULL &&
+	    atomic_load_explicit(&primary[device], memory_order_relaxed) != c)
+		atomic_store_explicit(&primary[device], c, memory_order_release);
+}
+
+void gp_ctx_forget(int device)
+{
+	if (device >= 0 && device < GP_MAX_DEVICES)
+		atomic_store(&primary[device], NULL);
+}
+
+int gp_ctx_current(CUcontext *c)
+{
+	CUdevice dev;
+
+	*c = NULL;
+	if (gp_cu.CtxGetCurrent == NULL || gp_cu.CtxGetCurrent(c) != CUDA_SUCCESS || *c == NULL ||
+	    gp_cu.CtxGetDevice(&dev) != CUDA_SUCCESS) {
+		*c = NULL;
+		return -1;
+	}
+	return (int)dev;
+}
+
+int gp_ctx_enter(int device, int *pushed)
+{
+	CUcontext want = gp_ctx_of(device), cur = NULL;
+
+	*pushed = 0;
+	if (want == NULL)
+		return -1;
+	if (gp_cu.CtxGetCurrent(&cur) == CUDA_SUCCESS && cur == want)
+		return 0;
+	if (gp_cu.CtxPushCurrent_v2(want) != CUDA_SUCCESS)
+		return -1;
+	*pushed = 1;
+	return 0;
+}
+
+void gp_ctx_leave(int pushed)
+{
+	CUcontext popped;
+
+	if (pushed)
+		gp_cu.CtxPopCurrent_v2(&popped);
+}
+
+void gp_ctx_user_created(CUcontext c)
+{
+	pthread_mutex_lock(&user_lock);
+	if (atomic_load(&nuser) < MAX_USER) {
+		user[atomic_load(&nuser)] = c;
+		atomic_fetch_add(&nuser, 1);
+	} else {
+		atomic_store(&user_overflow, 1);
+	}
+	pthread_mutex_unlock(&user_lock);
+}
+
+void gp_ctx_user_destroyed(CUcontext c)
+{
+	pthread_mutex_lock(&user_lock);
+	for (int i = 0, n = atomic_load(&nuser); i < n; i++) {
+		if (user[i] == c) {
+			user[i] = user[n - 1];
+			atomic_fetch_sub(&nuser, 1);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&user_lock);
+}
+
+int gp_ctx_in_user(void)
+{
+	CUcontext cur = NULL;
+	int found = 0;
+
+	if (atomic_load_explicit(&nuser, memory_order_relaxed) == 0 &&
+	    !atomic_load_explicit(&user_overflow, memory_order_relaxed))
+		return 0;
+	if (atomic_load(&user_overflow))
+		return 1;
+	if (gp_cu.CtxGetCurrent(&cur) != CUDA_SUCCESS || cur == NULL)
+		return 0;
+	pthread_mutex_lock(&user_lock);
+	for (int i = 0, n = atomic_load(&nuser); i < n && !found; i++)
+		found = user[i] == cur;
+	pthread_mutex_unlock(&user_lock);
+	return found;
+}

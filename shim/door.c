@@ -1,0 +1,250 @@
+/* door.c — the driver door. Runtimes and libraries find the driver with dlsym on a libcuda handle
+ * and then with cuGetProcAddress: ours stand in front of both and answer with our entry points
+ * (drventry.c) for the calls the pool needs, and with the driver's own functions for every other
+ * name. A function is matched by identity: what the real lookup returned is compared with the
+ * driver's exported symbols we wrap, so every version and per-thread-stream flavour a caller asks
+ * for gets the wrapper of exactly the function it would have got. Never a global lookup on the
+ * caller's behalf: the caller's handle is kept. Names that are not the driver's (cu[A-Z]...) never
+ * come here: the dlsym stub jumps straight to the real one, keeping the caller's return address,
+ * so RTLD_NEXT still means "after the caller". */
+#define _GNU_SOURCE
+#include "door.h"
+#include "cu.h"
+#include "drventry.h"
+#include "log.h"
+#include "shim.h"
+
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <string.h>
+
+typedef void (*any_fn)(void);
+
+/* Our entry points, by the exact driver symbol each one stands in front of. */
+#define H(name) { (any_fn)cu##name, offsetof(struct gp_cu, name) }
+static const struct {
+	any_fn ours;
+	size_t off; /* of the real one in struct gp_cu */
+} hooks[] = {
+	H(MemAlloc_v2), H(MemFree_v2), H(MemGetInfo_v2), H(MemCreate),
+	H(StreamCreate), H(StreamCreateWithPriority), H(StreamDestroy), H(StreamDestroy_v2),
+	H(StreamBeginCapture_v2), H(StreamBeginCapture_v2_ptsz),
+	H(StreamBeginCaptureToGraph), H(StreamBeginCaptureToGraph_ptsz),
+	H(StreamEndCapture), H(StreamEndCapture_ptsz),
+	H(GraphInstantiate_v2), H(GraphInstantiateWithFlags), H(GraphInstantiateWithParams),
+	H(GraphInstantiateWithParams_ptsz), H(GraphExecDestroy), H(GraphDestroy),
+	H(GraphClone), H(GraphAddChildGraphNode), H(GraphExecChildGraphNodeSetParams),
+	H(GraphExecUpdate_v2),
+	H(DevicePrimaryCtxReset_v2), H(DevicePrimaryCtxRelease_v2), H(CtxCreate_v2),
+	H(CtxCreate_v3), H(CtxCreate_v4), H(CtxDestroy_v2), H(CtxSetCurrent),
+	H(CtxPushCurrent_v2),
+	H(LaunchKernel_ptsz), H(LaunchKernelEx_ptsz), H(LaunchCooperativeKernel_ptsz),
+	H(LaunchHostFunc_ptsz), H(GraphLaunch_ptsz), H(Memcpy_ptds), H(MemcpyAsync_ptsz),
+	H(MemcpyHtoD_v2_ptds), H(MemcpyDtoH_v2_ptds), H(MemcpyDtoD_v2_ptds),
+	H(MemcpyHtoDAsync_v2_ptsz), H(MemcpyDtoHAsync_v2_ptsz), H(MemcpyDtoDAsync_v2_ptsz),
+	H(MemsetD8_v2_ptds), H(MemsetD32_v2_ptds), H(MemsetD8Async_ptsz),
+	H(MemsetD32Async_ptsz),
+};
+#undef H
+
+/* Names that must come to us from this version on (below it, a variant that cannot reach
+ * pooled memory): the pool is unsafe without them. */
+static const struct {
+	const char *base;
+	int version;
+} essential[] = { { "cuMemAlloc", 3020 }, { "cuMemFree", 3020 }, { "cuStreamCreate", 0 },
+		  { "cuStreamCreateWithPriority", 0 }, { "cuStreamDestroy", 0 } };
+
+static _Atomic int seen, blind;
+
+int gp_door_seen(void)
+{
+	return atomic_load_explicit(&seen, memory_order_relaxed);
+}
+
+int gp_door_blind(void)
+{
+	return atomic_load_explicit(&blind, memory_order_relaxed);
+}
+
+static void *as_ptr(any_fn f)
+{
+	void *p;
+
+	memcpy(&p, &f, sizeof(p));
+	return p;
+}
+
+/* Our entry point for the real function `p`, or p itself. */
+static void *ours_for(void *p)
+{
+	for (size_t i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++) {
+		void *real;
+		memcpy(&real, (const char *)&gp_cu + hooks[i].off, sizeof(real));
+		if (real == p)
+			return as_ptr(hooks[i].ours);
+	}
+	return p;
+}
+
+static int is_essential(const char *base, int version)
+{
+	for (size_t i = 0; i < sizeof(essential) / sizeof(essential[0]); i++)
+		if (strcmp(base, essential[i].base) == 0)
+			return version >= essential[i].version;
+	return 0;
+}
+
+static CUresult door_gpa2(const char *sym, void **pfn, int version, cuuint64_t flags,
+			  CUdriverProcAddressQueryResult *status);
+static CUresult door_gpa1(const char *sym, void **pfn, int version, cuuint64_t flags);
+
+/* What a successful lookup of `sym` (a base name) returned becomes. */
+static void *swap(const char *sym, void *p, int version)
+{
+	void *ours;
+
+	if (gp_is_ours(p))
+		return p;
+	if (strcmp(sym, "cuGetProcAddress") == 0)
+		return version >= 12000 ? as_ptr((any_fn)door_gpa2) : as_ptr((any_fn)door_gpa1);
+	ours = ours_for(p);
+	if (ours == p && is_essential(sym, version) && !atomic_exchange(&blind, 1)) {
+		gp_log(GP_LOG_ERROR, "cuGetProcAddress(\"%s\", %d) returned a function that is not "
+				     "the driver's exported one: allocations are passed through, not "
+				     "pooled", sym, version);
+		gp_shim_door_blind();
+	}
+	return ours;
+}
+
+static CUresult door_gpa2(const char *sym, void **pfn, int version, cuuint64_t flags,
+			  CUdriverProcAddressQueryResult *status)
+{
+	CUresult rc;
+
+	if (gp_cu_resolve() != 0 || gp_cu.GetProcAddress_v2 == NULL)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	atomic_store_explicit(&seen, 1, memory_order_relaxed);
+	rc = gp_cu.GetProcAddress_v2(sym, pfn, version, flags, status);
+	if (rc == CUDA_SUCCESS && sym != NULL && pfn != NULL && *pfn != NULL)
+		*pfn = swap(sym, *pfn, version);
+	return rc;
+}
+
+static CUresult door_gpa1(const char *sym, void **pfn, int version, cuuint64_t flags)
+{
+	CUresult rc;
+
+	if (gp_cu_resolve() != 0 || gp_cu.GetProcAddress == NULL)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	atomic_store_explicit(&seen, 1, memory_order_relaxed);
+	rc = gp_cu.GetProcAddress(sym, pfn, version, flags);
+	if (rc == CUDA_SUCCESS && sym != NULL && pfn != NULL && *pfn != NULL)
+		*pfn = swap(sym, *pfn, version);
+	return rc;
+}
+
+/* For programs that call cuGetProcAddress themselves, linked to libcuda.so.1. */
+#undef cuGetProcAddress
+GP_EXPORT CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int version, cuuint64_t flags,
+				       CUdriverProcAddressQueryResult *status)
+{
+	return door_gpa2(sym, pfn, version, flags, status);
+}
+
+GP_EXPORT CUresult cuGetProcAddress(const char *sym, void **pfn, int version, cuuint64_t flags)
+{
+	return door_gpa1(sym, pfn, version, flags);
+}
+
+/* dlsym of a driver name, with the caller's own handle. */
+static void *door_dlsym(void *handle, const char *name)
+{
+	void *p = gp_real_dlsym(handle, name);
+
+	if (p == NULL || gp_is_ours(p))
+		return p;
+	if (gp_cu_resolve() != 0)
+		return p; /* a library of driver names that is not the driver: not ours to change */
+	atomic_store_explicit(&seen, 1, memory_order_relaxed);
+	if (strcmp(name, "cuGetProcAddress_v2") == 0)
+		return as_ptr((any_fn)door_gpa2);
+	if (strcmp(name, "cuGetProcAddress") == 0)
+		return as_ptr((any_fn)door_gpa1);
+	return ours_for(p);
+}
+
+static void *no_dlsym(void *handle, const char *name)
+{
+	(void)handle;
+	(void)name;
+	return NULL;
+}
+
+/* Where a call of dlsym goes: to door_dlsym for the driver's names (cu and a capital letter:
+ * never cublas*, cudnn*, curl*), else to the real one. */
+__attribute__((used, visibility("hidden"))) void *gp_door_route(void *handle, const char *name)
+{
+	void *(*real)(void *, const char *) = gp_real_dlsym_fn();
+	any_fn to;
+
+	(void)handle;
+	if (name != NULL && name[0] == 'c' && name[1] == 'u' && name[2] >= 'A' && name[2] <= 'Z')
+		to = (any_fn)door_dlsym;
+	else
+		to = real != NULL ? (any_fn)real : (any_fn)no_dlsym;
+	return as_ptr(to);
+}
+
+/* dlsym itself: ask gp_door_route where to go, then jump there with the caller's arguments and
+ * return address untouched (a call from C would make this library the caller of the real dlsym,
+ * and RTLD_NEXT relative to it). */
+#if defined(__x86_64__)
+__asm__(".text\n"
+	".globl dlsym\n"
+	".type dlsym, @function\n"
+	"dlsym:\n"
+	"	.cfi_startproc\n"
+	"	push %rdi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	push %rsi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	sub $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	call gp_door_route\n"
+	"	add $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	pop %rsi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	pop %rdi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	jmp *%rax\n"
+	"	.cfi_endproc\n"
+	".size dlsym, .-dlsym\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+	".globl dlsym\n"
+	".type dlsym, %function\n"
+	"dlsym:\n"
+	"	stp x29, x30, [sp, #-32]!\n"
+	"	mov x29, sp\n"
+	"	stp x0, x1, [sp, #16]\n"
+	"	bl gp_door_route\n"
+	"	mov x16, x0\n"
+	"	ldp x0, x1, [sp, #16]\n"
+	"	ldp x29, x30, [sp], #32\n"
+	"	br x16\n"
+	".size dlsym, .-dlsym\n");
+#else
+/* Elsewhere a plain call: RTLD_NEXT lookups of other names are then relative to this library. */
+GP_EXPORT void *dlsym(void *handle, const char *name)
+{
+	void *(*to)(void *, const char *);
+	void *p = gp_door_route(handle, name);
+
+	memcpy(&to, &p, sizeof(to));
+	return to(handle, name);
+}
+#endif

@@ -1,0 +1,13 @@
+/* door.h — the driver door: our dlsym and cuGetProcAddress hand out our driver entry points
+ * (drventry.c) in place of the driver's own, to every runtime and library in the process. */
+#ifndef GPUPOOL_DOOR_H
+#define GPUPOOL_DOOR_H
+
+/* Whether anyone has looked the driver up through us (cuGetProcAddress, or a driver name through
+ * dlsym): until then the runtime's calls to the driver are not seen. */
+int gp_door_seen(void);
+/* Whether a lookup returned a driver function we could not match to our table: our entry points
+ * may be missing where they are needed, so the pool must not serve allocations. */
+int gp_door_blind(void);
+
+#endif

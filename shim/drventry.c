@@ -1,0 +1,506 @@
+/* drventry.c — the driver's entry points, as the door hands them out (door.c) and as programs
+ * linked to libcuda.so.1 bind them. Each has the same shape: the real function must exist (else
+ * the driver's "not found"), pass through when the pool is not in play, else call the logic in
+ * shim.c or the real function and note what it did. */
+#include "drventry.h"
+#include "cu.h"
+#include "shim.h"
+
+/* ---- memory ---- */
+
+GP_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
+{
+	if (GP_MISSING(MemAlloc_v2))
+		return CUDA_ERROR_NOT_FOUND;
+	if (!gp_shim_pooling())
+		return gp_cu.MemAlloc_v2(dptr, bytes);
+	return gp_shim_cu_alloc(dptr, bytes);
+}
+
+GP_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+	if (GP_MISSING(MemFree_v2))
+		return CUDA_ERROR_NOT_FOUND;
+	if (!gp_shim_pooling())
+		return gp_cu.MemFree_v2(dptr);
+	return gp_shim_cu_free(dptr);
+}
+
+GP_EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
+{
+	CUresult rc;
+
+	if (GP_MISSING(MemGetInfo_v2))
+		return CUDA_ERROR_NOT_FOUND;
+	rc = gp_cu.MemGetInfo_v2(free_b, total_b);
+	if (rc == CUDA_SUCCESS && gp_shim_pooling())
+		gp_shim_cu_meminfo(free_b, total_b);
+	return rc;
+}
+
+GP_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t bytes,
+			       const CUmemAllocationProp *prop, unsigned long long flags)
+{
+	if (GP_MISSING(MemCreate))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_vmm_seen();
+	return gp_cu.MemCreate(h, bytes, prop, flags);
+}
+
+/* ---- streams ---- */
+
+GP_EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags)
+{
+	CUresult rc;
+
+	if (GP_MISSING(StreamCreate))
+		return CUDA_ERROR_NOT_FOUND;
+	rc = gp_cu.StreamCreate(s, flags);
+	if (rc == CUDA_SUCCESS && gp_shim_tracking())
+		gp_shim_stream_created(*s, flags);
+	return rc;
+}
+
+GP_EXPORT CUresult cuStreamCreateWithPriority(CUstream *s, unsigned flags, int priority)
+{
+	CUresult rc;
+
+	if (GP_MISSING(StreamCreateWithPriority))
+		return CUDA_ERROR_NOT_FOUND;
+	rc = gp_cu.StreamCreateWithPriority(s, flags, priority);
+	if (rc == CUDA_SUCCESS && gp_shim_tracking())
+		gp_shim_stream_created(*s, flags);
+	return rc;
+}
+
+/* The first version of the call, with the same arguments. */
+GP_EXPORT CUresult cuStreamDestroy(CUstream s)
+{
+	if (GP_MISSING(StreamDestroy))
+		return CUDA_ERROR_NOT_FOUND;
+	if (gp_shim_tracking())
+		gp_shim_stream_destroying(s);
+	return gp_cu.StreamDestroy(s);
+}
+
+GP_EXPORT CUresult cuStreamDestroy_v2(CUstream s)
+{
+	if (GP_MISSING(StreamDestroy_v2))
+		return CUDA_ERROR_NOT_FOUND;
+	if (gp_shim_tracking())
+		gp_shim_stream_destroying(s);
+	return gp_cu.StreamDestroy_v2(s);
+}
+
+/* ---- captures: counted from before the begin reaches the driver (capture.c) ---- */
+
+GP_EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
+{
+	int tracked;
+
+	if (GP_MISSING(StreamBeginCapture_v2))
+		return CUDA_ERROR_NOT_FOUND;
+	tracked = gp_shim_capture_begin(s);
+	return gp_shim_capture_begun(s, tracked, gp_cu.StreamBeginCapture_v2(s, mode));
+}
+
+GP_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode)
+{
+	int tracked;
+
+	if (GP_MISSING(StreamBeginCapture_v2_ptsz))
+		return CUDA_ERROR_NOT_FOUND;
+	tracked = gp_shim_capture_begin(s);
+	return gp_shim_capture_begun(s, tracked, gp_cu.StreamBeginCapture_v2_ptsz(s, mode));
+}
+
+GP_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps,
+					       const CUgraphEdgeData *data, size_t n,
+					       CUstreamCaptureMode mode)
+{
+	int tracked;
+
+	if (GP_MISSING(StreamBeginCaptureToGraph))
+		return CUDA_ERROR_NOT_FOUND;
+	tracked = gp_shim_capture_begin(s);
+	return gp_shim_capture_begun(s, tracked,
+				     gp_cu.StreamBeginCaptureToGraph(s, g, deps, data, n, mode));
+}
+
+GP_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g,
+						    const CUgraphNode *deps,
+						    const CUgraphEdgeData *data, size_t n,
+						    CUstreamCaptureMode mode)
+{
+	int tracked;
+
+	if (GP_MISSING(StreamBeginCaptureToGraph_ptsz))
+		return CUDA_ERROR_NOT_FOUND;
+	tracked = gp_shim_capture_begin(s);
+	return gp_shim_capture_begun(s, tracked,
+				     gp_cu.StreamBeginCaptureToGraph_ptsz(s, g, deps, data, n, mode));
+}
+
+GP_EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
+{
+	if (GP_MISSING(StreamEndCapture))
+		return CUDA_ERROR_NOT_FOUND;
+	return gp_shim_capture_ended(s, g, gp_cu.StreamEndCapture(s, g));
+}
+
+GP_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *g)
+{
+	if (GP_MISSING(StreamEndCapture_ptsz))
+		return CUDA_ERROR_NOT_FOUND;
+	return gp_shim_capture_ended(s, g, gp_cu.StreamEndCapture_ptsz(s, g));
+}
+
+/* ---- graph lifetimes (graphs.h) ---- */
+
+GP_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph g, CUgraphNode *err,
+					 char *log, size_t len)
+{
+	CUresult rc;
+
+	if (GP_MISSING(GraphInstantiate_v2))
+		return CUDA_ERROR_NOT_FOUND;
+	rc = gp_cu.GraphInstantiate_v2(exec, g, err, log, len);
+	if (rc == CUDA_SUCCESS && exec != NULL)
+		gp_shim_graph_link(g, *exec);
+	return rc;
+}
+
+GP_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g,
+					       unsigned long long flags)
+{
+	CUresult rc;
+
+	if (GP_MISSING(GraphInstantiateWithFlags))
+		return CUDA_ERROR_NOT_FOUND;
+	rc = gp_cu.GraphInstantiateWithFlags(exec, g, flags);
+	if (rc == CUDA_SUCCESS && exec != NULL)
+		gp_shim_graph_link(g, *exec);
+	return rc;
+}
+
+GP_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *exec, CUgraph g,
+						CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+	CUresult rc;
+
+	if (GP_MISSING(GraphInstantiateWithParams))
+		return CUDA_ERROR_NOT_FOUND;
+	rc = gp_cu.GraphInstantiateWithParams(exec, g, params);
+	if (rc == CUDA_SUCCESS && exec != NULL)
+		gp_shim_graph_link(g, *exec);
+	return rc;
+}
+
+GP_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *exec, CUgraph g,
+						     CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+	CUresult rc;
+
+	if (GP_MISSING(GraphInstantiateWithParams_ptsz))
+		return CUDA_ERROR_NOT_FOUND;
+	rc = gp_cu.GraphInstantiateWithParams_ptsz(exec, g, params);
+	if (rc == CUDA_SUCCESS && exec != NULL)
+		gp_shim_graph_link(g, *exec);
+	return rc;
+}
+
+GP_EXPORT CUresult cuGraphClone(CUgraph *clone, CUgraph g)
+{
+	CUresult rc;
+
+	if (GP_MISSING(GraphClone))
+		return CUDA_ERROR_NOT_FOUND;
+	rc = gp_cu.GraphClone(clone, g);
+	if (rc == CUDA_SUCCESS && clone != NULL)
+		gp_shim_graph_link(g, *clone);
+	return rc;
+}
+
+/* Forgotten before the real destroy: a new graph may get the same handle right after it. */
+GP_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec)
+{
+	if (GP_MISSING(GraphExecDestroy))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_graph_gone(exec);
+	return gp_cu.GraphExecDestroy(exec);
+}
+
+GP_EXPORT CUresult cuGraphDestroy(CUgraph g)
+{
+	if (GP_MISSING(GraphDestroy))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_graph_gone(g);
+	return gp_cu.GraphDestroy(g);
+}
+
+/* The parent holds a copy of the child. */
+GP_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+					    size_t n, CUgraph child)
+{
+	CUresult rc;
+
+	if (GP_MISSING(GraphAddChildGraphNode))
+		return CUDA_ERROR_NOT_FOUND;
+	rc = gp_cu.GraphAddChildGraphNode(node, g, deps, n, child);
+	if (rc == CUDA_SUCCESS)
+		gp_shim_graph_link(child, g);
+	return rc;
+}
+
+GP_EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphNode node,
+						      CUgraph child)
+{
+	CUresult rc;
+
+	if (GP_MISSING(GraphExecChildGraphNodeSetParams))
+		return CUDA_ERROR_NOT_FOUND;
+	rc = gp_cu.GraphExecChildGraphNodeSetParams(exec, node, child);
+	if (rc == CUDA_SUCCESS)
+		gp_shim_graph_link(child, exec);
+	return rc;
+}
+
+/* What the executable graph used before stays held too: harmless. */
+GP_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph g,
+					CUgraphExecUpdateResultInfo *info)
+{
+	CUresult rc;
+
+	if (GP_MISSING(GraphExecUpdate_v2))
+		return CUDA_ERROR_NOT_FOUND;
+	rc = gp_cu.GraphExecUpdate_v2(exec, g, info);
+	if (rc == CUDA_SUCCESS)
+		gp_shim_graph_link(g, exec);
+	return rc;
+}
+
+/* ---- contexts ---- */
+
+/* The pool's blocks of the device go with the reset: forgotten before it. */
+GP_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+	if (GP_MISSING(DevicePrimaryCtxReset_v2))
+		return CUDA_ERROR_NOT_FOUND;
+	if (gp_shim_tracking())
+		gp_shim_device_reset(dev);
+	return gp_cu.DevicePrimaryCtxReset_v2(dev);
+}
+
+/* The last reference destroys the context, and the blocks with it. */
+GP_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+	CUresult rc;
+
+	if (GP_MISSING(DevicePrimaryCtxRelease_v2))
+		return CUDA_ERROR_NOT_FOUND;
+	rc = gp_cu.DevicePrimaryCtxRelease_v2(dev);
+	if (rc == CUDA_SUCCESS && gp_shim_tracking())
+		gp_shim_device_released(dev);
+	return rc;
+}
+
+GP_EXPORT CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice dev)
+{
+	if (GP_MISSING(CtxCreate_v2))
+		return CUDA_ERROR_NOT_FOUND;
+	return gp_shim_ctx_created(c, gp_cu.CtxCreate_v2(c, flags, dev));
+}
+
+GP_EXPORT CUresult cuCtxCreate_v3(CUcontext *c, CUexecAffinityParam *params, int n,
+				  unsigned flags, CUdevice dev)
+{
+	if (GP_MISSING(CtxCreate_v3))
+		return CUDA_ERROR_NOT_FOUND;
+	return gp_shim_ctx_created(c, gp_cu.CtxCreate_v3(c, params, n, flags, dev));
+}
+
+GP_EXPORT CUresult cuCtxCreate_v4(CUcontext *c, CUctxCreateParams *params, unsigned flags,
+				  CUdevice dev)
+{
+	if (GP_MISSING(CtxCreate_v4))
+		return CUDA_ERROR_NOT_FOUND;
+	return gp_shim_ctx_created(c, gp_cu.CtxCreate_v4(c, params, flags, dev));
+}
+
+GP_EXPORT CUresult cuCtxDestroy_v2(CUcontext c)
+{
+	if (GP_MISSING(CtxDestroy_v2))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_ctx_destroying(c);
+	return gp_cu.CtxDestroy_v2(c);
+}
+
+GP_EXPORT CUresult cuCtxSetCurrent(CUcontext c)
+{
+	CUresult rc;
+
+	if (GP_MISSING(CtxSetCurrent))
+		return CUDA_ERROR_NOT_FOUND;
+	rc = gp_cu.CtxSetCurrent(c);
+	if (rc == CUDA_SUCCESS && c != NULL)
+		gp_shim_ctx_current();
+	return rc;
+}
+
+GP_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext c)
+{
+	CUresult rc;
+
+	if (GP_MISSING(CtxPushCurrent_v2))
+		return CUDA_ERROR_NOT_FOUND;
+	rc = gp_cu.CtxPushCurrent_v2(c);
+	if (rc == CUDA_SUCCESS)
+		gp_shim_ctx_current();
+	return rc;
+}
+
+/* ---- work on a per-thread default stream: not in the legacy stream's order ---- */
+
+GP_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+				       unsigned bx, unsigned by, unsigned bz, unsigned shm,
+				       CUstream s, void **params, void **extra)
+{
+	if (GP_MISSING(LaunchKernel_ptsz))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_per_thread_stream();
+	return gp_cu.LaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+}
+
+GP_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+					 void **params, void **extra)
+{
+	if (GP_MISSING(LaunchKernelEx_ptsz))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_per_thread_stream();
+	return gp_cu.LaunchKernelEx_ptsz(config, f, params, extra);
+}
+
+GP_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
+						  unsigned gz, unsigned bx, unsigned by,
+						  unsigned bz, unsigned shm, CUstream s,
+						  void **params)
+{
+	if (GP_MISSING(LaunchCooperativeKernel_ptsz))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_per_thread_stream();
+	return gp_cu.LaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shm, s, params);
+}
+
+GP_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void *data)
+{
+	if (GP_MISSING(LaunchHostFunc_ptsz))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_per_thread_stream();
+	return gp_cu.LaunchHostFunc_ptsz(s, fn, data);
+}
+
+GP_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s)
+{
+	if (GP_MISSING(GraphLaunch_ptsz))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_per_thread_stream();
+	return gp_cu.GraphLaunch_ptsz(exec, s);
+}
+
+GP_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	if (GP_MISSING(Memcpy_ptds))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_per_thread_stream();
+	return gp_cu.Memcpy_ptds(dst, src, n);
+}
+
+GP_EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	if (GP_MISSING(MemcpyAsync_ptsz))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_per_thread_stream();
+	return gp_cu.MemcpyAsync_ptsz(dst, src, n, s);
+}
+
+GP_EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n)
+{
+	if (GP_MISSING(MemcpyHtoD_v2_ptds))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_per_thread_stream();
+	return gp_cu.MemcpyHtoD_v2_ptds(dst, src, n);
+}
+
+GP_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n)
+{
+	if (GP_MISSING(MemcpyDtoH_v2_ptds))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_per_thread_stream();
+	return gp_cu.MemcpyDtoH_v2_ptds(dst, src, n);
+}
+
+GP_EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	if (GP_MISSING(MemcpyDtoD_v2_ptds))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_per_thread_stream();
+	return gp_cu.MemcpyDtoD_v2_ptds(dst, src, n);
+}
+
+GP_EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n,
+					     CUstream s)
+{
+	if (GP_MISSING(MemcpyHtoDAsync_v2_ptsz))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_per_thread_stream();
+	return gp_cu.MemcpyHtoDAsync_v2_ptsz(dst, src, n, s);
+}
+
+GP_EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	if (GP_MISSING(MemcpyDtoHAsync_v2_ptsz))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_per_thread_stream();
+	return gp_cu.MemcpyDtoHAsync_v2_ptsz(dst, src, n, s);
+}
+
+GP_EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n,
+					     CUstream s)
+{
+	if (GP_MISSING(MemcpyDtoDAsync_v2_ptsz))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_per_thread_stream();
+	return gp_cu.MemcpyDtoDAsync_v2_ptsz(dst, src, n, s);
+}
+
+GP_EXPORT CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char v, size_t n)
+{
+	if (GP_MISSING(MemsetD8_v2_ptds))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_per_thread_stream();
+	return gp_cu.MemsetD8_v2_ptds(dst, v, n);
+}
+
+GP_EXPORT CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned v, size_t n)
+{
+	if (GP_MISSING(MemsetD32_v2_ptds))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_per_thread_stream();
+	return gp_cu.MemsetD32_v2_ptds(dst, v, n);
+}
+
+GP_EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char v, size_t n, CUstream s)
+{
+	if (GP_MISSING(MemsetD8Async_ptsz))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_per_thread_stream();
+	return gp_cu.MemsetD8Async_ptsz(dst, v, n, s);
+}
+
+GP_EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned v, size_t n, CUstream s)
+{
+	if (GP_MISSING(MemsetD32Async_ptsz))
+		return CUDA_ERROR_NOT_FOUND;
+	gp_shim_per_thread_stream();
+	return gp_cu.MemsetD32Async_ptsz(dst, v, n, s);
+}

@@ -1,0 +1,75 @@
+/* drvlinked.c — a program linked to libcuda.so.1 itself (no runtime, no lookups): its calls bind
+ * to the driver's symbols by name, and under LD_PRELOAD=libgpupool.so to gpupool's. 1000
+ * cuMemAlloc+cuMemFree pairs must reach the driver once, a double free gets the driver's error
+ * and leaves the pool intact, and a stream switches reuse to fences. Run natively with
+ * --expect-native, every pair must reach the driver. */
+#include <cuda.h>
+#include <string.h>
+
+#include "e2e.h"
+
+#define CYCLES 1000
+
+static void ok(CUresult rc, const char *what)
+{
+	if (rc != CUDA_SUCCESS)
+		e2e_fail("%s failed with CUresult %d", what, (int)rc);
+}
+
+static struct standin_counters now(void)
+{
+	struct standin_counters c;
+
+	standin_get(0, &c);
+	return c;
+}
+
+int main(int argc, char **argv)
+{
+	int native = argc > 1 && strcmp(argv[1], "--expect-native") == 0;
+	struct standin_counters c0, c;
+	CUdevice dev;
+	CUcontext ctx;
+	CUdeviceptr p = 0, q = 0;
+	CUstream s;
+
+	e2e_start(native ? "e2e_drvlinked_native" : "e2e_drvlinked");
+	ok(cuInit(0), "cuInit");
+	ok(cuDeviceGet(&dev, 0), "cuDeviceGet");
+	ok(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+	ok(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+	c0 = now();
+	for (int i = 0; i < CYCLES; i++) {
+		ok(cuMemAlloc(&p, 64 * E2E_KIB), "cuMemAlloc(64 KiB)");
+		ok(cuMemFree(p), "cuMemFree");
+	}
+	c = now();
+	e2e_check(c.mallocs - c0.mallocs == (native ? CYCLES : 1) &&
+		  c.frees - c0.frees == (native ? CYCLES : 0),
+		  "%d x cuMemAlloc(64 KiB)+cuMemFree reached the driver as %llu allocations and %llu "
+		  "frees", CYCLES, (unsigned long long)(c.mallocs - c0.mallocs),
+		  (unsigned long long)(c.frees - c0.frees));
+	if (native)
+		return 0;
+
+	ok(cuMemAlloc(&p, 64 * E2E_KIB), "cuMemAlloc");
+	ok(cuMemFree(p), "cuMemFree");
+	e2e_check(cuMemFree(p) == CUDA_ERROR_INVALID_VALUE,
+		  "a double cuMemFree gets CUDA_ERROR_INVALID_VALUE");
+	ok(cuMemAlloc(&q, 64 * E2E_KIB), "cuMemAlloc after the double free");
+	e2e_check(q == p, "the pool is intact: the block comes back once");
+	ok(cuMemFree(q), "cuMemFree");
+
+	ok(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+	c0 = now();
+	for (int i = 0; i < 100; i++) {
+		ok(cuMemAlloc(&p, 64 * E2E_KIB), "cuMemAlloc (fenced)");
+		ok(cuMemFree(p), "cuMemFree (fenced)");
+	}
+	c = now();
+	e2e_check(c.event_records > c0.event_records,
+		  "after cuStreamCreate the pairs were fenced (%llu event records)",
+		  (unsigned long long)(c.event_records - c0.event_records));
+	ok(cuStreamDestroy(s), "cuStreamDestroy");
+	return 0;
+}
