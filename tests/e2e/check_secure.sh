@@ -18,8 +18,10 @@ fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/gpupool-secure.XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT
 chmod 755 "$dir"
-cp "$prog" "$dir/secure" && cp "$standin" "$dir/libcudart.so.13" && cp "$shim" "$dir/libgpupool.so" || exit 1
-chmod 755 "$dir/secure" && chmod 644 "$dir/libcudart.so.13" "$dir/libgpupool.so"
+# The stand-in runtime loads the stand-in driver beside it: both are copied.
+cp "$prog" "$dir/secure" && cp "$standin" "$dir/libcudart.so.13" && cp "$shim" "$dir/libgpupool.so" &&
+	cp "$(dirname "$standin")/libcuda.so.1" "$dir/libcuda.so.1" || exit 1
+chmod 755 "$dir/secure" && chmod 644 "$dir/libcudart.so.13" "$dir/libcuda.so.1" "$dir/libgpupool.so"
 
 check() { # check <what> <output> <expected line>
 	if grep -qx -- "$3" <<<"$2"; then

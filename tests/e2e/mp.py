@@ -27,8 +27,7 @@ class Counters(ctypes.Structure):
         "mallocs", "frees", "failed_mallocs", "bad_frees", "async_mallocs", "async_frees",
         "live_allocs", "live_bytes", "event_records", "event_queries", "syncs",
         "stream_creates", "stream_destroys", "mem_get_info", "pool_trims", "frees_off_device",
-        "stream_queries", "drv_stream_queries", "drv_event_records",
-        "drv_event_queries")]
+        "stream_queries", "launches")]
     _fields_ += [("spare", ctypes.c_uint64 * 32)]
 
 

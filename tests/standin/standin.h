@@ -1,74 +1,104 @@
-/* standin.h — control and inspection API of the stand-in CUDA runtime (tests/standin), for the
- * e2e test programs. These functions live in the stand-in libcudart.so.13 itself, so a program
- * sees the counters of the runtime that really served its calls (under LD_PRELOAD: what got
- * past the shim). Never used by the shim or the pool. */
+/* standin.h — the stand-in for CUDA (tests/standin), for the e2e test programs: what it models,
+ * its environment variables and its control and inspection API. A stand-in driver
+ * (libcuda.so.1) holds all the state; a stand-in runtime (libcudart.so.13) sits on top of it and
+ * reaches it the way the real runtime does. Never used by the shim or the pool. */
 /*
- * Environment, read once:
- *   STANDIN_DEVICES=n        devices (default 1, at most 8)
+ * The two libraries:
+ *   libcuda.so.1 (driver*.c)  every driver entry point listed in driver_proc.c, under its real
+ *       ABI name (cuMemAlloc_v2, cuStreamQuery_ptsz...), and cuGetProcAddress / _v2, which
+ *       resolve a base name and version to one of them (the versions of cudaTypedefs.h; the
+ *       _ptsz/_ptds flavour when the flags ask for the per-thread default stream and the name
+ *       has one). It keeps "device" memory (host memory), its accounting, devices, one primary
+ *       context per device (a stable handle), the current context per thread (a stack: push,
+ *       pop, set), streams, events, the stream-capture rules, graphs, the counters, fault
+ *       injection and the report. Calls that need a context (allocation, creating a stream, an
+ *       event or a graph, synchronising the context, anything on a default stream) fail with
+ *       CUDA_ERROR_INVALID_CONTEXT when none is current; every call but cuGetProcAddress and
+ *       cuDriverGetVersion fails with CUDA_ERROR_NOT_INITIALIZED before cuInit.
+ *   libcudart.so.13 (runtime*.c)  the runtime's entry points under the version node
+ *       libcudart.so.13. At its first call it loads the libcuda.so.1 beside it, takes
+ *       cuGetProcAddress_v2 from it with dlsym, asks that for "cuGetProcAddress", and gets every
+ *       driver function it uses from the function that came back (base name, version 13000;
+ *       the per-thread flavours for its own _ptsz/_ptds entry points): it never calls the
+ *       driver by symbol, so a preloaded library that hooks dlsym or cuGetProcAddress sees and
+ *       may replace every driver call. It keeps the per-thread last error (cudaErrorNotReady is
+ *       a status, not an error) and the per-thread current device; a thread has a context
+ *       current once a runtime call of that thread did work (cudaGetDevice, cudaGetDeviceCount,
+ *       cudaGetLastError... do not): the runtime then makes its device's primary context current
+ *       (cuDevicePrimaryCtxRetain, cuCtxSetCurrent), and again whenever it finds another one
+ *       current. cudaFree(NULL) only does that. A driver call never touches the last error.
+ *       It also exports the control API below, forwarded to libcuda.so.1, for programs that
+ *       load only the runtime.
+ * No kernels: cuLaunchKernel (cudaLaunchKernel) takes the CUfunction (the `func` pointer) for a
+ * host function `void fn(void **kernelParams)` and calls it at once, outside the driver's lock.
+ * Graphs: capture yields a graph object; instantiate, clone, child nodes, exec update and launch
+ * give handles and record nothing; work issued to a capturing stream (a launch, an asynchronous
+ * memset or copy) is captured, not run.
+ * The capture rules (cuThreadExchangeStreamCaptureMode, per thread): during a global-mode
+ * capture, allocation, free, event and stream queries and synchronisation from a thread not in
+ * relaxed mode fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, touching the legacy stream fails
+ * with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, and either invalidates the capture.
+ *
+ * Environment, read once (by libcuda.so.1):
+ *   STANDIN_DEVICES=n        devices (default 1, at most 8; 0: cuInit fails with no device)
  *   STANDIN_CAPACITY=bytes   per-device capacity, K/M/G suffixes allowed (default 1 GiB)
  *   STANDIN_MANUAL_EVENTS=1  events complete only when told, and no stream is ever idle to
- *                            cudaStreamQuery (see standin_set_manual_events)
+ *                            cuStreamQuery (see standin_set_manual_events)
  *   STANDIN_REPORT=path      the counters summed over devices, `name=value` a line, written there
- *                            when the library is unloaded at exit (and rewritten after any later call)
+ *                            when the driver is unloaded at exit (and rewritten after any later call)
  *   STANDIN_TRACE=1          name on stderr every call that broke the stream-capture rules
  * Fault injection (see standin_set_fault; read once, changeable at run time):
- *   STANDIN_FAIL_<KIND>_EVERY=n  every n-th call of that kind fails (1: all), KIND one of MALLOC,
- *                                FREE, EVENT_RECORD, EVENT_QUERY, GETDEVICE
- *   STANDIN_FAIL_<KIND>_ERROR=e  the cudaError_t number it fails with (default: see the enum)
- *   STANDIN_FAIL_FREE_KEEPS=1    a failed cudaFree leaves the allocation live (the runtime refused);
+ *   STANDIN_FAIL_<KIND>_EVERY=n  every n-th call of that kind fails (1: all), KIND one of MALLOC
+ *                                (cuMemAlloc_v2), FREE (cuMemFree_v2 of a live allocation),
+ *                                EVENT_RECORD (cuEventRecord), EVENT_QUERY (cuEventQuery), all in
+ *                                the driver, so runtime and direct driver callers both see them;
+ *                                GETDEVICE (cudaGetDevice) in the runtime
+ *   STANDIN_FAIL_<KIND>_ERROR=e  the cudaError_t number it fails with (default: see the enum); the
+ *                                driver returns the CUresult of that number (equal for every
+ *                                error the kinds use: 2, 4, 400, 600, 719, 900-908, 999)
+ *   STANDIN_FAIL_FREE_KEEPS=1    a failed free leaves the allocation live (the driver refused);
  *                                default: it is freed and the error reported, as when cudaFree
  *                                reports the error of an earlier asynchronous launch
- *   STANDIN_UNLOADING=1          every entry point fails with cudaErrorCudartUnloading (the state
- *                                of the runtime while the process exits) and does nothing
- *   STANDIN_EVENT_LATENCY_US=n   cudaEventQuery reports an event done only n µs after its record
+ *   STANDIN_UNLOADING=1          every driver call fails with CUDA_ERROR_DEINITIALIZED and every
+ *                                runtime call with cudaErrorCudartUnloading (the state of both while
+ *                                the process exits), and does nothing
+ *   STANDIN_EVENT_LATENCY_US=n   cuEventQuery reports an event done only n µs after its record
  *                                (as a GPU that takes time to reach it; synchronising is immediate),
- *                                and cudaStreamQuery never finds a stream idle
- *   STANDIN_FREE_DELAY_US=n      cudaFree sleeps n µs first (outside the runtime's lock): a slow
+ *                                and cuStreamQuery never finds a stream idle
+ *   STANDIN_FREE_DELAY_US=n      cuMemFree_v2 sleeps n µs first (outside the driver's lock): a slow
  *                                device, to catch a release in progress
  *   STANDIN_MMAP=1               device memory from mmap (always so under ASan): a block freed and
  *                                the next of its size usually share an address, as on a GPU
- *   STANDIN_NO_DRIVER=1          the stand-in does not load its libcuda.so.1 (see below)
- * The driver: at its first call the stand-in loads the libcuda.so.1 beside it (tests/standin/
- * driver.c), as the real runtime loads the driver, unless STANDIN_NO_DRIVER=1. It answers the few
- * driver-API calls the shim makes from the runtime's state: a thread has a context current once
- * a runtime call of that thread did work (cudaGetDevice does not), that of its current device;
- * cuStreamQuery, cuEventRecord and cuEventQuery do what their runtime twins do (the same fault
- * injection included), leaving the thread's last error alone.
- * Graphs: capture yields a graph object; instantiate, clone, child nodes and exec update give
- * handles and record nothing (no kernels run here).
- * The stand-in applies the runtime's capture rules (cudaThreadExchangeStreamCaptureMode): during a
- * global-mode capture, cudaMalloc, cudaFree, event/stream queries and synchronisation from a
- * thread not in relaxed mode fail with cudaErrorStreamCaptureUnsupported, touching the legacy
- * stream fails with cudaErrorStreamCaptureImplicit, and either invalidates the capture.
  */
 #ifndef GPUPOOL_STANDIN_H
 #define GPUPOOL_STANDIN_H
 
 #include <stdint.h>
 
-/* What reached the runtime, per device. Every cuda* call of the stand-in counts here. */
+/* What reached the DRIVER, per device, whoever called it (the stand-in runtime or a program or
+ * library calling the driver directly). A call without a device of its own (a free of a pointer
+ * that is not live, a query of an event) counts on the current context's device, else device 0. */
 struct standin_counters {
-	uint64_t mallocs;         /* successful cudaMalloc calls */
-	uint64_t frees;           /* successful cudaFree calls on a non-NULL pointer */
-	uint64_t failed_mallocs;  /* cudaMalloc/cudaMallocAsync calls that returned an error */
-	uint64_t bad_frees;       /* cudaFree/cudaFreeAsync of a pointer that is not a live allocation */
-	uint64_t async_mallocs;   /* successful cudaMallocAsync calls */
-	uint64_t async_frees;     /* successful cudaFreeAsync calls on a non-NULL pointer */
+	uint64_t mallocs;         /* successful cuMemAlloc_v2 calls */
+	uint64_t frees;           /* successful cuMemFree_v2 calls on a non-NULL pointer */
+	uint64_t failed_mallocs;  /* cuMemAlloc_v2/cuMemAllocAsync calls that returned an error */
+	uint64_t bad_frees;       /* cuMemFree_v2/cuMemFreeAsync of a pointer that is not a live allocation */
+	uint64_t async_mallocs;   /* successful cuMemAllocAsync calls */
+	uint64_t async_frees;     /* successful cuMemFreeAsync calls on a non-NULL pointer */
 	uint64_t live_allocs;     /* allocations now live (both kinds) */
 	uint64_t live_bytes;      /* bytes the live allocations cost on the "device" (see standin_charge) */
-	uint64_t event_records;   /* cudaEventRecord and cuEventRecord calls */
-	uint64_t event_queries;   /* cudaEventQuery and cuEventQuery calls */
-	uint64_t syncs;           /* cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize */
-	uint64_t stream_creates;  /* successful cudaStreamCreate* calls */
-	uint64_t stream_destroys; /* successful cudaStreamDestroy calls */
-	uint64_t mem_get_info;    /* cudaMemGetInfo calls */
-	uint64_t pool_trims;      /* cudaMemPoolTrimTo calls */
-	uint64_t frees_off_device; /* cudaFree of this device's memory while another was current */
-	uint64_t stream_queries;  /* cudaStreamQuery calls */
-	uint64_t drv_stream_queries; /* cuStreamQuery calls, through the stand-in libcuda.so.1 */
-	uint64_t drv_event_records;  /* cuEventRecord calls (also in event_records) */
-	uint64_t drv_event_queries;  /* cuEventQuery calls (also in event_queries) (flush.py and
-				      * mp.py in tests/e2e mirror this layout) */
+	uint64_t event_records;   /* cuEventRecord calls */
+	uint64_t event_queries;   /* cuEventQuery calls */
+	uint64_t syncs;           /* cuCtxSynchronize, cuStreamSynchronize, cuEventSynchronize */
+	uint64_t stream_creates;  /* successful cuStreamCreate* calls */
+	uint64_t stream_destroys; /* successful cuStreamDestroy_v2 calls */
+	uint64_t mem_get_info;    /* cuMemGetInfo_v2 calls */
+	uint64_t pool_trims;      /* cuMemPoolTrimTo calls */
+	uint64_t frees_off_device; /* cuMemFree_v2 of this device's memory while another device's
+				    * context was current */
+	uint64_t stream_queries;  /* cuStreamQuery calls */
+	uint64_t launches;        /* successful cuLaunchKernel calls (flush.py and mp.py in tests/e2e
+				   * mirror this layout) */
 };
 
 /* A copy of the counters of `device`; device -1 sums all devices. An invalid device gives zeros. */
@@ -78,8 +108,8 @@ void standin_get(int device, struct standin_counters *out);
 void standin_set_capacity(int device, uint64_t bytes);
 
 /* 1: a recorded event stays not ready until standin_complete_events() or a synchronizing call
- * (cudaDeviceSynchronize, cudaFree, cudaStreamSynchronize, cudaEventSynchronize), and
- * cudaStreamQuery always answers cudaErrorNotReady (as it does with STANDIN_EVENT_LATENCY_US).
+ * (cuCtxSynchronize, cuMemFree_v2, cuStreamSynchronize, cuEventSynchronize), and cuStreamQuery
+ * always answers CUDA_ERROR_NOT_READY (as it does with STANDIN_EVENT_LATENCY_US).
  * 0 (default, unless STANDIN_MANUAL_EVENTS=1): an event completes as soon as it is recorded,
  * and a stream is idle unless an event recorded on it is not yet complete. */
 void standin_set_manual_events(int on);
@@ -90,7 +120,7 @@ void standin_complete_events(void);
 /* 1 if p is the start of a live allocation of the stand-in, else 0. */
 int standin_owns(const void *p);
 
-/* The size that was asked of the runtime for the live allocation that starts at p, else 0. */
+/* The size that was asked of the driver for the live allocation that starts at p, else 0. */
 uint64_t standin_size(const void *p);
 
 /* What an allocation of `bytes` costs on the device, as the driver accounts it: up to 1 MiB the
@@ -99,10 +129,10 @@ uint64_t standin_charge(uint64_t bytes);
 
 /* Fault kinds, with the error each fails with unless told otherwise. */
 enum standin_fault {
-	STANDIN_FAULT_MALLOC = 0,  /* cudaMalloc: cudaErrorMemoryAllocation */
-	STANDIN_FAULT_FREE,        /* cudaFree of a live allocation: cudaErrorLaunchFailure */
-	STANDIN_FAULT_EVENT_RECORD, /* cudaEventRecord (nothing recorded): cudaErrorUnknown */
-	STANDIN_FAULT_EVENT_QUERY, /* cudaEventQuery (the event is unchanged): cudaErrorUnknown */
+	STANDIN_FAULT_MALLOC = 0,  /* cuMemAlloc_v2: cudaErrorMemoryAllocation */
+	STANDIN_FAULT_FREE,        /* cuMemFree_v2 of a live allocation: cudaErrorLaunchFailure */
+	STANDIN_FAULT_EVENT_RECORD, /* cuEventRecord (nothing recorded): cudaErrorUnknown */
+	STANDIN_FAULT_EVENT_QUERY, /* cuEventQuery (the event is unchanged): cudaErrorUnknown */
 	STANDIN_FAULT_GETDEVICE,   /* cudaGetDevice (*device untouched): cudaErrorUnknown */
 	STANDIN_FAULT_COUNT
 };
@@ -114,21 +144,20 @@ void standin_set_fault(enum standin_fault kind, unsigned every, int error);
 /* Calls of `kind` failed by injection since the program started. */
 uint64_t standin_faults(enum standin_fault kind);
 
-/* 1: a failed cudaFree leaves the allocation live; 0: frees it (see STANDIN_FAIL_FREE_KEEPS). */
+/* 1: a failed free leaves the allocation live; 0: frees it (see STANDIN_FAIL_FREE_KEEPS). */
 void standin_set_free_keeps(int on);
 
-/* 1: every entry point fails with cudaErrorCudartUnloading and does nothing; 0: back to normal. */
+/* 1: every driver and runtime call fails (CUDA_ERROR_DEINITIALIZED, cudaErrorCudartUnloading)
+ * and does nothing; 0: back to normal. */
 void standin_set_unloading(int on);
 
-/* cudaFree sleeps this long before it takes the runtime's lock (0: not at all). */
+/* cuMemFree_v2 sleeps this long before it takes the driver's lock (0: not at all). */
 void standin_set_free_delay_us(unsigned us);
 
-/* For the stand-in libcuda.so.1 (driver.c) only. The device whose context is current on this
- * thread, -1 if none; and what cudaStreamQuery, cudaEventRecord and cudaEventQuery answer
- * (counted as the driver's calls), the thread's last error untouched. */
-int standin_drv_context(void);
-int standin_drv_stream_query(void *stream);
-int standin_drv_event_record(void *event, void *stream);
-int standin_drv_event_query(void *event);
+/* For the stand-in runtime only (libcuda.so.1 exports them, libcudart.so.13 does not): whether
+ * standin_set_unloading is on, and a call of a runtime fault `kind` (GETDEVICE): the cudaError_t
+ * it fails with by injection, counted in standin_faults, else 0. */
+int standin_unloading(void);
+int standin_inject(enum standin_fault kind);
 
 #endif

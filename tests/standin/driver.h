@@ -1,0 +1,181 @@
+/* driver.h — what the files of the stand-in driver (driver*.c, libcuda.so.1) share: its state,
+ * the prologue and lock of an entry point, the pointer map, the stream and capture rules, and
+ * the prototypes of the entry points that cuda.h does not declare (the per-thread flavours and
+ * cuGetProcAddress v1). Internal: standin.h is the API. */
+#ifndef STANDIN_DRIVER_H
+#define STANDIN_DRIVER_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "standin.h"
+
+#define STANDIN_MAX_DEVICES 8
+#define STANDIN_MAP_BUCKETS 4096
+#define MIB (1024ull * 1024ull)
+#define GIB (1024ull * MIB)
+
+struct alloc {
+	struct alloc *next;
+	void *ptr;
+	uint64_t size;    /* bytes asked for */
+	uint64_t charged; /* bytes counted against the device */
+	size_t span;      /* st.use_mmap: bytes mapped, this record first */
+	int device;
+	int async;        /* from cuMemAllocAsync: counted in the pool's attributes */
+};
+
+/* A device's primary context; the handle is stable for the life of the process. */
+struct CUctx_st {
+	int device;
+	int retained; /* cuDevicePrimaryCtxRetain minus release: active while > 0 */
+};
+
+struct CUmemPoolHandle_st {
+	int device;
+	uint64_t release_threshold;
+};
+
+struct device {
+	uint64_t capacity;   /* bytes */
+	uint64_t used;       /* bytes, as charged */
+	uint64_t async_used; /* of which from cuMemAllocAsync */
+	struct standin_counters c;
+	struct CUmemPoolHandle_st pool;
+	struct CUctx_st ctx;
+};
+
+struct CUstream_st {
+	struct CUstream_st *next;
+	int device;
+	unsigned flags;
+	int priority;
+	int capturing;
+	int capture_invalid;
+	CUstreamCaptureMode capture_mode;
+	const void *capture_thread; /* the token of the thread that began the capture */
+	CUgraph capture_graph;      /* cuStreamBeginCaptureToGraph: the graph it ends in */
+};
+
+struct CUevent_st {
+	struct CUevent_st *next;
+	int device;
+	unsigned flags;
+	int recorded;
+	int done;
+	int captured;               /* recorded into a capture: not a point in real execution */
+	struct CUstream_st *stream; /* NULL: a default stream of `device` */
+	uint64_t seq;               /* record order, for cuEventSynchronize */
+	uint64_t done_at_ns;        /* STANDIN_EVENT_LATENCY_US: "the GPU" reaches it then */
+};
+
+/* Graphs hold no nodes here: handles only, so that graph lifetimes can be tested. */
+struct CUgraph_st {
+	int device;
+};
+
+struct CUgraphExec_st {
+	int device;
+};
+
+/* Everything below st.lock guards (the settings after it are atomics). */
+struct state {
+	pthread_mutex_t lock;
+	int ndevices;
+	int manual_events;
+	int captures; /* streams now capturing */
+	int reported; /* the exit report was written: rewrite it on every later call */
+	int trace;    /* STANDIN_TRACE=1 */
+	int use_mmap; /* device memory from mmap (see driver_mem.c) */
+	uint64_t record_seq;
+	struct device dev[STANDIN_MAX_DEVICES];
+	struct alloc *map[STANDIN_MAP_BUCKETS];
+	struct CUstream_st *streams;
+	struct CUevent_st *events;
+	char report_path[4096];
+};
+
+extern struct state st;
+extern _Atomic int st_unloading, st_free_keeps, st_initialised;
+extern _Atomic unsigned st_free_delay_us, st_event_latency_us;
+
+/* driver_state.c: setup, prologues, faults, the report. */
+void st_setup(void);                   /* reads the environment, once */
+CUresult check_call(void);             /* set up, not unloading, cuInit done */
+CUresult enter(void);                  /* check_call, then st.lock taken */
+CUresult enter_ctx(int *device);       /* enter, a context current: its device */
+CUresult enter_stream(CUstream s, int *device); /* enter; a default stream needs a context */
+void lock_state(void);                 /* st.lock for the control API: no checks */
+void leave(void);                      /* rewrites the report if due, drops st.lock */
+CUresult inject(enum standin_fault kind);
+void set_fault(enum standin_fault kind, unsigned every, int error);
+uint64_t faults_injected(enum standin_fault kind);
+void sum_counters(int device, struct standin_counters *out);
+uint64_t charge(uint64_t bytes);
+uint64_t mono_ns(void);
+
+/* driver_ctx.c: this thread's current context. */
+int ctx_device(void);                  /* its device, -1: none */
+int here(int fallback);                /* the device a call is counted on */
+
+/* driver_mem.c */
+struct alloc *map_find(const void *p);
+void free_device_memory(int device);
+
+/* driver_stream.c: streams and the capture rules (st.lock held). */
+CUresult check_unsafe_call(const char *fn);
+CUresult capture_error(const char *fn, int device, CUresult rc);
+int legacy_stream_blocked(int device);
+int device_capturing(int device);
+int is_default_stream(CUstream s);
+int is_legacy_stream(CUstream s);
+int stream_valid(CUstream s);
+int stream_device(CUstream s, int ctx_dev);
+CUresult stream_work(const char *fn, CUstream s, int *device, int *run);
+void destroy_device_streams(int device);
+const void *thread_token(void);
+
+/* driver_event.c (st.lock held) */
+int event_valid(CUevent e);
+void complete_all(int device);
+void complete_stream(CUstream s, int device);
+int stream_has_pending(CUstream s, int device);
+void forget_stream(CUstream s);
+void destroy_device_events(int device);
+
+/* driver_graph.c */
+CUresult new_graph(CUgraph *out, int device);
+
+/* The flavours cuda.h declares only under other names or not at all (its macros map the base
+ * names to them in builds with per-thread default streams). */
+#undef cuGetProcAddress /* cuda.h maps it to cuGetProcAddress_v2; the driver has both */
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N);
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream);
+CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount);
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream);
+CUresult cuStreamQuery_ptsz(CUstream hStream);
+CUresult cuStreamSynchronize_ptsz(CUstream hStream);
+CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags);
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode);
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+					  const CUgraphNode *dependencies,
+					  const CUgraphEdgeData *dependencyData,
+					  size_t numDependencies, CUstreamCaptureMode mode);
+CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph);
+CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus);
+CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream);
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+					   CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams);
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+			     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+			     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+			     void **kernelParams, void **extra);
+
+#endif

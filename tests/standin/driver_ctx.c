@@ -1,0 +1,318 @@
+/* driver_ctx.c — the stand-in driver's initialisation, devices and contexts: cuInit, one primary
+ * context per device (a stable handle, retained and released, reset with everything in it), and
+ * the current context of each thread (a stack, as cuCtxPushCurrent / cuCtxPopCurrent see it).
+ * Test-only. */
+#include "driver.h"
+
+#define CTX_STACK 16
+
+static _Thread_local struct CUctx_st *ctx_stack[CTX_STACK];
+static _Thread_local int ctx_depth;
+
+static struct CUctx_st *current_ctx(void)
+{
+	return ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
+}
+
+int ctx_device(void)
+{
+	struct CUctx_st *c = current_ctx();
+
+	return c != NULL ? c->device : -1;
+}
+
+int here(int fallback)
+{
+	int d = ctx_device();
+
+	if (d >= 0)
+		return d;
+	return fallback >= 0 ? fallback : 0;
+}
+
+/* The primary context behind a handle, NULL if it is none of ours. */
+static struct CUctx_st *ctx_of(CUcontext ctx)
+{
+	int d;
+
+	for (d = 0; d < st.ndevices; d++)
+		if (ctx == &st.dev[d].ctx)
+			return &st.dev[d].ctx;
+	return NULL;
+}
+
+/* ---- initialisation and devices ---- */
+
+CUresult cuInit(unsigned int Flags)
+{
+	st_setup();
+	if (atomic_load(&st_unloading))
+		return CUDA_ERROR_DEINITIALIZED;
+	if (Flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (st.ndevices == 0)
+		return CUDA_ERROR_NO_DEVICE;
+	atomic_store(&st_initialised, 1);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int *driverVersion)
+{
+	if (driverVersion == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*driverVersion = CUDA_VERSION;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int *count)
+{
+	CUresult rc = check_call();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (count == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*count = st.ndevices;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+	CUresult rc = check_call();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (device == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (ordinal < 0 || ordinal >= st.ndevices)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*device = ordinal;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+	CUresult rc = enter();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (bytes == NULL)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else if (dev < 0 || dev >= st.ndevices)
+		rc = CUDA_ERROR_INVALID_DEVICE;
+	else
+		*bytes = (size_t)st.dev[dev].capacity;
+	leave();
+	return rc;
+}
+
+/* ---- the current context ---- */
+
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+	CUresult rc = check_call();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (pctx == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pctx = current_ctx();
+	return CUDA_SUCCESS;
+}
+
+/* Replaces the top of the thread's stack; NULL pops it (nothing if the stack is empty). */
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+	struct CUctx_st *c = ctx_of(ctx);
+	CUresult rc = check_call();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (ctx != NULL && c == NULL)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (ctx_depth == 0) {
+		if (c != NULL)
+			ctx_stack[ctx_depth++] = c;
+		return CUDA_SUCCESS;
+	}
+	if (c == NULL)
+		ctx_depth--;
+	else
+		ctx_stack[ctx_depth - 1] = c;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+	struct CUctx_st *c = ctx_of(ctx);
+	CUresult rc = check_call();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (c == NULL)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (ctx_depth == CTX_STACK)
+		return CUDA_ERROR_OUT_OF_MEMORY; /* a stand-in limit; real stacks are deeper */
+	ctx_stack[ctx_depth++] = c;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+	CUresult rc = check_call();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (ctx_depth == 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	ctx_depth--;
+	if (pctx != NULL)
+		*pctx = ctx_stack[ctx_depth];
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice *device)
+{
+	CUresult rc = check_call();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (device == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (current_ctx() == NULL)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*device = current_ctx()->device;
+	return CUDA_SUCCESS;
+}
+
+/* CUDA 13's flavour: the device of `ctx`, NULL meaning the current one. */
+CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+	struct CUctx_st *c = ctx == NULL ? current_ctx() : ctx_of(ctx);
+	CUresult rc = check_call();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (device == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (c == NULL)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*device = c->device;
+	return CUDA_SUCCESS;
+}
+
+/* Waits for the device: every recorded event completes (of every device, as the stand-in always
+ * did: its synchronisation is instantaneous). */
+static CUresult sync_device(const char *fn, int dev)
+{
+	CUresult rc;
+
+	pthread_mutex_lock(&st.lock);
+	st.dev[dev].c.syncs++;
+	rc = check_unsafe_call(fn);
+	if (rc == CUDA_SUCCESS && device_capturing(dev))
+		rc = capture_error(fn, dev, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	if (rc == CUDA_SUCCESS)
+		complete_all(-1);
+	leave();
+	return rc;
+}
+
+CUresult cuCtxSynchronize(void)
+{
+	CUresult rc = check_call();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (current_ctx() == NULL)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return sync_device(__func__, current_ctx()->device);
+}
+
+/* CUDA 13's flavour: synchronises `ctx`, NULL meaning the current one. */
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+	struct CUctx_st *c = ctx == NULL ? current_ctx() : ctx_of(ctx);
+	CUresult rc = check_call();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (c == NULL)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return sync_device(__func__, c->device);
+}
+
+/* ---- primary contexts ---- */
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	CUresult rc = enter();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (pctx == NULL) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+	} else if (dev < 0 || dev >= st.ndevices) {
+		rc = CUDA_ERROR_INVALID_DEVICE;
+	} else {
+		st.dev[dev].ctx.retained++;
+		*pctx = &st.dev[dev].ctx;
+	}
+	leave();
+	return rc;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+	CUresult rc = enter();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (dev < 0 || dev >= st.ndevices)
+		rc = CUDA_ERROR_INVALID_DEVICE;
+	else if (st.dev[dev].ctx.retained == 0)
+		rc = CUDA_ERROR_INVALID_CONTEXT;
+	else
+		st.dev[dev].ctx.retained--;
+	leave();
+	return rc;
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+	CUresult rc = enter();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (flags == NULL || active == NULL) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+	} else if (dev < 0 || dev >= st.ndevices) {
+		rc = CUDA_ERROR_INVALID_DEVICE;
+	} else {
+		*flags = 0;
+		*active = st.dev[dev].ctx.retained > 0;
+	}
+	leave();
+	return rc;
+}
+
+/* Frees every allocation of the device and destroys its streams and events (their handles become
+ * invalid), as the driver does with everything in the context. The handle itself stays valid
+ * here, and so does whatever thread has it current: the next call uses it afresh. */
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+	CUresult rc = enter();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (dev < 0 || dev >= st.ndevices) {
+		rc = CUDA_ERROR_INVALID_DEVICE;
+		goto out;
+	}
+	free_device_memory(dev);
+	destroy_device_streams(dev);
+	destroy_device_events(dev);
+out:
+	leave();
+	return rc;
+}

@@ -1,0 +1,593 @@
+/* driver_mem.c — the stand-in driver's "device" memory: host memory behind a pointer map, charged
+ * against each device's capacity as the real driver rounds allocations, with the allocation and
+ * free entry points (fault injection and the free delay included), memset and copy, pointer
+ * attributes and the default memory pools. Test-only. */
+#define _GNU_SOURCE
+#include "driver.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#define STANDIN_ALIGN 256
+
+static void *ptr_of(CUdeviceptr d)
+{
+	return (void *)(uintptr_t)d;
+}
+
+static CUdeviceptr dptr_of(const void *p)
+{
+	return (CUdeviceptr)(uintptr_t)p;
+}
+
+/* ---- the pointer map (st.lock held) ---- */
+
+static size_t bucket(const void *p)
+{
+	uintptr_t v = (uintptr_t)p;
+
+	return (size_t)((v >> 8) ^ (v >> 20)) % STANDIN_MAP_BUCKETS;
+}
+
+struct alloc *map_find(const void *p)
+{
+	struct alloc *a;
+
+	for (a = st.map[bucket(p)]; a != NULL; a = a->next)
+		if (a->ptr == p)
+			return a;
+	return NULL;
+}
+
+/* The allocation p points into: its start first (cheap), else every one (the rare case). */
+static struct alloc *map_containing(const void *p)
+{
+	uintptr_t v = (uintptr_t)p;
+	struct alloc *a = map_find(p);
+	size_t b;
+
+	for (b = 0; a == NULL && b < STANDIN_MAP_BUCKETS; b++)
+		for (a = st.map[b]; a != NULL; a = a->next)
+			if (v >= (uintptr_t)a->ptr && v - (uintptr_t)a->ptr < a->size)
+				return a;
+	return a;
+}
+
+static struct alloc *map_remove(const void *p)
+{
+	struct alloc **link = &st.map[bucket(p)];
+	struct alloc *a;
+
+	for (; *link != NULL; link = &(*link)->next) {
+		a = *link;
+		if (a->ptr == p) {
+			*link = a->next;
+			return a;
+		}
+	}
+	return NULL;
+}
+
+/* ---- blocks ---- */
+
+/* A record and the block it describes; NULL when host memory ran out. */
+static struct alloc *alloc_new(size_t size)
+{
+	struct alloc *a;
+
+	if (st.use_mmap) {
+		size_t page = 4096, span = page + (size + page - 1) / page * page;
+		void *base = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (base == MAP_FAILED)
+			return NULL;
+		a = base;
+		a->ptr = (char *)base + page;
+		a->span = span;
+		return a;
+	}
+	a = calloc(1, sizeof(*a));
+	if (a == NULL)
+		return NULL;
+	a->ptr = aligned_alloc(STANDIN_ALIGN, (size + STANDIN_ALIGN - 1) / STANDIN_ALIGN * STANDIN_ALIGN);
+	if (a->ptr == NULL) {
+		free(a);
+		return NULL;
+	}
+	return a;
+}
+
+static void alloc_delete(struct alloc *a)
+{
+	if (st.use_mmap) {
+		munmap(a, a->span);
+		return;
+	}
+	free(a->ptr);
+	free(a);
+}
+
+static void account(struct alloc *a, int sign)
+{
+	struct device *d = &st.dev[a->device];
+	uint64_t n = a->charged;
+
+	d->used = sign > 0 ? d->used + n : d->used - n;
+	d->c.live_bytes = sign > 0 ? d->c.live_bytes + n : d->c.live_bytes - n;
+	d->c.live_allocs = sign > 0 ? d->c.live_allocs + 1 : d->c.live_allocs - 1;
+	if (a->async)
+		d->async_used = sign > 0 ? d->async_used + n : d->async_used - n;
+}
+
+static CUresult do_malloc(CUdeviceptr *dptr, size_t size, int device, int async)
+{
+	struct device *d = &st.dev[device];
+	struct alloc *a = NULL;
+	uint64_t charged = charge(size);
+	CUresult rc = CUDA_SUCCESS;
+
+	if (dptr == NULL || size == 0) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	if (size > d->capacity || d->used + charged > d->capacity) { /* first test: no overflow */
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	a = alloc_new(size);
+	if (a == NULL) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	a->size = size;
+	a->charged = charged;
+	a->device = device;
+	a->async = async;
+	a->next = st.map[bucket(a->ptr)];
+	st.map[bucket(a->ptr)] = a;
+	account(a, 1);
+	*dptr = dptr_of(a->ptr);
+out:
+	if (rc != CUDA_SUCCESS)
+		d->c.failed_mallocs++;
+	else if (async)
+		d->c.async_mallocs++;
+	else
+		d->c.mallocs++;
+	return rc;
+}
+
+/* Frees a live allocation; counts a bad free on `device` (the caller's) otherwise. */
+static CUresult do_free(void *p, int device, int async)
+{
+	struct alloc *a = map_remove(p);
+	struct device *d;
+
+	if (a == NULL) {
+		st.dev[device].c.bad_frees++;
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	d = &st.dev[a->device];
+	account(a, -1);
+	if (async)
+		d->c.async_frees++;
+	else
+		d->c.frees++;
+	if (!async && a->device != device)
+		d->c.frees_off_device++; /* legal in CUDA; gpupool promises not to do it */
+	alloc_delete(a);
+	return CUDA_SUCCESS;
+}
+
+/* cudaDeviceReset's work: every allocation of the device goes. */
+void free_device_memory(int device)
+{
+	struct alloc **link, *a;
+	struct device *d = &st.dev[device];
+	size_t b;
+
+	for (b = 0; b < STANDIN_MAP_BUCKETS; b++) {
+		link = &st.map[b];
+		while (*link != NULL) {
+			a = *link;
+			if (a->device != device) {
+				link = &a->next;
+				continue;
+			}
+			*link = a->next;
+			alloc_delete(a);
+		}
+	}
+	d->used = 0;
+	d->async_used = 0;
+	d->c.live_allocs = 0;
+	d->c.live_bytes = 0;
+}
+
+/* ---- allocation and free ---- */
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+	CUresult rc;
+	int dev;
+
+	rc = enter_ctx(&dev);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	rc = check_unsafe_call(__func__);
+	if (rc == CUDA_SUCCESS)
+		rc = inject(STANDIN_FAULT_MALLOC);
+	if (rc != CUDA_SUCCESS)
+		st.dev[dev].c.failed_mallocs++;
+	else
+		rc = do_malloc(dptr, bytesize, dev, 0);
+	leave();
+	return rc;
+}
+
+static void free_delay(void)
+{
+	unsigned delay = atomic_load(&st_free_delay_us);
+	struct timespec ts = { (time_t)(delay / 1000000u), (long)(delay % 1000000u) * 1000L };
+
+	if (delay == 0)
+		return;
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* Like the real one, it waits for the device: every recorded event completes. An injected
+ * failure frees the allocation all the same (unless STANDIN_FAIL_FREE_KEEPS) and reports the
+ * error, as a free does with the error of an earlier asynchronous launch. */
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+	CUresult rc, fault = CUDA_SUCCESS;
+	void *p = ptr_of(dptr);
+	int dev;
+
+	rc = check_call();
+	if (rc != CUDA_SUCCESS || p == NULL)
+		return rc;
+	free_delay(); /* before the lock: a slow device, not a stalled driver */
+	rc = enter_ctx(&dev);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	rc = check_unsafe_call(__func__);
+	if (rc != CUDA_SUCCESS)
+		goto out;
+	if (map_find(p) != NULL)
+		fault = inject(STANDIN_FAULT_FREE);
+	if (fault != CUDA_SUCCESS && atomic_load(&st_free_keeps)) {
+		rc = fault;
+		goto out;
+	}
+	rc = do_free(p, dev, 0);
+	if (rc == CUDA_SUCCESS)
+		complete_all(-1);
+	if (fault != CUDA_SUCCESS)
+		rc = fault;
+out:
+	leave();
+	return rc;
+}
+
+static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream s)
+{
+	CUresult rc;
+	int dev;
+
+	rc = enter_stream(s, &dev);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!stream_valid(s)) {
+		st.dev[here(dev)].c.failed_mallocs++;
+		rc = CUDA_ERROR_INVALID_HANDLE;
+	} else {
+		rc = do_malloc(dptr, bytesize, stream_device(s, dev), 1);
+	}
+	leave();
+	return rc;
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+	return alloc_async(dptr, bytesize, hStream);
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+	return alloc_async(dptr, bytesize, hStream != NULL ? hStream : CU_STREAM_PER_THREAD);
+}
+
+static CUresult free_async(CUdeviceptr dptr, CUstream s)
+{
+	CUresult rc;
+	int dev;
+
+	rc = check_call();
+	if (rc != CUDA_SUCCESS || dptr == 0)
+		return rc;
+	rc = enter_stream(s, &dev);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!stream_valid(s))
+		rc = CUDA_ERROR_INVALID_HANDLE;
+	else
+		rc = do_free(ptr_of(dptr), here(stream_device(s, dev)), 1);
+	leave();
+	return rc;
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+	return free_async(dptr, hStream);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+	return free_async(dptr, hStream != NULL ? hStream : CU_STREAM_PER_THREAD);
+}
+
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
+{
+	struct device *d;
+	CUresult rc;
+	int dev;
+
+	rc = enter_ctx(&dev);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	d = &st.dev[dev];
+	d->c.mem_get_info++;
+	if (free_bytes == NULL || total_bytes == NULL) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	*free_bytes = (size_t)(d->capacity > d->used ? d->capacity - d->used : 0);
+	*total_bytes = (size_t)d->capacity;
+out:
+	leave();
+	return rc;
+}
+
+/* ---- memset and copies: done at once, with the lock held ---- */
+
+/* The synchronous ones: on the legacy stream (legacy) or the per-thread one. value < 0: a copy
+ * from src, else a memset to value. */
+static CUresult sync_op(const char *fn, void *dst, const void *src, int value, size_t n,
+			int legacy)
+{
+	CUresult rc;
+	int dev;
+
+	rc = enter_ctx(&dev);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	rc = check_unsafe_call(fn);
+	if (rc == CUDA_SUCCESS && legacy && legacy_stream_blocked(dev))
+		rc = capture_error(fn, dev, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+	if (rc == CUDA_SUCCESS && (dst == NULL || (src == NULL && value < 0)) && n > 0)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc == CUDA_SUCCESS && value < 0)
+		memmove(dst, src, n);
+	else if (rc == CUDA_SUCCESS)
+		memset(dst, value, n);
+	leave();
+	return rc;
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+	return sync_op(__func__, ptr_of(dstDevice), NULL, uc, N, 1);
+}
+
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+	return sync_op(__func__, ptr_of(dstDevice), NULL, uc, N, 0);
+}
+
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+	return sync_op(__func__, ptr_of(dst), ptr_of(src), -1, ByteCount, 1);
+}
+
+CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+	return sync_op(__func__, ptr_of(dst), ptr_of(src), -1, ByteCount, 0);
+}
+
+/* The stream-ordered ones: captured (not done) on a capturing stream. value as for sync_op. */
+static CUresult async_op(const char *fn, void *dst, const void *src, int value, size_t n,
+			 CUstream s)
+{
+	CUresult rc;
+	int dev, run = 0;
+
+	rc = enter_stream(s, &dev);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	rc = stream_work(fn, s, &dev, &run);
+	if (rc == CUDA_SUCCESS && (dst == NULL || (src == NULL && value < 0)) && n > 0)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc == CUDA_SUCCESS && run && value < 0)
+		memmove(dst, src, n);
+	else if (rc == CUDA_SUCCESS && run)
+		memset(dst, value, n);
+	leave();
+	return rc;
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+	return async_op(__func__, ptr_of(dstDevice), NULL, uc, N, hStream);
+}
+
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+	return async_op(__func__, ptr_of(dstDevice), NULL, uc, N,
+			hStream != NULL ? hStream : CU_STREAM_PER_THREAD);
+}
+
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+	return async_op(__func__, ptr_of(dst), ptr_of(src), -1, ByteCount, hStream);
+}
+
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+	return async_op(__func__, ptr_of(dst), ptr_of(src), -1, ByteCount,
+			hStream != NULL ? hStream : CU_STREAM_PER_THREAD);
+}
+
+/* ---- pointers ---- */
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+	struct alloc *a;
+	CUresult rc = enter();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	a = map_containing(ptr_of(dptr));
+	if (a == NULL) {
+		rc = CUDA_ERROR_NOT_FOUND;
+		goto out;
+	}
+	if (pbase != NULL)
+		*pbase = dptr_of(a->ptr);
+	if (psize != NULL)
+		*psize = (size_t)a->size;
+out:
+	leave();
+	return rc;
+}
+
+/* One attribute of the allocation ptr points into (st.lock held). */
+static CUresult attribute(void *data, CUpointer_attribute attr, const struct alloc *a,
+			  CUdeviceptr ptr)
+{
+	switch (attr) {
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
+		*(CUcontext *)data = &st.dev[a->device].ctx;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+		*(unsigned int *)data = CU_MEMORYTYPE_DEVICE;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+		*(CUdeviceptr *)data = ptr;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+		*(int *)data = a->device;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+		*(CUdeviceptr *)data = dptr_of(a->ptr);
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+		*(size_t *)data = (size_t)a->size;
+		return CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+/* A pointer that is not the driver's (host memory): CUDA_ERROR_INVALID_VALUE, as on a GPU. */
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute_, CUdeviceptr ptr)
+{
+	struct alloc *a;
+	CUresult rc = enter();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	a = map_containing(ptr_of(ptr));
+	if (data == NULL || a == NULL)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else
+		rc = attribute(data, attribute_, a, ptr);
+	leave();
+	return rc;
+}
+
+/* ---- the default memory pools (cuMemAllocAsync's) ---- */
+
+static struct CUmemPoolHandle_st *pool_of(CUmemoryPool pool)
+{
+	int d;
+
+	for (d = 0; d < st.ndevices; d++)
+		if (pool == &st.dev[d].pool)
+			return &st.dev[d].pool;
+	return NULL;
+}
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+	CUresult rc = check_call();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (pool_out == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= st.ndevices)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*pool_out = &st.dev[dev].pool;
+	return CUDA_SUCCESS;
+}
+
+/* Nothing is cached by the pool here: trimming only counts. */
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+	struct CUmemPoolHandle_st *p;
+	CUresult rc = enter();
+
+	(void)minBytesToKeep;
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	p = pool_of(pool);
+	if (p == NULL)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else
+		st.dev[p->device].c.pool_trims++;
+	leave();
+	return rc;
+}
+
+/* The pool holds exactly its live allocations: reserved and used are the same. */
+static CUresult pool_attribute(const struct CUmemPoolHandle_st *p, CUmemPool_attribute attr,
+			       void *value)
+{
+	switch (attr) {
+	case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+	case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+	case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+		*(int *)value = 1;
+		return CUDA_SUCCESS;
+	case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+		*(cuuint64_t *)value = p->release_threshold;
+		return CUDA_SUCCESS;
+	case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+	case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+		*(cuuint64_t *)value = st.dev[p->device].async_used;
+		return CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+	struct CUmemPoolHandle_st *p;
+	CUresult rc = enter();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	p = pool_of(pool);
+	if (p == NULL || value == NULL)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else
+		rc = pool_attribute(p, attr, value);
+	leave();
+	return rc;
+}
