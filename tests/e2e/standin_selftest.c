@@ -1,9 +1,13 @@
-/* standin_selftest.c — proves the stand-in runtime behaves as the e2e tests assume (run natively,
- * with STANDIN_DEVICES=2): the driver-like accounting, out-of-memory and the last error, frees,
- * cudaMallocAsync, per-device events, events that complete only when told, and the stream-capture
- * rules, and the injected faults (every n-th call fails; unloading). If this fails, the e2e results
- * say nothing about the shim. */
+/* standin_selftest.c — proves the stand-in behaves as the e2e tests assume (run natively, with
+ * STANDIN_DEVICES=2): the driver's accounting, out-of-memory and the last error, frees,
+ * cudaMallocAsync, per-device events, events that complete only when told, the stream-capture
+ * rules, the injected faults (every n-th call fails; unloading); and the driver as the runtime
+ * and any other library reach it: cuGetProcAddress (base names, versions, per-thread flavours,
+ * unknown names, itself), the context rules, and that a program calling the driver directly
+ * and the runtime are counted alike. If this fails, the e2e results say nothing about the shim. */
 #define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -306,6 +310,350 @@ static void faults(void)
 	e2e_check(c.live_allocs == c0.live_allocs && c.live_bytes == c0.live_bytes, "nothing left behind");
 }
 
+/* ---- the driver, as a library that preloads itself would reach it ---- */
+
+typedef CUresult (*get_proc_v2)(const char *, void **, int, cuuint64_t,
+				CUdriverProcAddressQueryResult *);
+typedef CUresult (*get_proc_v1)(const char *, void **, int, cuuint64_t);
+
+static void *driver;      /* the libcuda.so.1 the runtime loaded */
+static get_proc_v2 get_proc;
+
+static void *driver_sym(const char *name)
+{
+	void *p = dlsym(driver, name);
+
+	if (p == NULL)
+		e2e_fail("the stand-in driver does not export %s", name);
+	return p;
+}
+
+/* What cuGetProcAddress_v2 gives for (name, version, flags); *status its status. */
+static void *proc(const char *name, int version, cuuint64_t flags, CUresult *rc,
+		  CUdriverProcAddressQueryResult *status)
+{
+	void *fn = (void *)&fn; /* not NULL: a miss must clear it */
+
+	*rc = get_proc(name, &fn, version, flags, status);
+	return fn;
+}
+
+/* name at version with flags resolves to the exported symbol `want`. */
+static void expect_proc(const char *name, int version, cuuint64_t flags, const char *want)
+{
+	CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	CUresult rc;
+	void *fn = proc(name, version, flags, &rc, &status);
+
+	e2e_check(rc == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS && fn == driver_sym(want),
+		  "cuGetProcAddress(\"%s\", %d, flags %llu) -> %s", name, version,
+		  (unsigned long long)flags, want);
+}
+
+static void expect_no_proc(const char *name, int version, CUdriverProcAddressQueryResult want,
+			   const char *what)
+{
+	CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+	CUresult rc;
+	void *fn = proc(name, version, CU_GET_PROC_ADDRESS_DEFAULT, &rc, &status);
+
+	e2e_check(rc == CUDA_ERROR_NOT_FOUND && fn == NULL && status == want,
+		  "cuGetProcAddress(\"%s\", %d): CUDA_ERROR_NOT_FOUND, NULL, status %d (%s)", name,
+		  version, (int)status, what);
+}
+
+/* Every entry point the stand-in documents resolves by its base name. */
+static const char *const base_names[] = {
+	"cuInit", "cuDriverGetVersion", "cuDeviceGet", "cuDeviceGetCount", "cuDeviceTotalMem",
+	"cuGetProcAddress", "cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxGetDevice",
+	"cuCtxPushCurrent", "cuCtxPopCurrent", "cuCtxSynchronize", "cuDevicePrimaryCtxRetain",
+	"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxGetState",
+	"cuMemAlloc", "cuMemFree", "cuMemGetInfo", "cuMemAllocAsync", "cuMemFreeAsync",
+	"cuMemsetD8", "cuMemsetD8Async", "cuMemcpy", "cuMemcpyAsync", "cuMemGetAddressRange",
+	"cuPointerGetAttribute", "cuMemPoolTrimTo", "cuDeviceGetDefaultMemPool",
+	"cuMemPoolGetAttribute", "cuStreamCreate", "cuStreamCreateWithPriority", "cuStreamDestroy",
+	"cuStreamQuery", "cuStreamSynchronize", "cuStreamWaitEvent", "cuStreamBeginCapture",
+	"cuStreamBeginCaptureToGraph", "cuStreamEndCapture", "cuStreamIsCapturing",
+	"cuThreadExchangeStreamCaptureMode", "cuEventCreate", "cuEventDestroy", "cuEventRecord",
+	"cuEventQuery", "cuEventSynchronize", "cuGraphCreate", "cuGraphDestroy",
+	"cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams", "cuGraphExecDestroy",
+	"cuGraphClone", "cuGraphAddChildGraphNode", "cuGraphExecChildGraphNodeSetParams",
+	"cuGraphExecUpdate", "cuGraphLaunch", "cuLaunchKernel",
+};
+
+static void get_proc_address(void)
+{
+	const cuuint64_t pt = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+	const cuuint64_t legacy = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+	CUdriverProcAddressQueryResult status;
+	get_proc_v1 v1;
+	CUresult rc;
+	void *fn, *sym;
+	size_t i, n = 0;
+
+	e2e_cuda(cudaFree(NULL), "cudaFree(NULL): the runtime loads its driver");
+	driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+	if (driver == NULL)
+		e2e_fail("the runtime did not load libcuda.so.1");
+	sym = driver_sym("cuGetProcAddress_v2");
+	memcpy(&get_proc, &sym, sizeof(sym));
+
+	expect_proc("cuGetProcAddress", 13000, 0, "cuGetProcAddress_v2");
+	expect_proc("cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2");
+	expect_proc("cuGetProcAddress", 11030, 0, "cuGetProcAddress");
+	expect_no_proc("cuGetProcAddress", 11020, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT,
+		       "before CUDA 11.3");
+	expect_proc("cuMemAlloc", 13000, 0, "cuMemAlloc_v2");
+	expect_proc("cuMemAlloc", 3020, pt, "cuMemAlloc_v2");
+	expect_no_proc("cuMemAlloc", 3000, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT,
+		       "older than its first variant here");
+	expect_no_proc("cuNoSuchEntryPoint", 13000, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, "unknown");
+	expect_no_proc("cuMemAlloc_v2", 13000, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND,
+		       "a versioned name is no base name");
+	expect_proc("cuStreamBeginCapture", 10010, 0, "cuStreamBeginCapture_v2");
+	expect_proc("cuStreamBeginCapture", 13000, pt, "cuStreamBeginCapture_v2_ptsz");
+	expect_proc("cuStreamBeginCapture", 13000, pt | legacy, "cuStreamBeginCapture_v2");
+	expect_proc("cuLaunchKernel", 13000, pt, "cuLaunchKernel_ptsz");
+	expect_proc("cuLaunchKernel", 13000, legacy, "cuLaunchKernel");
+	expect_proc("cuMemsetD8", 13000, pt, "cuMemsetD8_v2_ptds");
+	expect_proc("cuMemcpy", 13000, pt, "cuMemcpy_ptds");
+	expect_proc("cuStreamQuery", 13000, pt, "cuStreamQuery_ptsz");
+	expect_proc("cuStreamQuery", 6050, pt, "cuStreamQuery");
+	expect_proc("cuCtxGetDevice", 12090, 0, "cuCtxGetDevice");
+	expect_proc("cuCtxGetDevice", 13000, 0, "cuCtxGetDevice_v2");
+	expect_proc("cuCtxSynchronize", 13000, 0, "cuCtxSynchronize_v2");
+	expect_proc("cuGraphExecUpdate", 13000, 0, "cuGraphExecUpdate_v2");
+
+	fn = proc("cuMemFree", 13000, 0, &rc, NULL);
+	e2e_check(rc == CUDA_SUCCESS && fn == driver_sym("cuMemFree_v2"), "the status may be NULL");
+	e2e_check(get_proc(NULL, &fn, 13000, 0, &status) == CUDA_ERROR_INVALID_VALUE &&
+			  get_proc("cuInit", NULL, 13000, 0, &status) == CUDA_ERROR_INVALID_VALUE,
+		  "no name or no pfn: CUDA_ERROR_INVALID_VALUE");
+	sym = driver_sym("cuGetProcAddress");
+	memcpy(&v1, &sym, sizeof(sym));
+	fn = NULL;
+	e2e_check(v1("cuStreamSynchronize", &fn, 13000, pt) == CUDA_SUCCESS &&
+			  fn == driver_sym("cuStreamSynchronize_ptsz"),
+		  "cuGetProcAddress (v1) resolves the same way");
+	for (i = 0; i < sizeof(base_names) / sizeof(base_names[0]); i++) {
+		fn = proc(base_names[i], 13000, 0, &rc, &status);
+		if (rc == CUDA_SUCCESS && fn != NULL)
+			n++;
+		else
+			e2e_note("%s does not resolve by its base name", base_names[i]);
+	}
+	e2e_check(n == sizeof(base_names) / sizeof(base_names[0]),
+		  "all %zu documented entry points resolve by base name", n);
+}
+
+/* A driver function, resolved as the runtime does. */
+static void *resolve(const char *name, cuuint64_t flags)
+{
+	CUdriverProcAddressQueryResult status;
+	CUresult rc;
+	void *fn = proc(name, 13000, flags, &rc, &status);
+
+	if (rc != CUDA_SUCCESS)
+		e2e_fail("cuGetProcAddress(\"%s\") failed (%d)", name, (int)rc);
+	return fn;
+}
+
+static struct {
+	CUresult (*ctx_get_current)(CUcontext *);
+	CUresult (*ctx_set_current)(CUcontext);
+	CUresult (*ctx_get_device)(CUdevice *, CUcontext);
+	CUresult (*ctx_push)(CUcontext);
+	CUresult (*ctx_pop)(CUcontext *);
+	CUresult (*ctx_sync)(CUcontext);
+	CUresult (*retain)(CUcontext *, CUdevice);
+	CUresult (*release)(CUdevice);
+	CUresult (*get_state)(CUdevice, unsigned *, int *);
+	CUresult (*mem_alloc)(CUdeviceptr *, size_t);
+	CUresult (*mem_free)(CUdeviceptr);
+	CUresult (*stream_create)(CUstream *, unsigned);
+	CUresult (*stream_query)(CUstream);
+	CUresult (*event_create)(CUevent *, unsigned);
+	CUresult (*launch_ptsz)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+				unsigned, unsigned, CUstream, void **, void **);
+	CUresult (*pointer_attribute)(void *, CUpointer_attribute, CUdeviceptr);
+} cu;
+
+static void get(void *slot, const char *name, cuuint64_t flags)
+{
+	void *p = resolve(name, flags);
+
+	memcpy(slot, &p, sizeof(p)); /* an object pointer to a function pointer: by its bytes */
+}
+
+static void resolve_driver(void)
+{
+	get(&cu.ctx_get_current, "cuCtxGetCurrent", 0);
+	get(&cu.ctx_set_current, "cuCtxSetCurrent", 0);
+	get(&cu.ctx_get_device, "cuCtxGetDevice", 0);
+	get(&cu.ctx_push, "cuCtxPushCurrent", 0);
+	get(&cu.ctx_pop, "cuCtxPopCurrent", 0);
+	get(&cu.ctx_sync, "cuCtxSynchronize", 0);
+	get(&cu.retain, "cuDevicePrimaryCtxRetain", 0);
+	get(&cu.release, "cuDevicePrimaryCtxRelease", 0);
+	get(&cu.get_state, "cuDevicePrimaryCtxGetState", 0);
+	get(&cu.mem_alloc, "cuMemAlloc", 0);
+	get(&cu.mem_free, "cuMemFree", 0);
+	get(&cu.stream_create, "cuStreamCreate", 0);
+	get(&cu.stream_query, "cuStreamQuery", 0);
+	get(&cu.event_create, "cuEventCreate", 0);
+	get(&cu.launch_ptsz, "cuLaunchKernel", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+	get(&cu.pointer_attribute, "cuPointerGetAttribute", 0);
+}
+
+static CUcontext current_ctx(void)
+{
+	CUcontext c = NULL;
+
+	if (cu.ctx_get_current(&c) != CUDA_SUCCESS)
+		e2e_fail("cuCtxGetCurrent failed");
+	return c;
+}
+
+/* A thread on which the runtime did no work: no context, and the driver says so. */
+static void *no_context_thread(void *arg)
+{
+	CUdeviceptr d = 0;
+	CUstream s = NULL;
+	CUevent e = NULL;
+	int dev = -1;
+
+	(void)arg;
+	e2e_check(current_ctx() == NULL, "a new thread has no context current");
+	e2e_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+	e2e_check(current_ctx() == NULL, "cudaGetDevice makes none current");
+	e2e_check(cu.mem_alloc(&d, 4096) == CUDA_ERROR_INVALID_CONTEXT &&
+			  cu.stream_create(&s, 0) == CUDA_ERROR_INVALID_CONTEXT &&
+			  cu.event_create(&e, 0) == CUDA_ERROR_INVALID_CONTEXT &&
+			  cu.stream_query(NULL) == CUDA_ERROR_INVALID_CONTEXT &&
+			  cu.ctx_sync(NULL) == CUDA_ERROR_INVALID_CONTEXT,
+		  "without one, cuMemAlloc, cuStreamCreate, cuEventCreate, cuStreamQuery(legacy) and "
+		  "cuCtxSynchronize fail with CUDA_ERROR_INVALID_CONTEXT");
+	e2e_check(cudaPeekAtLastError() == cudaSuccess, "driver calls leave the last error alone");
+	return NULL;
+}
+
+/* The runtime makes its device's primary context current when it does work. */
+static void *runtime_thread(void *arg)
+{
+	CUcontext *primary = arg;
+	void *p = NULL;
+
+	e2e_cuda(cudaMalloc(&p, 4096), "cudaMalloc (new thread)");
+	e2e_check(current_ctx() == primary[0], "after a cudaMalloc, device 0's primary context is current");
+	e2e_cuda(cudaSetDevice(1), "cudaSetDevice(1)");
+	e2e_check(current_ctx() == primary[1], "after cudaSetDevice(1), device 1's");
+	e2e_check(cu.ctx_set_current(NULL) == CUDA_SUCCESS && current_ctx() == NULL,
+		  "cuCtxSetCurrent(NULL) leaves none current");
+	e2e_cuda(cudaFree(p), "cudaFree (of device 0's memory, device 1 current)");
+	e2e_check(current_ctx() == primary[1], "the next runtime call made device 1's current again");
+	return NULL;
+}
+
+static void run_thread(void *(*fn)(void *), void *arg)
+{
+	pthread_t t;
+
+	e2e_check(pthread_create(&t, NULL, fn, arg) == 0, "pthread_create");
+	pthread_join(t, NULL);
+}
+
+static void contexts(void)
+{
+	CUcontext primary[2] = { NULL, NULL }, again = NULL, popped = NULL;
+	CUdevice dev = -1;
+	unsigned flags = 1;
+	int active = 0;
+
+	resolve_driver();
+	run_thread(no_context_thread, NULL);
+	e2e_check(cu.retain(&primary[0], 0) == CUDA_SUCCESS && cu.retain(&primary[1], 1) == CUDA_SUCCESS &&
+			  cu.retain(&again, 0) == CUDA_SUCCESS,
+		  "cuDevicePrimaryCtxRetain");
+	e2e_check(primary[0] != NULL && primary[0] != primary[1] && again == primary[0],
+		  "one primary context per device, the same handle each time");
+	e2e_check(cu.retain(&again, 2) == CUDA_ERROR_INVALID_DEVICE, "device 2 of 2: none");
+	e2e_check(cu.get_state(0, &flags, &active) == CUDA_SUCCESS && flags == 0 && active == 1,
+		  "a retained primary context is active");
+	e2e_check(current_ctx() == primary[0], "the runtime made device 0's current on this thread");
+	e2e_check(cu.ctx_push(primary[1]) == CUDA_SUCCESS && current_ctx() == primary[1] &&
+			  cu.ctx_get_device(&dev, NULL) == CUDA_SUCCESS && dev == 1,
+		  "cuCtxPushCurrent: device 1's is current");
+	e2e_check(cu.ctx_pop(&popped) == CUDA_SUCCESS && popped == primary[1] &&
+			  current_ctx() == primary[0],
+		  "cuCtxPopCurrent gives it back and device 0's is current again");
+	e2e_check(cu.ctx_set_current((CUcontext)(void *)&dev) == CUDA_ERROR_INVALID_CONTEXT,
+		  "cuCtxSetCurrent of no context: CUDA_ERROR_INVALID_CONTEXT");
+	run_thread(runtime_thread, primary);
+	e2e_check(cu.release(0) == CUDA_SUCCESS && cu.release(0) == CUDA_SUCCESS &&
+			  cu.release(1) == CUDA_SUCCESS,
+		  "cuDevicePrimaryCtxRelease of each retain");
+}
+
+static void kernel(void **params)
+{
+	int *x = params[0];
+
+	(*x)++;
+}
+
+static void driver_callers(void)
+{
+	struct standin_counters c0 = e2e_counters(), c;
+	CUdeviceptr d = 0;
+	CUfunction f;
+	void (*host)(void **) = kernel;
+	void *p = NULL, *args[1], *fp;
+	int x = 41, dev = -1;
+
+	e2e_cuda(cudaMalloc(&p, E2E_MIB), "cudaMalloc");
+	e2e_check(cu.mem_alloc(&d, E2E_MIB) == CUDA_SUCCESS && standin_owns((void *)(uintptr_t)d),
+		  "cuMemAlloc through cuGetProcAddress allocates");
+	c = e2e_counters();
+	e2e_check(c.mallocs == c0.mallocs + 2 && c.live_allocs == c0.live_allocs + 2,
+		  "the runtime's cudaMalloc and the direct cuMemAlloc are both driver calls (mallocs +%llu)",
+		  (unsigned long long)(c.mallocs - c0.mallocs));
+	e2e_check(cu.pointer_attribute(&dev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)(uintptr_t)p + 10) ==
+			  CUDA_SUCCESS && dev == 0,
+		  "cuPointerGetAttribute knows a pointer into the runtime's allocation");
+	e2e_cuda(cudaFree((void *)(uintptr_t)d), "cudaFree of the driver's allocation");
+	e2e_check(cu.mem_free((CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS,
+		  "cuMemFree of the runtime's allocation");
+	c = e2e_counters();
+	e2e_check(c.frees == c0.frees + 2 && c.live_allocs == c0.live_allocs, "both frees counted");
+
+	standin_set_fault(STANDIN_FAULT_MALLOC, 1, 0);
+	e2e_check(cu.mem_alloc(&d, 4096) == CUDA_ERROR_OUT_OF_MEMORY,
+		  "an injected MALLOC fault fails the direct cuMemAlloc too");
+	standin_set_fault(STANDIN_FAULT_MALLOC, 0, 0);
+	e2e_check(cu.mem_free(12345) == CUDA_ERROR_INVALID_VALUE &&
+			  cudaPeekAtLastError() == cudaSuccess,
+		  "a failed driver call leaves the runtime's last error alone");
+	standin_set_unloading(1);
+	e2e_check(cu.mem_alloc(&d, 4096) == CUDA_ERROR_DEINITIALIZED,
+		  "unloading: the driver fails with CUDA_ERROR_DEINITIALIZED");
+	standin_set_unloading(0);
+
+	memcpy(&fp, &host, sizeof(fp)); /* the host function as the kernel: by its bytes */
+	args[0] = &x;
+	e2e_cuda(cudaLaunchKernel(fp, (dim3){ 1, 1, 1 }, (dim3){ 1, 1, 1 }, args, 0, NULL),
+		  "cudaLaunchKernel");
+	memcpy(&f, &fp, sizeof(f));
+	e2e_check(cu.launch_ptsz(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL) == CUDA_SUCCESS,
+		  "cuLaunchKernel_ptsz");
+	expect_rc(cudaLaunchKernel(NULL, (dim3){ 1, 1, 1 }, (dim3){ 1, 1, 1 }, args, 0, NULL),
+		  cudaErrorInvalidValue, "cudaLaunchKernel of no function");
+	(void)cudaGetLastError();
+	c = e2e_counters();
+	e2e_check(x == 43 && c.launches == c0.launches + 2,
+		  "both launches ran the host function at once and are counted (launches +%llu)",
+		  (unsigned long long)(c.launches - c0.launches));
+}
+
 int main(void)
 {
 	e2e_start("e2e_standin_selftest");
@@ -319,6 +667,9 @@ int main(void)
 	devices();
 	capture();
 	faults();
+	get_proc_address();
+	contexts();
+	driver_callers();
 	printf("PASS e2e_standin_selftest\n");
 	return 0;
 }
