@@ -1,8 +1,8 @@
 /* backend.c — struct gp_backend over the real driver: cuMemAlloc_v2/cuMemFree_v2 in the block's
  * device's primary context, fences from fence.c, a cheap clock. Called by the pool with no pool
- * lock held. A thread with no context current (a program's first cudaMalloc) allocates through
- * the runtime, which makes its device's context current the way the program expects; the
- * runtime's own call into the driver then passes our entry point untouched (gp_shim_in_real). */
+ * lock held. For the runtime door (gp_backend_via_runtime) the real calls go through the runtime
+ * instead, as the program's own would; the runtime's own call into the driver then passes our
+ * entry point untouched (gp_shim_in_real). */
 #define _GNU_SOURCE
 #include "backend.h"
 #include "capture.h"
@@ -17,6 +17,7 @@
 /* The thread's last failure: see pool.c on initial-exec. */
 static _Thread_local CUresult last_error __attribute__((tls_model("initial-exec")));
 static _Thread_local int runtime_failed __attribute__((tls_model("initial-exec")));
+_Thread_local int gp_backend_via_runtime __attribute__((tls_model("initial-exec")));
 
 CUresult gp_backend_last_error(void)
 {
@@ -84,7 +85,11 @@ static int be_alloc(void *ctx, int device, size_t bytes, void **out)
 
 	(void)ctx;
 	mode = relax();
-	if (gp_ctx_current(&cur) == device) {
+	if (gp_backend_via_runtime && gp_real.Malloc != NULL) {
+		rc = runtime_alloc(device, bytes, (void **)&p);
+		if (gp_ctx_current(&cur) == device)
+			gp_ctx_note(device, cur);
+	} else if (gp_ctx_current(&cur) == device) {
 		rc = to_rc(gp_cu.MemAlloc_v2(&p, bytes), 0);
 		gp_ctx_note(device, cur);
 	} else if (gp_real.Malloc != NULL) {
@@ -105,12 +110,29 @@ static int be_alloc(void *ctx, int device, size_t bytes, void **out)
 /* In the device's context, wherever the free comes from (the control thread has none). Tried
  * even when the context cannot be entered: a block whose free is not tried is lost to the
  * device for good. */
+static int runtime_free(int dev, void *ptr)
+{
+	cudaError_t e;
+	int prev = -1;
+
+	gp_shim_in_real = 1;
+	if (gp_real.GetDevice(&prev) == cudaSuccess && prev != dev)
+		gp_real.SetDevice(dev);
+	e = gp_real.Free(ptr);
+	if (prev >= 0 && prev != dev)
+		gp_real.SetDevice(prev);
+	gp_shim_in_real = 0;
+	return to_rc((CUresult)e, 1);
+}
+
 static int be_free(void *ctx, int device, void *ptr, size_t bytes)
 {
 	int pushed = 0, rc;
 
 	(void)ctx;
 	(void)bytes;
+	if (gp_backend_via_runtime && gp_real.Free != NULL)
+		return runtime_free(device, ptr);
 	gp_ctx_enter(device, &pushed);
 	rc = to_rc(gp_cu.MemFree_v2((CUdeviceptr)(uintptr_t)ptr), 0);
 	gp_ctx_leave(pushed);

@@ -11,6 +11,11 @@
 void gp_backend_fill(struct gp_backend *be);
 /* The driver's error behind the last GP_ENOMEM or GP_EBACKEND on this thread. */
 CUresult gp_backend_last_error(void);
+/* Set by the runtime door around its pool calls: real allocations and frees made for them go
+ * through the runtime, as the program's own would (its context handling and its sticky last
+ * error), the runtime's own call into the driver passing our entry point untouched. */
+extern _Thread_local int gp_backend_via_runtime;
+
 /* Whether the last failed allocation on this thread went through the runtime (it then holds
  * the runtime's sticky error, which a successful retry must clear). */
 int gp_backend_runtime_failed(void);

@@ -6,9 +6,11 @@
 #include "log.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 struct gp_cu gp_cu;
@@ -90,22 +92,92 @@ static const struct {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int resolved;
 
-static _Atomic(void *) real_dlsym; /* the next dlsym after ours (libc's, or another preload's) */
+static _Atomic(void *) real_dlsym; /* the next dlsym after ours (another hook's, or libc's) */
 
 typedef void *(*dlsym_fn)(void *, const char *);
 
+/* Any object of ours, to find our own base address. */
+static const char anchor;
+
+struct walk {
+	void *self;      /* our base address */
+	int passed;      /* the walk is past our library */
+	dlsym_fn libc;   /* libc's dlsym, to look into each object */
+	void *found;
+};
+
+/* The first object after ours, in load order (the order of the global scope), that defines a
+ * dlsym of its own: another preloaded hook, or libc. */
+static int next_hook(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct walk *w = arg;
+	Dl_info where;
+	void *h, *p;
+
+	(void)size;
+	if (!w->passed) {
+		w->passed = (void *)info->dlpi_addr == w->self;
+		return 0;
+	}
+	if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0')
+		return 0;
+	h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+	if (h == NULL) {
+		(void)dlerror();
+		return 0;
+	}
+	p = w->libc(h, "dlsym");
+	dlclose(h);
+	if (p != NULL && dladdr(p, &where) != 0 && (uintptr_t)where.dli_fbase == info->dlpi_addr) {
+		w->found = p;
+		return 1;
+	}
+	return 0;
+}
+
+/* Ours is the global dlsym: the next one is found by version (libc's), then by walking the
+ * objects loaded after us for a hook of another tool, so that it still sees what it wraps. */
+static void *find_next_dlsym(void)
+{
+	struct walk w = { NULL, 0, NULL, NULL };
+	Dl_info mine;
+	void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+
+	if (p == NULL)
+		p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+	if (p == NULL)
+		p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.17");
+	if (p == NULL || dladdr(&anchor, &mine) == 0)
+		return p;
+	memcpy(&w.libc, &p, sizeof(p));
+	w.self = mine.dli_fbase;
+	dl_iterate_phdr(next_hook, &w);
+	return w.found != NULL ? w.found : p;
+}
+
+static _Atomic int constructed;
+
+void gp_cu_constructed(void)
+{
+	atomic_store(&constructed, 1);
+}
+
+/* Before our constructor has run (a sanitizer's runtime starting, an earlier library's
+ * constructor), walking the loaded objects is not safe yet (it calls dlopen, which such a
+ * runtime may intercept before it is ready): libc's dlsym then, not remembered. */
 dlsym_fn gp_real_dlsym_fn(void)
 {
 	void *p = atomic_load_explicit(&real_dlsym, memory_order_acquire);
 	dlsym_fn fn;
 
-	if (p == NULL) {
-		/* Ours is the global dlsym: the real one is found by version, never by dlsym. */
+	if (p == NULL && !atomic_load(&constructed)) {
 		p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
 		if (p == NULL)
 			p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
 		if (p == NULL)
 			p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.17");
+	} else if (p == NULL) {
+		p = find_next_dlsym();
 		atomic_store_explicit(&real_dlsym, p, memory_order_release);
 	}
 	memcpy(&fn, &p, sizeof(fn));
@@ -118,9 +190,6 @@ void *gp_real_dlsym(void *handle, const char *name)
 
 	return fn != NULL ? fn(handle, name) : NULL;
 }
-
-/* Any object of ours, to find our own base address. */
-static const char anchor;
 
 int gp_is_ours(const void *p)
 {

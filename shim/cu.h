@@ -101,7 +101,11 @@ int gp_cu_resolve(void);
 int gp_cu_missing(void **slot, const char *name);
 #define GP_MISSING(field) gp_cu_missing((void **)&gp_cu.field, "cu" #field)
 
-/* The real dlsym (our own stands in front of it, door.c), found with dlvsym; NULL if none. */
+/* Our constructor has run: from now on the next dlsym may be looked for among the loaded
+ * objects (another tool's hook after ours). */
+void gp_cu_constructed(void);
+/* The next dlsym after ours (door.c): another tool's hook loaded after us, else libc's; NULL if
+ * none. */
 void *(*gp_real_dlsym_fn(void))(void *, const char *);
 void *gp_real_dlsym(void *handle, const char *name);
 /* Whether `p` points into this library (then it is one of our entry points, never the real). */

@@ -4,6 +4,7 @@
  * through which every runtime goes. Each entry point has the same shape: make sure the shim is
  * initialised, pass through when it is not active, else call the logic in shim.c. */
 #include "shim.h"
+#include "backend.h"
 #include "capture.h"
 #include "control.h"
 #include "drventry.h"
@@ -79,7 +80,9 @@ GP_EXPORT int gpupool_release(int device, unsigned long long *bytes)
 		gp_control_request();
 		return -1;
 	}
+	gp_backend_via_runtime = 1; /* real frees as the program's cudaFree would make them */
 	gp_control_release_now(gp_shim_pool, device, GP_CAUSE_API, &r);
+	gp_backend_via_runtime = 0;
 	if (bytes)
 		*bytes = r.bytes;
 	return r.errors ? -1 : 0;

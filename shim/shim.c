@@ -97,6 +97,7 @@ __attribute__((constructor)) static void gp_shim_load(void)
 	static const char *const now[] = { "GPUPOOL_DISABLE", "GPUPOOL_SIGNAL", "GPUPOOL_TORCH" };
 	struct gp_options early = GP_OPT_EARLY_DEFAULTS;
 
+	gp_cu_constructed();
 	if (any_gpupool_variable())
 		gp_opt_load_only(&early, now, sizeof(now) / sizeof(now[0]));
 	if (early.disable) {
@@ -271,11 +272,33 @@ static int pool_alloc(int dev, void **ptr, size_t size)
 	return rc;
 }
 
+/* A thread's first call through the runtime door: a hit calls no runtime function, but the
+ * program may count on the context the runtime makes current at its first call. */
+static void runtime_thread_start(void)
+{
+	static _Thread_local int started __attribute__((tls_model("initial-exec")));
+	CUcontext c = NULL;
+
+	if (__builtin_expect(started, 1))
+		return;
+	started = 1;
+	if (gp_cu.CtxGetCurrent(&c) == CUDA_SUCCESS && c == NULL) {
+		gp_shim_in_real = 1;
+		gp_real.Free(NULL);
+		gp_shim_in_real = 0;
+	}
+}
+
 cudaError_t gp_shim_malloc_on(int dev, void **ptr, size_t size)
 {
 	cudaError_t rc;
+	int prc;
 
-	switch (pool_alloc(dev, ptr, size)) {
+	runtime_thread_start();
+	gp_backend_via_runtime = 1;
+	prc = pool_alloc(dev, ptr, size);
+	gp_backend_via_runtime = 0;
+	switch (prc) {
 	case GP_OK:
 		return cudaSuccess;
 	case GP_ENOMEM:
@@ -317,6 +340,7 @@ cudaError_t gp_shim_free(void *ptr)
 
 	if (ptr == NULL)
 		return gp_real.Free(ptr); /* initialises the runtime, as the program expects */
+	runtime_thread_start();
 	switch (pool_free(ptr)) {
 	case 0:
 	case 1:

@@ -1,14 +1,17 @@
 /* dlsymhook.c — another preloaded library that hooks dlsym, as profilers and vGPU tools do: it
- * counts and forwards every call to the next dlsym with a plain call. gpupool must work before
- * and after it in LD_PRELOAD (e2e_drvstatic_hook_*). */
+ * counts the driver names it is asked for and forwards every call to libc's dlsym (found with
+ * dlvsym, as such tools do). gpupool must work beside it in LD_PRELOAD (e2e_drvstatic_hook_*):
+ * after it, gpupool's own hook must still pass the driver's names through it, which this library
+ * checks at exit when E2E_HOOK_MUST_SEE_DRIVER=1 (exit status 1 if it saw none). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static _Atomic long calls;
+static _Atomic long calls, driver;
 
 void *dlsym(void *handle, const char *name)
 {
@@ -21,13 +24,22 @@ void *dlsym(void *handle, const char *name)
 		memcpy(&next, &p, sizeof(p));
 	}
 	atomic_fetch_add(&calls, 1);
+	if (strncmp(name, "cu", 2) == 0 && name[2] >= 'A' && name[2] <= 'Z')
+		atomic_fetch_add(&driver, 1);
 	return next(handle, name);
 }
 
 __attribute__((destructor)) static void report(void)
 {
-	char line[64];
-	int n = snprintf(line, sizeof(line), "dlsymhook: %ld calls\n", (long)atomic_load(&calls));
+	const char *must = getenv("E2E_HOOK_MUST_SEE_DRIVER");
+	char line[96];
+	int n = snprintf(line, sizeof(line), "dlsymhook: %ld calls, %ld of driver names\n",
+			 (long)atomic_load(&calls), (long)atomic_load(&driver));
 	ssize_t w = write(2, line, (size_t)n);
+
 	(void)w;
+	if (must != NULL && strcmp(must, "1") == 0 && atomic_load(&driver) == 0) {
+		w = write(2, "FAIL dlsymhook: no driver name reached this hook\n", 50);
+		_exit(1);
+	}
 }
