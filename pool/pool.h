@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Devices are bits of a 64-bit mask throughout the pool and the shim. */
 #define GP_MAX_DEVICES 64
 
 /* Return codes of the pool and of backend calls. */

@@ -362,7 +362,7 @@ int gp_control_start(struct gp_pool *pool)
 void gp_control_over_cap(void *arg, int device)
 {
 	(void)arg;
-	atomic_fetch_or(&over_cap, 1ULL << (device & 63));
+	atomic_fetch_or(&over_cap, 1ULL << (device & (GP_MAX_DEVICES - 1)));
 	atomic_store(&policy_due, 1);
 	if (atomic_load(&sem_ready) && atomic_load(&started))
 		sem_post(&wake);
