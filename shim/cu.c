@@ -92,7 +92,7 @@ static const struct {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int resolved;
 
-static _Atomic(void *) real_dlsym; /* the next dlsym after ours (another hook's, or libc's) */
+static void *real_dlsym; /* the next dlsym after ours (another hook's, or libc's); __atomic */
 
 typedef void *(*dlsym_fn)(void *, const char *);
 
@@ -155,33 +155,39 @@ static void *find_next_dlsym(void)
 	return w.found != NULL ? w.found : p;
 }
 
-static _Atomic int constructed;
+static int constructed; /* __atomic builtins: read from gp_real_dlsym_fn */
 
 void gp_cu_constructed(void)
 {
-	atomic_store(&constructed, 1);
+	__atomic_store_n(&constructed, 1, __ATOMIC_RELEASE);
 }
 
 /* Before our constructor has run (a sanitizer's runtime starting, an earlier library's
  * constructor), walking the loaded objects is not safe yet (it calls dlopen, which such a
- * runtime may intercept before it is ready): libc's dlsym then, not remembered. */
-dlsym_fn gp_real_dlsym_fn(void)
+ * runtime may intercept before it is ready): libc's dlsym then, not remembered. Called from
+ * gp_door_route, for every dlsym of the process, also while a sanitizer's runtime initialises
+ * itself: uninstrumented, and no call into anything instrumented until our constructor ran. */
+GP_NO_SANITIZE dlsym_fn gp_real_dlsym_fn(void)
 {
-	void *p = atomic_load_explicit(&real_dlsym, memory_order_acquire);
-	dlsym_fn fn;
+	union {
+		void *p;
+		dlsym_fn fn;
+	} u;
 
-	if (p == NULL && !atomic_load(&constructed)) {
-		p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-		if (p == NULL)
-			p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-		if (p == NULL)
-			p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.17");
-	} else if (p == NULL) {
-		p = find_next_dlsym();
-		atomic_store_explicit(&real_dlsym, p, memory_order_release);
+	u.p = __atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE);
+	if (u.p != NULL)
+		return u.fn;
+	if (!__atomic_load_n(&constructed, __ATOMIC_ACQUIRE)) {
+		u.p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+		if (u.p == NULL)
+			u.p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+		if (u.p == NULL)
+			u.p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.17");
+		return u.fn;
 	}
-	memcpy(&fn, &p, sizeof(fn));
-	return fn;
+	u.p = find_next_dlsym();
+	__atomic_store_n(&real_dlsym, u.p, __ATOMIC_RELEASE);
+	return u.fn;
 }
 
 void *gp_real_dlsym(void *handle, const char *name)

@@ -101,6 +101,10 @@ int gp_cu_resolve(void);
 int gp_cu_missing(void **slot, const char *name);
 #define GP_MISSING(field) gp_cu_missing((void **)&gp_cu.field, "cu" #field)
 
+/* For code that may run while a sanitizer's runtime initialises (before its shadow memory
+ * exists): no instrumentation. */
+#define GP_NO_SANITIZE __attribute__((no_sanitize("address", "thread", "undefined")))
+
 /* Our constructor has run: from now on the next dlsym may be looked for among the loaded
  * objects (another tool's hook after ours). */
 void gp_cu_constructed(void);

@@ -184,18 +184,22 @@ static void *no_dlsym(void *handle, const char *name)
 }
 
 /* Where a call of dlsym goes: to door_dlsym for the driver's names (cu and a capital letter:
- * never cublas*, cudnn*, curl*), else to the real one. */
-__attribute__((used, visibility("hidden"))) void *gp_door_route(void *handle, const char *name)
+ * never cublas*, cudnn*, curl*), else to the real one. It runs for every dlsym of the process,
+ * also while a sanitizer's runtime initialises itself: uninstrumented (cu.h). */
+GP_NO_SANITIZE __attribute__((used, visibility("hidden"))) void *gp_door_route(void *handle,
+									const char *name)
 {
-	void *(*real)(void *, const char *) = gp_real_dlsym_fn();
-	any_fn to;
+	union {
+		void *(*fn)(void *, const char *);
+		void *p;
+	} to;
 
 	(void)handle;
 	if (name != NULL && name[0] == 'c' && name[1] == 'u' && name[2] >= 'A' && name[2] <= 'Z')
-		to = (any_fn)door_dlsym;
-	else
-		to = real != NULL ? (any_fn)real : (any_fn)no_dlsym;
-	return as_ptr(to);
+		to.fn = door_dlsym;
+	else if ((to.fn = gp_real_dlsym_fn()) == NULL)
+		to.fn = no_dlsym;
+	return to.p;
 }
 
 /* dlsym itself: ask gp_door_route where to go, then jump there with the caller's arguments and
