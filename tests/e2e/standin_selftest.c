@@ -615,10 +615,11 @@ static void driver_callers(void)
 		  "cuMemAlloc through cuGetProcAddress allocates");
 	c = e2e_counters();
 	e2e_check(c.mallocs == c0.mallocs + 2 && c.live_allocs == c0.live_allocs + 2,
-		  "the runtime's cudaMalloc and the direct cuMemAlloc are both driver calls (mallocs +%llu)",
+		  "the runtime's cudaMalloc and the direct cuMemAlloc are both driver calls "
+		  "(mallocs +%llu)",
 		  (unsigned long long)(c.mallocs - c0.mallocs));
-	e2e_check(cu.pointer_attribute(&dev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)(uintptr_t)p + 10) ==
-			  CUDA_SUCCESS && dev == 0,
+	e2e_check(cu.pointer_attribute(&dev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+				       (CUdeviceptr)(uintptr_t)p + 10) == CUDA_SUCCESS && dev == 0,
 		  "cuPointerGetAttribute knows a pointer into the runtime's allocation");
 	e2e_cuda(cudaFree((void *)(uintptr_t)d), "cudaFree of the driver's allocation");
 	e2e_check(cu.mem_free((CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS,
