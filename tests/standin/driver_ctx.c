@@ -30,7 +30,8 @@ int here(int fallback)
 	return fallback >= 0 ? fallback : 0;
 }
 
-/* The primary context behind a handle, NULL if it is none of ours. */
+/* The primary context behind a handle, NULL if it is none of ours (after check_call: the
+ * devices are set up). */
 static struct CUctx_st *ctx_of(CUcontext ctx)
 {
 	int d;
@@ -123,11 +124,12 @@ CUresult cuCtxGetCurrent(CUcontext *pctx)
 /* Replaces the top of the thread's stack; NULL pops it (nothing if the stack is empty). */
 CUresult cuCtxSetCurrent(CUcontext ctx)
 {
-	struct CUctx_st *c = ctx_of(ctx);
+	struct CUctx_st *c;
 	CUresult rc = check_call();
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
+	c = ctx_of(ctx);
 	if (ctx != NULL && c == NULL)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	if (ctx_depth == 0) {
@@ -144,11 +146,12 @@ CUresult cuCtxSetCurrent(CUcontext ctx)
 
 CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
-	struct CUctx_st *c = ctx_of(ctx);
+	struct CUctx_st *c;
 	CUresult rc = check_call();
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
+	c = ctx_of(ctx);
 	if (c == NULL)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	if (ctx_depth == CTX_STACK)
@@ -188,11 +191,12 @@ CUresult cuCtxGetDevice(CUdevice *device)
 /* CUDA 13's flavour: the device of `ctx`, NULL meaning the current one. */
 CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
-	struct CUctx_st *c = ctx == NULL ? current_ctx() : ctx_of(ctx);
+	struct CUctx_st *c;
 	CUresult rc = check_call();
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
+	c = ctx == NULL ? current_ctx() : ctx_of(ctx);
 	if (device == NULL)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (c == NULL)
@@ -232,11 +236,12 @@ CUresult cuCtxSynchronize(void)
 /* CUDA 13's flavour: synchronises `ctx`, NULL meaning the current one. */
 CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
-	struct CUctx_st *c = ctx == NULL ? current_ctx() : ctx_of(ctx);
+	struct CUctx_st *c;
 	CUresult rc = check_call();
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
+	c = ctx == NULL ? current_ctx() : ctx_of(ctx);
 	if (c == NULL)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	return sync_device(__func__, c->device);
