@@ -102,25 +102,8 @@ static inline double gt_mib(size_t bytes)
 	return (double)bytes / (double)GT_MIB;
 }
 
-/* A symbol of the CUDA runtime itself, bypassing the shim: a lookup in libcudart's own scope
- * finds its definitions, never the preloaded ones. NULL when the runtime is not loaded. */
-static inline void *gt_runtime_sym(const char *name)
-{
-	void *h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
-	void *p;
-
-	if (h == NULL)
-		return NULL;
-	p = dlsym(h, name);
-	dlclose(h); /* NOLOAD took a reference; the program still holds the runtime */
-	return p;
-}
-
-typedef cudaError_t (*gt_meminfo_fn)(size_t *, size_t *);
-
-/* Device free memory as NVML reports it (bytes): for programs built with the static runtime,
- * which have no libcudart.so to ask past the shim. It moves with every allocation the way the
- * driver's figure does. */
+/* Device free memory as NVML reports it (bytes): it moves with every allocation the way the
+ * driver's own figure does, and no entry point of the shim is in its way. */
 static inline size_t gt_nvml_free(size_t *total)
 {
 	struct mem { unsigned version; unsigned long long total, reserved, free, used; };
@@ -149,27 +132,12 @@ static inline size_t gt_nvml_free(size_t *total)
 	return m.free;
 }
 
-/* Device free memory as the driver reports it (bytes); 0 on error. The shim's cudaMemGetInfo
- * may count this process's cached blocks as free (GPUPOOL_REPORT_CACHED_AS_FREE), so the
- * tests read the runtime's own, or NVML's with the static runtime. */
+/* Device free memory as it really is (bytes); 0 on error. Every CUDA call's figure passes the
+ * shim (cudaMemGetInfo reaches its cuMemGetInfo), which may count this process's cached blocks
+ * as free (GPUPOOL_REPORT_CACHED_AS_FREE): NVML's does not. */
 static inline size_t gt_mem_free(size_t *total)
 {
-	static gt_meminfo_fn real;
-	size_t f = 0, t = 0;
-
-	if (real == NULL) {
-		void *p = gt_runtime_sym("cudaMemGetInfo");
-		if (p == NULL)
-			return gt_nvml_free(total);
-		memcpy(&real, &p, sizeof(p));
-	}
-	if (real(&f, &t) != cudaSuccess) {
-		cudaGetLastError();
-		return 0;
-	}
-	if (total)
-		*total = t;
-	return f;
+	return gt_nvml_free(total);
 }
 
 /* Free memory as the program sees it through the (possibly interposed) cudaMemGetInfo. */

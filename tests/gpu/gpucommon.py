@@ -1,5 +1,6 @@
-"""gpucommon.py — helpers shared by the PyTorch GPU tests: is the shim loaded, and the CUDA
-runtime's own cudaMemGetInfo (the shim's counts cached blocks as free). Sets no environment."""
+"""gpucommon.py — helpers shared by the PyTorch GPU tests: is the shim loaded, and the device's
+free memory as it really is. Sets no environment."""
+import ctypes
 import os
 
 
@@ -8,25 +9,27 @@ def shim_loaded():
         return any("libgpupool" in ln for ln in f)
 
 
-def runtime_meminfo():
-    """The CUDA runtime's own cudaMemGetInfo, or None. The shim's (which torch.cuda.mem_get_info
-    calls) may count this process's cached blocks as free; a lookup through libcudart's own
-    handle finds the runtime's definition, never the preloaded one."""
-    import ctypes
-    names = ["libcudart.so.13"]
-    with open("/proc/self/maps") as f:
-        names += sorted({ln.split()[-1] for ln in f if "/libcudart.so" in ln})
-    for name in names:
-        try:
-            lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-            fn = lib.cudaMemGetInfo
-        except (OSError, AttributeError):
-            continue
-        fn.argtypes = [ctypes.POINTER(ctypes.c_size_t)] * 2
-        fn.restype = ctypes.c_int
+class _NvmlMemory(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("total", ctypes.c_ulonglong),
+                ("reserved", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
+                ("used", ctypes.c_ulonglong)]
 
-        def call(fn=fn):
-            free, total = ctypes.c_size_t(), ctypes.c_size_t()
-            return free.value if fn(ctypes.byref(free), ctypes.byref(total)) == 0 else 0
-        return call
-    return None
+
+def runtime_meminfo():
+    """A function returning device 0's free memory in bytes, from NVML, or None. Every CUDA
+    call's figure (cudaMemGetInfo, cuMemGetInfo, torch.cuda.mem_get_info) passes the shim, which
+    may count this process's cached blocks as free (GPUPOOL_REPORT_CACHED_AS_FREE); NVML does not
+    go through the driver's entry points."""
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1", mode=os.RTLD_LAZY)
+    except OSError:
+        return None
+    dev = ctypes.c_void_p()
+    if nvml.nvmlInit_v2() != 0 or nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(dev)) != 0:
+        return None
+
+    def call():
+        m = _NvmlMemory()
+        m.version = ctypes.sizeof(m) | (2 << 24)  # nvmlMemory_v2
+        return m.free if nvml.nvmlDeviceGetMemoryInfo_v2(dev, ctypes.byref(m)) == 0 else 0
+    return call
