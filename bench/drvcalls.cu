@@ -6,7 +6,10 @@
  *                 through after a look at the device);
  *   meminfo_ns    cuMemGetInfo (gpupool's: adds the cache to the free memory);
  *   query_ns      cuStreamQuery of the legacy stream (not gpupool's: handed out as the driver's);
- *   launch_ns     an empty kernel launch, which the runtime makes through the driver.
+ *   launch_ns     an empty kernel launch, which the runtime makes through the driver;
+ *   floor_ns      cudaMalloc of 0 bytes + cudaFree(NULL): what the runtime's own pair costs
+ *                 where it need not reach the driver's allocator (the part of a pooled pair
+ *                 that is the runtime's, not gpupool's).
  * Output: "BENCH drvcalls contender=native|gpupool name=value ..." */
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -29,7 +32,8 @@ static uint64_t now_ns(void)
 int main(void)
 {
 	int shim = dlsym(RTLD_DEFAULT, "gpupool_release") != NULL;
-	uint64_t t0, init_ns, ctx_ns, info_ns, query_ns, launch_ns;
+	uint64_t t0, init_ns, ctx_ns, info_ns, query_ns, launch_ns, floor_ns;
+	void *z;
 	size_t f, t;
 	CUcontext c;
 
@@ -56,8 +60,15 @@ int main(void)
 		empty_kernel<<<1, 1>>>();
 	cudaDeviceSynchronize();
 	launch_ns = (now_ns() - t0) * 10;
+	t0 = now_ns();
+	for (int i = 0; i < N; i++) {
+		cudaMalloc(&z, 0);
+		cudaFree(NULL);
+	}
+	floor_ns = now_ns() - t0;
 	printf("BENCH drvcalls contender=%s init_us=%.0f ctx_set_ns=%.1f meminfo_ns=%.1f "
-	       "query_ns=%.1f launch_ns=%.1f\n", shim ? "gpupool" : "native", init_ns / 1e3,
-	       (double)ctx_ns / N, (double)info_ns / N, (double)query_ns / N, (double)launch_ns / N);
+	       "query_ns=%.1f launch_ns=%.1f floor_ns=%.1f\n", shim ? "gpupool" : "native",
+	       init_ns / 1e3, (double)ctx_ns / N, (double)info_ns / N, (double)query_ns / N,
+	       (double)launch_ns / N, (double)floor_ns / N);
 	return 0;
 }

@@ -197,13 +197,39 @@ void *gp_real_dlsym(void *handle, const char *name)
 	return fn != NULL ? fn(handle, name) : NULL;
 }
 
+/* This library's address range, found once: a driver lookup asks whether a function is ours
+ * hundreds of times at start-up, and dladdr walks every loaded object each time. */
+static uintptr_t self_lo, self_hi; /* __atomic: self_hi != 0 once found */
+
+static int own_range(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	uintptr_t hi = 0;
+
+	(void)size;
+	if ((void *)info->dlpi_addr != arg)
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && ph->p_vaddr + ph->p_memsz > hi)
+			hi = ph->p_vaddr + ph->p_memsz;
+	}
+	__atomic_store_n(&self_lo, info->dlpi_addr, __ATOMIC_RELAXED);
+	__atomic_store_n(&self_hi, info->dlpi_addr + hi, __ATOMIC_RELEASE);
+	return 1;
+}
+
 int gp_is_ours(const void *p)
 {
-	Dl_info mine, theirs;
+	uintptr_t hi = __atomic_load_n(&self_hi, __ATOMIC_ACQUIRE);
+	Dl_info mine;
 
-	if (dladdr(&anchor, &mine) == 0 || dladdr(p, &theirs) == 0)
-		return 0;
-	return mine.dli_fbase == theirs.dli_fbase;
+	if (hi == 0) {
+		if (dladdr(&anchor, &mine) == 0)
+			return 0;
+		dl_iterate_phdr(own_range, mine.dli_fbase);
+		hi = __atomic_load_n(&self_hi, __ATOMIC_ACQUIRE);
+	}
+	return (uintptr_t)p >= __atomic_load_n(&self_lo, __ATOMIC_RELAXED) && (uintptr_t)p < hi;
 }
 
 int gp_cu_resolve(void)
