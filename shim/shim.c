@@ -43,7 +43,9 @@ _Atomic int gp_shim_driver_caution;
 static struct gp_options opts;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local int in_init __attribute__((tls_model("initial-exec"))); /* see pool.c */
-static int single_device; /* one visible device: the current device is always 0 */
+/* One visible device: the current device is always 0. Read by the tracking paths, which may run
+ * while another thread initialises: atomic (relaxed; 0 until known only costs a driver call). */
+static _Atomic int single_device;
 static _Atomic int said_vmm;
 /* Work left one stream order before the pool existed (a stream created first), and the pool once
  * it does: whichever of the two is written second sees the other (unordered). */
@@ -150,7 +152,7 @@ static int init_locked(void)
 	opts.signo = gp_control_signal(); /* what the handler was installed for at load, if it was */
 	if (find_driver(&ndev) != 0)
 		return GP_PASSTHROUGH;
-	single_device = ndev == 1;
+	atomic_store_explicit(&single_device, ndev == 1, memory_order_relaxed);
 	gp_backend_fill(&be);
 	cfg.reuse_wait_ns = opts.reuse_wait_ns;
 	cfg.reuse_poll_ns = opts.reuse_poll_ns;
@@ -231,7 +233,7 @@ static void note_device(int dev)
 
 static cudaError_t current_device(int *dev)
 {
-	if (single_device) {
+	if (atomic_load_explicit(&single_device, memory_order_relaxed)) {
 		*dev = 0;
 		return cudaSuccess;
 	}
@@ -378,7 +380,7 @@ static int cu_current_device(int *dev)
 	CUdevice d;
 	CUresult rc;
 
-	if (single_device) {
+	if (atomic_load_explicit(&single_device, memory_order_relaxed)) {
 		*dev = 0;
 		return CUDA_SUCCESS;
 	}
@@ -528,7 +530,8 @@ void gp_shim_ctx_current(void)
 {
 	int dev;
 
-	if (single_device || !gp_shim_tracking() || cu_current_device(&dev) != CUDA_SUCCESS)
+	if (atomic_load_explicit(&single_device, memory_order_relaxed) || !gp_shim_tracking() ||
+	    cu_current_device(&dev) != CUDA_SUCCESS)
 		return;
 	if (dev >= 0 && dev < GP_MAX_DEVICES)
 		note_device(dev);
