@@ -32,4 +32,12 @@ long *gp_cli_list(size_t *n);
 /* A pid argument: digits only, > 0; -1 otherwise. */
 long gp_cli_pid(const char *arg);
 
+/* Option values (args.c): 0, or -1 after saying on stderr which option and value are wrong. */
+int gp_cli_seconds(const char *cmd, const char *opt, const char *val, double *out);
+int gp_cli_count(const char *cmd, const char *opt, const char *val, long *out);
+/* getopt_long returned '?' or ':' (optstring starting with ':'): say which option, return 1. */
+int gp_cli_bad_option(const char *cmd, char **argv, int c);
+/* Print `text` wrapped to 80 columns, each line starting with `indent`. */
+void gp_cli_wrap(const char *indent, const char *text);
+
 #endif

@@ -9,18 +9,21 @@
 
 static void help(void)
 {
-	printf("gpupool %s — a caching GPU memory pool for unmodified CUDA programs\n\n"
+	printf("gpupool %s: a caching GPU memory pool for unmodified CUDA programs\n\n"
 	       "usage:\n"
 	       "  gpupool run [--OPTION VALUE]... [--library PATH] [--] CMD [ARGS...]\n"
-	       "      run CMD with libgpupool.so preloaded and the options as GPUPOOL_* variables\n"
+	       "      run CMD with libgpupool.so preloaded, the options as GPUPOOL_* variables\n"
 	       "  gpupool release PID...|--all [--wait] [--timeout SECONDS]\n"
-	       "      send the release signal; --wait: say what was released and how long it took\n"
+	       "      send the release signal; --wait: say what was released, and how fast\n"
 	       "  gpupool stats PID...|--all [--json|--prometheus]\n"
 	       "      the statistics of running processes, from their live views\n"
 	       "  gpupool top [-d SECONDS] [-n FRAMES|--once]\n"
-	       "      every process with a live view, one row per device, refreshed\n\n"
-	       "exit status: 0 ok, 1 error or bad usage, 2 no such process, 3 not a gpupool process,\n"
-	       "  4 permission denied, 5 stale view (removed), 6 no release reported in time\n\n",
+	       "      every process with a live view, one row per device, refreshed\n"
+	       "  gpupool COMMAND --help\n"
+	       "      what one command does and takes\n\n"
+	       "exit status: 0 ok, 1 error or bad usage, 2 no such process, 3 not a gpupool\n"
+	       "  process, 4 permission denied, 5 stale view (removed), 6 no release reported\n"
+	       "  in time\n\n",
 	       GP_CLI_VERSION);
 	gp_cli_options_help();
 }

@@ -6,6 +6,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,31 +82,67 @@ static int usage(void)
 	return GP_CLI_ERROR;
 }
 
+static void help(void)
+{
+	printf("usage: gpupool release PID...|--all [--wait] [--timeout SECONDS]\n\n"
+	       "Sends each process the release signal its live view names: it gives its idle\n"
+	       "GPU memory back to the driver (PyTorch's and CuPy's caches first) and keeps\n"
+	       "running.\n"
+	       "  --all              every process with a live view (of this user)\n"
+	       "  --wait             wait until each says what it released, and print it\n"
+	       "  --timeout SECONDS  how long --wait waits (default 10)\n");
+}
+
 int gp_cli_release(int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "all", no_argument, NULL, 'a' },    { "wait", no_argument, NULL, 'w' },
+		{ "timeout", required_argument, NULL, 't' }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
 	struct target *t = NULL;
 	size_t n = 0, waiting = 0;
-	int all = 0, wait = 0, worst = GP_CLI_OK;
+	int all = 0, wait = 0, worst = GP_CLI_OK, c, timed = 0;
 	double timeout_s = 10;
 	uint64_t end;
 
-	t = calloc((size_t)argc, sizeof(*t));
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if (c == 'a')
+			all = 1;
+		else if (c == 'w')
+			wait = 1;
+		else if (c == 't') {
+			if (gp_cli_seconds("gpupool release", "--timeout", optarg, &timeout_s) != 0)
+				return GP_CLI_ERROR;
+			timed = 1;
+		} else if (c == 'h') {
+			help();
+			return GP_CLI_OK;
+		} else {
+			gp_cli_bad_option("gpupool release", argv, c);
+			return usage();
+		}
+	}
+	if (timed && !wait) {
+		fprintf(stderr, "gpupool release: --timeout needs --wait\n");
+		return usage();
+	}
+	if (all && optind < argc) {
+		fprintf(stderr, "gpupool release: --all and pids: give one or the other\n");
+		return usage();
+	}
+	t = calloc((size_t)argc + 1, sizeof(*t));
 	if (t == NULL)
 		return GP_CLI_ERROR;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--all") == 0) {
-			all = 1;
-		} else if (strcmp(argv[i], "--wait") == 0) {
-			wait = 1;
-		} else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
-			timeout_s = atof(argv[++i]);
-		} else if (gp_cli_pid(argv[i]) > 0) {
-			t[n++].pid = gp_cli_pid(argv[i]);
-		} else {
+	for (int i = optind; i < argc; i++) {
+		if (gp_cli_pid(argv[i]) <= 0) {
 			free(t);
 			fprintf(stderr, "gpupool release: not a pid: %s\n", argv[i]);
 			return usage();
 		}
+		t[n++].pid = gp_cli_pid(argv[i]);
 	}
 	if (all) {
 		size_t k;

@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,20 +26,6 @@ static void flag_of(const char *name, char *buf, size_t len)
 	buf[i] = '\0';
 }
 
-static const struct gp_opt_def *option_of(const char *flag)
-{
-	size_t n;
-	const struct gp_opt_def *t = gp_opt_table(&n);
-	char f[64];
-
-	for (size_t i = 0; i < n; i++) {
-		flag_of(t[i].name, f, sizeof(f));
-		if (strcmp(f, flag) == 0)
-			return &t[i];
-	}
-	return NULL;
-}
-
 void gp_cli_options_help(void)
 {
 	size_t n;
@@ -47,9 +34,13 @@ void gp_cli_options_help(void)
 
 	printf("Options of `gpupool run` (each sets the variable named, as LD_PRELOAD users do):\n");
 	for (size_t i = 0; i < n; i++) {
+		char line[512];
+
 		flag_of(t[i].name, f, sizeof(f));
-		printf("  --%-24s %s (default: %s)\n      %s\n      accepted: %s\n", f, t[i].name,
-		       t[i].def, t[i].help, t[i].accepts);
+		printf("  --%s  (%s, default %s)\n", f, t[i].name, t[i].def);
+		gp_cli_wrap("      ", t[i].help);
+		snprintf(line, sizeof(line), "accepted: %s", t[i].accepts);
+		gp_cli_wrap("      ", line);
 	}
 }
 
@@ -135,58 +126,86 @@ static int set_preload(const char *lib)
 static int usage(void)
 {
 	fprintf(stderr, "usage: gpupool run [--OPTION VALUE]... [--library PATH] [--] CMD [ARGS...]\n"
-			"       (gpupool --help lists the options)\n");
+			"       (gpupool run --help lists the options)\n");
 	return GP_CLI_ERROR;
+}
+
+static void help(void)
+{
+	printf("usage: gpupool run [--OPTION VALUE]... [--library PATH] [--] CMD [ARGS...]\n\n"
+	       "Runs CMD in place (the same pid) with libgpupool.so first in LD_PRELOAD and each\n"
+	       "option set as its GPUPOOL_* variable. --library PATH: the library to preload\n"
+	       "(default: the one installed beside this command).\n\n");
+	gp_cli_options_help();
+}
+
+enum { OPT_LIBRARY = 1000, OPT_HELP, OPT_TABLE };
+
+/* The long options: --library, --help and one per row of the options table. */
+static struct option *long_options(char (*flags)[64], size_t *count)
+{
+	size_t n;
+	const struct gp_opt_def *t = gp_opt_table(&n);
+	struct option *o = calloc(n + 3, sizeof(*o));
+
+	if (o == NULL)
+		return NULL;
+	o[0] = (struct option){ "library", required_argument, NULL, OPT_LIBRARY };
+	o[1] = (struct option){ "help", no_argument, NULL, OPT_HELP };
+	for (size_t i = 0; i < n; i++) {
+		flag_of(t[i].name, flags[i], sizeof(flags[i]));
+		o[i + 2] = (struct option){ flags[i], required_argument, NULL, OPT_TABLE + (int)i };
+	}
+	*count = n;
+	return o;
+}
+
+/* One option of the table: checked with its parser, then set as its variable. */
+static int set_option(const struct gp_opt_def *d, const char *flag, const char *value)
+{
+	if (gp_opt_check(d, value) != 0) {
+		fprintf(stderr, "gpupool run: --%s %s is not valid (accepted: %s)\n", flag, value,
+			d->accepts);
+		return GP_CLI_ERROR;
+	}
+	if (setenv(d->name, value, 1) != 0) {
+		perror("gpupool run: setenv");
+		return GP_CLI_ERROR;
+	}
+	return GP_CLI_OK;
 }
 
 int gp_cli_run(int argc, char **argv)
 {
 	const char *library = NULL;
-	char lib[PATH_MAX];
-	int i;
+	char lib[PATH_MAX], flags[64][64];
+	const struct gp_opt_def *t;
+	struct option *opts;
+	size_t n;
+	int c, rc = GP_CLI_OK;
 
-	for (i = 1; i < argc; i++) {
-		const struct gp_opt_def *d;
-		char flag[64];
-		const char *arg = argv[i], *eq, *value;
-
-		if (strcmp(arg, "--") == 0) {
-			i++;
-			break;
-		}
-		if (strncmp(arg, "--", 2) != 0)
-			break; /* the command */
-		eq = strchr(arg, '=');
-		snprintf(flag, sizeof(flag), "%.*s", (int)(eq ? eq - arg - 2 : (long)strlen(arg + 2)),
-			 arg + 2);
-		if (eq != NULL)
-			value = eq + 1;
-		else if (i + 1 < argc)
-			value = argv[++i];
-		else {
-			fprintf(stderr, "gpupool run: --%s needs a value\n", flag);
-			return usage();
-		}
-		if (strcmp(flag, "library") == 0) {
-			library = value;
-			continue;
-		}
-		d = option_of(flag);
-		if (d == NULL) {
-			fprintf(stderr, "gpupool run: unknown option --%s\n", flag);
-			return usage();
-		}
-		if (gp_opt_check(d, value) != 0) {
-			fprintf(stderr, "gpupool run: --%s %s is not valid (accepted: %s)\n", flag, value,
-				d->accepts);
-			return GP_CLI_ERROR;
-		}
-		if (setenv(d->name, value, 1) != 0) {
-			perror("gpupool run: setenv");
-			return GP_CLI_ERROR;
-		}
+	t = gp_opt_table(&n);
+	if (n > 64 || (opts = long_options(flags, &n)) == NULL)
+		return GP_CLI_ERROR;
+	optind = 1;
+	opterr = 0;
+	/* '+': the first word that is not an option is the command; ':': a missing value is ':'. */
+	while (rc == GP_CLI_OK && (c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+		if (c == OPT_LIBRARY)
+			library = optarg;
+		else if (c == 'h' || c == OPT_HELP) {
+			free(opts);
+			help();
+			return GP_CLI_OK;
+		} else if (c >= OPT_TABLE && c < OPT_TABLE + (int)n)
+			rc = set_option(&t[c - OPT_TABLE], flags[c - OPT_TABLE], optarg);
+		else
+			rc = gp_cli_bad_option("gpupool run", argv, c) == GP_CLI_ERROR ? usage() : rc;
 	}
-	if (i >= argc) {
+	free(opts);
+	if (rc != GP_CLI_OK)
+		return rc;
+	if (optind >= argc) {
 		fprintf(stderr, "gpupool run: no command given\n");
 		return usage();
 	}
@@ -202,7 +221,7 @@ int gp_cli_run(int argc, char **argv)
 		perror("gpupool run: setenv LD_PRELOAD");
 		return GP_CLI_ERROR;
 	}
-	execvp(argv[i], argv + i);
-	fprintf(stderr, "gpupool run: cannot run %s: %s\n", argv[i], strerror(errno));
+	execvp(argv[optind], argv + optind);
+	fprintf(stderr, "gpupool run: cannot run %s: %s\n", argv[optind], strerror(errno));
 	return errno == ENOENT ? 127 : 126;
 }

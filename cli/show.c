@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "cli.h"
 
+#include <getopt.h>
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,31 +86,64 @@ static int stats_usage(void)
 	return GP_CLI_ERROR;
 }
 
+static void stats_help(void)
+{
+	printf("usage: gpupool stats PID...|--all [--json|--prometheus]\n\n"
+	       "The statistics of running gpupool processes, read from their live views\n"
+	       "(/dev/shm/gpupool.<pid>): per device what is in use, cached and pending, the\n"
+	       "counters, and the last release.\n"
+	       "  --all         every process with a live view (of this user)\n"
+	       "  --json        as JSON\n"
+	       "  --prometheus  in Prometheus' text format\n");
+}
+
 int gp_cli_stats(int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "all", no_argument, NULL, 'a' },	   { "json", no_argument, NULL, 'j' },
+		{ "prometheus", no_argument, NULL, 'p' }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
 	enum format fmt = TEXT;
 	struct gp_stats_snapshot *s = NULL;
 	long *pids = NULL;
 	size_t n = 0, got = 0;
-	int all = 0, rc = GP_CLI_OK;
+	int all = 0, rc = GP_CLI_OK, c;
 
-	pids = calloc((size_t)argc, sizeof(*pids));
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if (c == 'a') {
+			all = 1;
+		} else if (c == 'j' || c == 'p') {
+			enum format want = c == 'j' ? JSON : PROMETHEUS;
+			if (fmt != TEXT && fmt != want) {
+				fprintf(stderr, "gpupool stats: --json and --prometheus: give one\n");
+				return stats_usage();
+			}
+			fmt = want;
+		} else if (c == 'h') {
+			stats_help();
+			return GP_CLI_OK;
+		} else {
+			gp_cli_bad_option("gpupool stats", argv, c);
+			return stats_usage();
+		}
+	}
+	if (all && optind < argc) {
+		fprintf(stderr, "gpupool stats: --all and pids: give one or the other\n");
+		return stats_usage();
+	}
+	pids = calloc((size_t)argc + 1, sizeof(*pids));
 	if (pids == NULL)
 		return GP_CLI_ERROR;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0)
-			fmt = JSON;
-		else if (strcmp(argv[i], "--prometheus") == 0)
-			fmt = PROMETHEUS;
-		else if (strcmp(argv[i], "--all") == 0)
-			all = 1;
-		else if (gp_cli_pid(argv[i]) > 0)
-			pids[n++] = gp_cli_pid(argv[i]);
-		else {
+	for (int i = optind; i < argc; i++) {
+		if (gp_cli_pid(argv[i]) <= 0) {
 			fprintf(stderr, "gpupool stats: not a pid: %s\n", argv[i]);
 			rc = stats_usage();
 			goto out;
 		}
+		pids[n++] = gp_cli_pid(argv[i]);
 	}
 	if (all) {
 		free(pids);
@@ -207,25 +242,62 @@ static void frame(int clear)
 	free(pids);
 }
 
+static int top_usage(void)
+{
+	fprintf(stderr, "usage: gpupool top [-d|--interval SECONDS] [-n|--count FRAMES | --once]\n");
+	return GP_CLI_ERROR;
+}
+
+static void top_help(void)
+{
+	printf("usage: gpupool top [-d|--interval SECONDS] [-n|--count FRAMES | --once]\n\n"
+	       "Every process with a live view, one row per device, refreshed until ^C.\n"
+	       "  -d, --interval SECONDS  between frames (default 1, at least 0.05)\n"
+	       "  -n, --count FRAMES      stop after that many frames\n"
+	       "      --once              one frame (-n 1)\n");
+}
+
 int gp_cli_top(int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "interval", required_argument, NULL, 'd' }, { "count", required_argument, NULL, 'n' },
+		{ "once", no_argument, NULL, 'o' },	       { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
 	double interval = 1.0;
 	long frames = -1; /* until interrupted */
-	int tty = isatty(STDOUT_FILENO);
+	int tty = isatty(STDOUT_FILENO), c, once = 0, counted = 0;
 
-	for (int i = 1; i < argc; i++) {
-		if ((strcmp(argv[i], "-d") == 0 || strcmp(argv[i], "--interval") == 0) && i + 1 < argc)
-			interval = atof(argv[++i]);
-		else if ((strcmp(argv[i], "-n") == 0 || strcmp(argv[i], "--count") == 0) && i + 1 < argc)
-			frames = atol(argv[++i]);
-		else if (strcmp(argv[i], "--once") == 0)
-			frames = 1;
-		else {
-			fprintf(stderr, "usage: gpupool top [-d|--interval SECONDS] [-n|--count FRAMES] "
-					"[--once]\n");
-			return GP_CLI_ERROR;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":d:n:h", opts, NULL)) != -1) {
+		if (c == 'd') {
+			if (gp_cli_seconds("gpupool top", "-d", optarg, &interval) != 0)
+				return GP_CLI_ERROR;
+		} else if (c == 'n') {
+			if (gp_cli_count("gpupool top", "-n", optarg, &frames) != 0)
+				return GP_CLI_ERROR;
+			counted = 1;
+		} else if (c == 'o') {
+			once = 1;
+		} else if (c == 'h') {
+			top_help();
+			return GP_CLI_OK;
+		} else {
+			gp_cli_bad_option("gpupool top", argv, c);
+			return top_usage();
 		}
 	}
+	if (optind < argc) {
+		fprintf(stderr, "gpupool top: unexpected argument: %s\n", argv[optind]);
+		return top_usage();
+	}
+	if (once && counted) {
+		fprintf(stderr, "gpupool top: --once and -n: give one\n");
+		return top_usage();
+	}
+	if (once)
+		frames = 1;
 	if (interval < 0.05)
 		interval = 0.05;
 	signal(SIGINT, on_stop);

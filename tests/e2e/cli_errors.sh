@@ -3,7 +3,8 @@
 # and exit status for no such process (2), not a gpupool process (3), a stale view (5, and the
 # file removed; `top` removes them too) and bad usage (1); a live view is /dev/shm/gpupool.<pid>,
 # mode 0600, owned by the user, and leaves with a normal exit; `--help` lists the options;
-# `release` of a process without a release signal says so.
+# `release` of a process without a release signal says so; every subcommand answers --help, and
+# a bad number, an unknown option or two flags that conflict get a line naming them.
 # Usage: cli_errors.sh <gpupool> <e2e_cli> <formatcheck> [sanitizer runtime to preload]
 set -u
 cli=$1 prog=$2 formatcheck=$3
@@ -47,6 +48,23 @@ expect 1 "unknown command: bogus" "$cli" bogus
 expect 1 "--max-cached 12XB is not valid (accepted:" "$cli" run --max-cached 12XB -- true
 expect 1 "unknown option --nonsense" "$cli" run --nonsense 1 -- true
 expect 127 "cannot run /nonexistent/program" "$cli" run -- /nonexistent/program
+expect 0 "usage: gpupool run" "$cli" run --help
+expect 0 "usage: gpupool release" "$cli" release --help
+expect 0 "usage: gpupool stats" "$cli" stats --help
+expect 0 "usage: gpupool top" "$cli" top --help
+expect 1 "-d abc: not a number of seconds" "$cli" top -d abc
+expect 1 "-d -1: not a number of seconds" "$cli" top -d -1
+expect 1 "-n 0: not a whole number" "$cli" top -n 0
+expect 1 "unknown option --bogus" "$cli" top --bogus
+expect 1 "--once and -n: give one" "$cli" top --once -n 2
+expect 1 "--timeout abc: not a number of seconds" "$cli" release --wait --timeout abc 1
+expect 1 "--timeout needs --wait" "$cli" release --timeout 5 1
+expect 1 "--json and --prometheus: give one" "$cli" stats --json --prometheus 1
+expect 1 "--all and pids" "$cli" stats --all 1
+expect 1 "--max-cached needs a value" "$cli" run --max-cached
+wide=$("$cli" --help | awk 'length > 80' | head -n 3)
+[[ -z $wide ]] || fail "gpupool --help has lines wider than 80 columns: $wide"
+ok "gpupool --help fits 80 columns"
 help=$("$cli" --help)
 grep -q -- "--max-cached" <<<"$help" && grep -q "GPUPOOL_TRACE" <<<"$help" &&
 	grep -q "gpupool release PID" <<<"$help" || fail "--help lacks the options or the commands: $help"
