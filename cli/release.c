@@ -1,9 +1,12 @@
-/* release.c — `gpupool release PID|--all [--wait] [--timeout SECONDS]`: sends each process the
- * release signal its live view names (GPUPOOL_SIGNAL there, not a guess here); with --wait,
- * watches the view until that release is reported and says what it gave back and how long it
- * took. */
+/* release.c — `gpupool release PID|--all [--wait] [--timeout SECONDS]`: asks each process for a
+ * release through its live view (a request its control thread looks at every tick), then sends
+ * the release signal its view names, if any, so that it looks at once (GPUPOOL_SIGNAL=none, or a
+ * program that installed its own handler for that signal, gets no signal: its view names none);
+ * with --wait, watches the view until that release is reported and says what it gave back and
+ * how long it took. */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "view.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -33,16 +36,25 @@ static uint64_t now_ms(void)
 static int send(struct target *t, int wait)
 {
 	struct gp_stats_snapshot s;
+	char path[64];
 	int rc = gp_cli_read("gpupool release", t->pid, &s, 0);
 
 	if (rc != GP_CLI_OK)
 		return rc;
-	if (s.signo == 0) {
-		fprintf(stderr, "gpupool release: process %ld has no release signal "
-				"(it runs with GPUPOOL_SIGNAL=none)\n", t->pid);
-		return GP_CLI_ERROR;
-	}
 	t->before = s.release_count;
+	gp_stats_view_path(t->pid, path, sizeof(path));
+	rc = gp_stats_view_request(path);
+	if (rc != GP_VIEW_OK) {
+		fprintf(stderr, "gpupool release: process %ld: cannot ask through %s: %s\n", t->pid,
+			path, gp_stats_view_rc_text(rc));
+		return rc == GP_VIEW_DENIED ? GP_CLI_DENIED : GP_CLI_ERROR;
+	}
+	if (s.signo == 0) {
+		if (!wait)
+			printf("pid %ld: asked through its view (no release signal: it looks within a "
+			       "fraction of a second)\n", t->pid);
+		return GP_CLI_OK;
+	}
 	if (kill((pid_t)t->pid, (int)s.signo) != 0) {
 		int err = errno;
 		fprintf(stderr, "gpupool release: %s: process %ld (signal %lld): %s\n",

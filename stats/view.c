@@ -305,3 +305,48 @@ out:
 		close(fd);
 	return rc;
 }
+
+uint64_t gp_stats_view_requests(const struct gp_stats_view *v)
+{
+	return __atomic_load_n(&v->requests, __ATOMIC_ACQUIRE);
+}
+
+int gp_stats_view_request(const char *path)
+{
+	struct gp_stats_view *v = MAP_FAILED;
+	long pid = pid_of_path(path);
+	struct stat st;
+	int fd, rc;
+
+	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		rc = errno == ENOENT ? GP_VIEW_NONE
+		     : errno == EACCES || errno == EPERM ? GP_VIEW_DENIED
+		     : errno == ELOOP ? GP_VIEW_BAD : GP_VIEW_ERROR;
+		goto out;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || pid < 0 ||
+	    (size_t)st.st_size < sizeof(*v)) {
+		rc = GP_VIEW_BAD;
+		goto out;
+	}
+	v = mmap(NULL, sizeof(*v), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (v == MAP_FAILED) {
+		rc = GP_VIEW_ERROR;
+		goto out;
+	}
+	if (__atomic_load_n(&v->magic, __ATOMIC_ACQUIRE) != GP_STATS_VIEW_MAGIC ||
+	    v->version != GP_STATS_VIEW_VERSION || v->size != sizeof(*v)) {
+		rc = GP_VIEW_BAD;
+		goto out;
+	}
+	rc = check_writer(pid, v->proc_start, st.st_uid);
+	if (rc == GP_VIEW_OK)
+		__atomic_fetch_add(&v->requests, 1, __ATOMIC_RELEASE);
+out:
+	if (v != MAP_FAILED)
+		munmap(v, sizeof(*v));
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}

@@ -13,7 +13,7 @@
 #define GP_STATS_VIEW_DIR "/dev/shm"
 #define GP_STATS_VIEW_PREFIX "gpupool."
 #define GP_STATS_VIEW_MAGIC 0x5745495650475047ULL /* "GPGPVIEW" read as a little-endian word */
-#define GP_STATS_VIEW_VERSION 2u                   /* bump on any change below or in stats.h */
+#define GP_STATS_VIEW_VERSION 3u                   /* bump on any change below or in stats.h */
 
 /*
  * The file. Written by one process (its control thread, or a release), read by any number.
@@ -27,6 +27,9 @@ struct gp_stats_view {
 	uint64_t proc_start; /* the writer's start, clock ticks after boot (/proc/<pid>/stat, field
 			      * 22): a live process with the same pid but another start is not it */
 	uint64_t seq;        /* seqlock: odd while `snap` is being written */
+	uint64_t requests;   /* release requests: any reader of the same user adds one
+			      * (gp_stats_view_request); the writer acts on a change, at its next
+			      * look (the release signal only makes it look sooner) */
 	/* pid, uid, release signal, start time and command line first, then the counters, the
 	 * last release and the per-device entries (struct gp_stats_snapshot). */
 	struct gp_stats_snapshot snap;
@@ -63,6 +66,14 @@ int gp_stats_view_create(const char *path, const struct gp_stats_snapshot *first
 void gp_stats_view_publish(struct gp_stats_view *v, const struct gp_stats_snapshot *s);
 /* Writer: unmap; with `path`, remove the file too. */
 void gp_stats_view_close(struct gp_stats_view *v, const char *path);
+
+/* Writer: the release requests made so far (compare with the count last acted on). */
+uint64_t gp_stats_view_requests(const struct gp_stats_view *v);
+
+/* Reader: ask the live process behind `path` for a release, through its view: the same checks
+ * as gp_stats_view_read (a stale or forged view is not written to). Returns enum
+ * gp_stats_view_rc. */
+int gp_stats_view_request(const char *path);
 
 /* Reader: a consistent copy of the view at `path` into *out, checked against the live process
  * named by its pid (GP_VIEW_STALE, GP_VIEW_FORGED). Any file of a process that is gone is stale,

@@ -5,6 +5,7 @@
  * release PID --wait` gives back exactly what the stand-in saw freed and says so; afterwards the
  * view shows that release; `gpupool top` lists the process.
  * --hold SECONDS: allocate, keep a few blocks, sleep (SIGTERM ends it cleanly): for the scripts.
+ * --hold-own SECONDS: the same, with a SIGUSR1 handler of its own installed after start-up.
  * --workload: a second of allocations and frees with a release in the middle: for plot-trace. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -218,8 +219,18 @@ static void on_term(int sig)
 	ending = 1;
 }
 
-/* Allocate, keep two blocks, wait for SIGTERM (or the time given), exit normally. */
-static int hold(int seconds)
+static volatile sig_atomic_t own_usr1;
+
+static void on_own_usr1(int sig)
+{
+	(void)sig;
+	own_usr1++;
+}
+
+/* Allocate, keep two blocks, wait for SIGTERM (or the time given), exit normally. `own`: then
+ * install a SIGUSR1 handler of the program's own (as servers do, to reopen their logs), and say
+ * at exit how often it ran. */
+static int hold(int seconds, int own)
 {
 	void *b[4];
 
@@ -229,10 +240,14 @@ static int hold(int seconds)
 		e2e_cuda(cudaMalloc(&b[i], 2 * E2E_MIB), "cudaMalloc");
 	e2e_cuda(cudaFree(b[2]), "cudaFree");
 	e2e_cuda(cudaFree(b[3]), "cudaFree");
+	if (own)
+		signal(SIGUSR1, on_own_usr1);
 	printf("holding: pid %ld\n", (long)getpid());
 	fflush(stdout);
 	for (int i = 0; i < seconds * 100 && !ending; i++)
 		e2e_sleep_ms(10);
+	if (own)
+		printf("own SIGUSR1 handler ran %d time(s)\n", (int)own_usr1);
 	return 0;
 }
 
@@ -268,9 +283,11 @@ int main(int argc, char **argv)
 		return cli_flow();
 	}
 	if (argc > 2 && strcmp(argv[1], "--hold") == 0)
-		return hold(atoi(argv[2]));
+		return hold(atoi(argv[2]), 0);
+	if (argc > 2 && strcmp(argv[1], "--hold-own") == 0)
+		return hold(atoi(argv[2]), 1);
 	if (argc > 1 && strcmp(argv[1], "--workload") == 0)
 		return workload();
-	fprintf(stderr, "usage: e2e_cli --cli GPUPOOL | --hold SECONDS | --workload\n");
+	fprintf(stderr, "usage: e2e_cli --cli GPUPOOL | --hold[-own] SECONDS | --workload\n");
 	return 2;
 }

@@ -98,8 +98,33 @@ expect 0 "stale view(s) of exited processes removed" "$cli" top --once
 [[ ! -e /dev/shm/gpupool.$pid ]] || fail "gpupool top left the stale view of $pid"
 ok "gpupool top removed the stale view of $pid"
 
+# No release signal: the request goes through the view, and the release still comes.
 hold --signal none
-expect 1 "process $pid has no release signal (it runs with GPUPOOL_SIGNAL=none)" "$cli" release "$pid"
+expect 0 "pid $pid: released 4.0 MiB" "$cli" release --wait --timeout 5 "$pid"
 kill -TERM "$pid"
 wait "$pid"
+
+# A program that installs its own SIGUSR1 handler after start-up: the view stops naming the
+# signal (gpupool says so at warn level), release --wait still works, and the program's own
+# handler still runs when the signal comes.
+out=$(mktemp)
+"$cli" run --log warn -- "$prog" --hold-own 30 >"$out" 2>&1 &
+pid=$!
+holders+=("$pid")
+for _ in $(seq 500); do
+	"$cli" stats --json "$pid" 2>/dev/null | grep -q '"signal":0' && break
+	sleep 0.01
+done
+"$cli" stats --json "$pid" 2>/dev/null | grep -q '"signal":0' ||
+	fail "the view of $pid still names a release signal after the program took SIGUSR1"
+ok "the program took SIGUSR1 over: its view names no release signal"
+expect 0 "pid $pid: released 4.0 MiB" "$cli" release --wait --timeout 5 "$pid"
+kill -USR1 "$pid"
+sleep 0.1
+kill -TERM "$pid"
+wait "$pid"
+grep -q "own SIGUSR1 handler ran 1 time(s)" "$out" || fail "the program's own handler: $(cat "$out")"
+grep -q "replaced gpupool's SIGUSR1 handler" "$out" || fail "no warning about the handler: $(cat "$out")"
+ok "the program's own SIGUSR1 handler ran once; gpupool warned once about it"
+rm -f "$out"
 echo "PASS e2e_cli_errors"
