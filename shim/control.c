@@ -295,10 +295,27 @@ static void run_policy(void)
 	act(&plan, plan.pressure ? GP_CAUSE_PRESSURE : GP_CAUSE_IDLE);
 }
 
+/* Whether the program has replaced our handler for the release signal (servers install their
+ * own, to reopen logs): said once, and the view stops naming the signal. The request word of
+ * the view still works. */
+static void check_handler(void)
+{
+	static int lost;
+	struct sigaction cur;
+
+	if (installed_signo == 0 || lost || sigaction(installed_signo, NULL, &cur) != 0 ||
+	    cur.sa_handler == on_signal)
+		return;
+	lost = 1;
+	gp_log(GP_LOG_WARN, "the program replaced gpupool's SIG%s handler: `gpupool release` still "
+			    "works, through the live view", sigabbrev_np(installed_signo));
+	gp_obs_signal_lost();
+}
+
 static void *control_main(void *arg)
 {
 	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-	uint64_t period = gp_policy_period_ns();
+	uint64_t period = gp_policy_period_ns(), requests_seen = gp_obs_requests();
 	int release_due = 0;
 
 	(void)arg;
@@ -315,6 +332,11 @@ static void *control_main(void *arg)
 		if (atomic_load(&stopping))
 			break;
 		gp_obs_tick();
+		check_handler();
+		if (gp_obs_requests() != requests_seen) {
+			requests_seen = gp_obs_requests();
+			release_due = 1;
+		}
 		if (atomic_exchange(&signalled, 0))
 			release_due = 1;
 		if (atomic_exchange(&requested, 0))

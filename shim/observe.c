@@ -194,6 +194,20 @@ void gp_obs_released(enum gp_release_cause cause, const struct gp_release_result
 	pthread_mutex_unlock(&publish_lock);
 }
 
+uint64_t gp_obs_requests(void)
+{
+	return viewing ? gp_view_requests() : 0;
+}
+
+void gp_obs_signal_lost(void)
+{
+	pthread_mutex_lock(&publish_lock);
+	who.signo = 0;
+	if (owner != 0)
+		publish("tick");
+	pthread_mutex_unlock(&publish_lock);
+}
+
 void gp_obs_oom_retry(int device)
 {
 	if (device >= 0 && device < GP_MAX_DEVICES)

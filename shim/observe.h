@@ -22,6 +22,11 @@ void gp_obs_tick(void);
 void gp_obs_released(enum gp_release_cause cause, const struct gp_release_result *r);
 /* An allocation on `device` was retried after an out-of-memory release (rare path). */
 void gp_obs_oom_retry(int device);
+/* The release requests made through the live view so far (gpupool release; 0 without one). */
+uint64_t gp_obs_requests(void);
+/* The program took the release signal over: the view names no signal from now on, so that
+ * `gpupool release` does not send it one it did not ask for. */
+void gp_obs_signal_lost(void);
 /* At exit, in the process that started it (not in a forked child): last trace rows, the
  * summary, and the live view removed. */
 void gp_obs_exit(void);

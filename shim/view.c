@@ -41,3 +41,8 @@ void gp_view_stop(void)
 	gp_stats_view_close(view, path);
 	view = NULL;
 }
+
+uint64_t gp_view_requests(void)
+{
+	return view != NULL ? gp_stats_view_requests(view) : 0;
+}

@@ -9,5 +9,7 @@
 int gp_view_start(const struct gp_stats_snapshot *first);
 void gp_view_publish(const struct gp_stats_snapshot *s);
 void gp_view_stop(void);
+/* The release requests made through the view so far (0 without a view). */
+uint64_t gp_view_requests(void);
 
 #endif

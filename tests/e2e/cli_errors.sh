@@ -100,7 +100,7 @@ ok "gpupool top removed the stale view of $pid"
 
 # No release signal: the request goes through the view, and the release still comes.
 hold --signal none
-expect 0 "pid $pid: released 4.0 MiB" "$cli" release --wait --timeout 5 "$pid"
+expect 0 "pid $pid: released 4.00 MiB" "$cli" release --wait --timeout 5 "$pid"
 kill -TERM "$pid"
 wait "$pid"
 
@@ -112,13 +112,13 @@ out=$(mktemp)
 pid=$!
 holders+=("$pid")
 for _ in $(seq 500); do
-	"$cli" stats --json "$pid" 2>/dev/null | grep -q '"signal":0' && break
+	"$cli" stats --json "$pid" 2>/dev/null | grep -q '"signal":0,"start_time_ns"' && break
 	sleep 0.01
 done
-"$cli" stats --json "$pid" 2>/dev/null | grep -q '"signal":0' ||
+"$cli" stats --json "$pid" 2>/dev/null | grep -q '"signal":0,"start_time_ns"' ||
 	fail "the view of $pid still names a release signal after the program took SIGUSR1"
 ok "the program took SIGUSR1 over: its view names no release signal"
-expect 0 "pid $pid: released 4.0 MiB" "$cli" release --wait --timeout 5 "$pid"
+expect 0 "pid $pid: released 4.00 MiB" "$cli" release --wait --timeout 5 "$pid"
 kill -USR1 "$pid"
 sleep 0.1
 kill -TERM "$pid"
