@@ -12,6 +12,7 @@
 #include "log.h"
 #include "observe.h"
 #include "policy.h"
+#include "state.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -24,24 +25,8 @@
 
 #define DEFER_NS 10000000ULL /* retry a deferred release every 10 ms */
 
-/* What the constructor (or the handler, in a process that never uses CUDA) touches lives in
- * .data, on the page the dynamic linker has already written while relocating: zero-initialised
- * (.bss) it would cost such a process two page faults (a read of the zero page, then a copy on
- * write). */
-#define LOAD_TIME __attribute__((section(".data")))
-static sem_t wake LOAD_TIME;
-static _Atomic int sem_ready LOAD_TIME;
-static int installed_signo LOAD_TIME; /* written at load time only */
-static _Atomic int signalled; /* lock-free: safe in a handler, and across threads */
-static _Atomic int requested, policy_due, started, stopping, releasing;
-static _Atomic uint64_t over_cap; /* devices whose cache went over the cap (the free path) */
-/* One release at a time (signal, policy, idle, gpupool_release): a release asked for while
- * another one frees the blocks it took returns after them, so that its caller finds the memory
- * back. Never held while waiting for a framework's lock (the GIL): the flush comes first. */
-static pthread_mutex_t release_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct gp_pool *the_pool;
-static int flush_frameworks;
-static pthread_t thread;
+/* Its state is gp_shim.control (state.h); what the handler and the constructor touch is in
+ * gp_shim_early.control, on a page the dynamic linker has written already (shim.c, LOAD_TIME). */
 
 static const char *const cause_names[] = { "signal", "cap", "idle", "pressure", "oom", "api" };
 
@@ -50,9 +35,9 @@ static void on_signal(int sig)
 	int saved = errno;
 
 	(void)sig;
-	atomic_store(&signalled, 1);
-	if (atomic_load(&sem_ready))
-		sem_post(&wake);
+	atomic_store(&gp_shim_early.control.signalled, 1);
+	if (atomic_load(&gp_shim_early.control.sem_ready))
+		sem_post(&gp_shim_early.control.wake);
 	errno = saved;
 }
 
@@ -62,16 +47,16 @@ static void on_signal(int sig)
  * uses CUDA would not touch (docs/BENCHMARKS.md). */
 static int wake_setup(void)
 {
-	if (atomic_load(&sem_ready))
+	if (atomic_load(&gp_shim_early.control.sem_ready))
 		return 0;
-	if (sem_init(&wake, 0, 0) != 0)
+	if (sem_init(&gp_shim_early.control.wake, 0, 0) != 0)
 		return -1;
 	/* The library binds lazily: bind sem_post now, so the handler never runs the dynamic
 	 * linker's resolver. */
-	sem_post(&wake);
-	while (sem_trywait(&wake) != 0 && errno == EINTR)
+	sem_post(&gp_shim_early.control.wake);
+	while (sem_trywait(&gp_shim_early.control.wake) != 0 && errno == EINTR)
 		;
-	atomic_store(&sem_ready, 1);
+	atomic_store(&gp_shim_early.control.sem_ready, 1);
 	return 0;
 }
 
@@ -87,13 +72,13 @@ int gp_control_install_signal(int signo)
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(signo, &sa, NULL) != 0)
 		return -1;
-	installed_signo = signo;
+	gp_shim_early.control.installed_signo = signo;
 	return 0;
 }
 
 int gp_control_signal(void)
 {
-	return installed_signo;
+	return gp_shim_early.control.installed_signo;
 }
 
 static uint64_t clock_ns(clockid_t id)
@@ -117,7 +102,7 @@ static void log_release(const struct gp_release_result *r, enum gp_release_cause
 
 void gp_control_configure(int framework_flush)
 {
-	flush_frameworks = framework_flush;
+	gp_shim.control.flush_frameworks = framework_flush;
 }
 
 /* Frameworks empty their caches into the pool first, so their segments go back too. Only on
@@ -125,8 +110,8 @@ void gp_control_configure(int framework_flush)
  * signal always flushes; the policies flush when their plan says so (run_policy). */
 static int wants_flush(enum gp_release_cause cause)
 {
-	return flush_frameworks && pthread_equal(pthread_self(), thread) &&
-	       cause == GP_CAUSE_SIGNAL;
+	return gp_shim.control.flush_frameworks &&
+	       pthread_equal(pthread_self(), gp_shim.control.thread) && cause == GP_CAUSE_SIGNAL;
 }
 
 static void release(struct gp_pool *pool, int device, uint64_t target,
@@ -136,15 +121,15 @@ static void release(struct gp_pool *pool, int device, uint64_t target,
 	uint64_t t0 = mono_ns();
 	int flushed = 0;
 
-	atomic_fetch_add(&releasing, 1);
+	atomic_fetch_add(&gp_shim.control.releasing, 1);
 	if (wants_flush(cause))
 		flushed = gp_framework_flush();
-	pthread_mutex_lock(&release_lock);
+	pthread_mutex_lock(&gp_shim.control.release_lock);
 	gp_pool_release(pool, device, target, cause, &r);
-	pthread_mutex_unlock(&release_lock);
+	pthread_mutex_unlock(&gp_shim.control.release_lock);
 	if (cause == GP_CAUSE_SIGNAL)
 		gp_framework_trim_async_pools();
-	atomic_fetch_sub(&releasing, 1);
+	atomic_fetch_sub(&gp_shim.control.releasing, 1);
 	if (flushed)
 		gp_log(GP_LOG_DEBUG, "framework caches flushed before the release");
 	r.duration_ns = mono_ns() - t0;
@@ -168,11 +153,11 @@ static void release_idle(struct gp_pool *pool, uint64_t before_ns)
 	struct gp_release_result r;
 	uint64_t t0 = mono_ns();
 
-	atomic_fetch_add(&releasing, 1);
-	pthread_mutex_lock(&release_lock);
+	atomic_fetch_add(&gp_shim.control.releasing, 1);
+	pthread_mutex_lock(&gp_shim.control.release_lock);
 	gp_pool_release_idle(pool, -1, before_ns, GP_CAUSE_IDLE, &r);
-	pthread_mutex_unlock(&release_lock);
-	atomic_fetch_sub(&releasing, 1);
+	pthread_mutex_unlock(&gp_shim.control.release_lock);
+	atomic_fetch_sub(&gp_shim.control.releasing, 1);
 	r.duration_ns = mono_ns() - t0;
 	gp_obs_released(GP_CAUSE_IDLE, &r);
 	if (r.blocks > 0)
@@ -186,7 +171,7 @@ static void wait_for_work(uint64_t ns)
 	int rc;
 
 	if (ns == 0) {
-		while ((rc = sem_wait(&wake)) != 0 && errno == EINTR)
+		while ((rc = sem_wait(&gp_shim_early.control.wake)) != 0 && errno == EINTR)
 			;
 		return;
 	}
@@ -198,27 +183,30 @@ static void wait_for_work(uint64_t ns)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000L;
 	}
-	while ((rc = sem_clockwait(&wake, CLOCK_MONOTONIC, &ts)) != 0 && errno == EINTR)
+	while ((rc = sem_clockwait(&gp_shim_early.control.wake, CLOCK_MONOTONIC, &ts)) != 0 &&
+	       errno == EINTR)
 		;
 }
 
 /* The devices over their cap, brought down to it. */
 static void run_cap(void)
 {
-	uint64_t mask = atomic_exchange(&over_cap, 0);
+	struct gp_pool *pool = gp_shim.control.pool;
+	uint64_t mask = atomic_exchange(&gp_shim.control.over_cap, 0);
 
 	for (int d = 0; mask != 0; d++, mask >>= 1)
 		if (mask & 1)
-			release(the_pool, d, gp_pool_cap(the_pool, d), GP_CAUSE_CAP, NULL);
+			release(pool, d, gp_pool_cap(pool, d), GP_CAUSE_CAP, NULL);
 }
 
 static uint64_t pool_allocs(void)
 {
-	uint64_t mask = gp_pool_devices(the_pool), n = 0;
+	struct gp_pool *pool = gp_shim.control.pool;
+	uint64_t mask = gp_pool_devices(pool), n = 0;
 
 	for (int d = 0; mask != 0; d++, mask >>= 1) {
 		struct gp_pool_dev_stats st;
-		if ((mask & 1) && gp_pool_dev_stats(the_pool, d, &st) == GP_OK)
+		if ((mask & 1) && gp_pool_dev_stats(pool, d, &st) == GP_OK)
 			n += st.allocs;
 	}
 	return n;
@@ -253,21 +241,22 @@ static uint64_t measure_free(uint64_t mask, uint64_t *free_bytes)
  * then the pressure releases, cut by each device's deficit, then the idle ones. */
 static void act(const struct gp_policy_plan *p, enum gp_release_cause flush_cause)
 {
+	struct gp_pool *pool = gp_shim.control.pool;
 	uint64_t mask = p->pressure;
 
-	if (p->flush && flush_frameworks && gp_framework_flush())
+	if (p->flush && gp_shim.control.flush_frameworks && gp_framework_flush())
 		gp_log(GP_LOG_DEBUG, "framework caches flushed (%s)", cause_names[flush_cause]);
 	for (int d = 0; mask != 0; d++, mask >>= 1) {
-		uint64_t cached = gp_pool_cached_bytes(the_pool, d);
+		uint64_t cached = gp_pool_cached_bytes(pool, d);
 
 		if ((mask & 1) && cached > 0)
-			release(the_pool, d, cached > p->deficit[d] ? cached - p->deficit[d] : 0,
+			release(pool, d, cached > p->deficit[d] ? cached - p->deficit[d] : 0,
 				GP_CAUSE_PRESSURE, NULL);
 	}
 	if (p->idle_all)
-		release(the_pool, -1, 0, GP_CAUSE_IDLE, NULL);
+		release(pool, -1, 0, GP_CAUSE_IDLE, NULL);
 	else if (p->idle_before_ns != 0)
-		release_idle(the_pool, p->idle_before_ns);
+		release_idle(pool, p->idle_before_ns);
 }
 
 static void run_policy(void)
@@ -284,7 +273,7 @@ static void run_policy(void)
 		return;
 	in.pool_allocs = pool_allocs();
 	in.measured = measure_free(measure, in.free_bytes);
-	if (flush_frameworks && gp_policy_wants_probe(&in)) {
+	if (gp_shim.control.flush_frameworks && gp_policy_wants_probe(&in)) {
 		struct gp_fw_state fw;
 
 		in.fw_known = gp_framework_probe(&fw);
@@ -300,15 +289,15 @@ static void run_policy(void)
  * the view still works. */
 static void check_handler(void)
 {
-	static int lost;
+	int signo = gp_shim_early.control.installed_signo;
 	struct sigaction cur;
 
-	if (installed_signo == 0 || lost || sigaction(installed_signo, NULL, &cur) != 0 ||
+	if (signo == 0 || gp_shim.control.handler_lost || sigaction(signo, NULL, &cur) != 0 ||
 	    cur.sa_handler == on_signal)
 		return;
-	lost = 1;
+	gp_shim.control.handler_lost = 1;
 	gp_log(GP_LOG_WARN, "the program replaced gpupool's SIG%s handler: `gpupool release` still "
-			    "works, through the live view", sigabbrev_np(installed_signo));
+			    "works, through the live view", sigabbrev_np(signo));
 	gp_obs_signal_lost();
 }
 
@@ -323,13 +312,13 @@ static void *control_main(void *arg)
 	if (gp_cu.ThreadExchangeStreamCaptureMode != NULL)
 		gp_cu.ThreadExchangeStreamCaptureMode(&mode);
 	for (;;) {
-		int deferred = release_due || atomic_load(&policy_due);
+		int deferred = release_due || atomic_load(&gp_shim.control.policy_due);
 		uint64_t sleep_ns = period;
 
 		if (deferred && (sleep_ns == 0 || sleep_ns > DEFER_NS))
 			sleep_ns = DEFER_NS;
 		wait_for_work(gp_obs_sleep_ns(sleep_ns));
-		if (atomic_load(&stopping))
+		if (atomic_load(&gp_shim.control.stopping))
 			break;
 		gp_obs_tick();
 		check_handler();
@@ -337,17 +326,17 @@ static void *control_main(void *arg)
 			requests_seen = gp_obs_requests();
 			release_due = 1;
 		}
-		if (atomic_exchange(&signalled, 0))
+		if (atomic_exchange(&gp_shim_early.control.signalled, 0))
 			release_due = 1;
-		if (atomic_exchange(&requested, 0))
+		if (atomic_exchange(&gp_shim.control.requested, 0))
 			release_due = 1;
 		if (gp_capture_active())
 			continue; /* a graph capture is underway: no real frees; try again shortly */
 		if (release_due) {
 			release_due = 0;
-			release(the_pool, -1, 0, GP_CAUSE_SIGNAL, NULL);
+			release(gp_shim.control.pool, -1, 0, GP_CAUSE_SIGNAL, NULL);
 		}
-		atomic_store(&policy_due, 0);
+		atomic_store(&gp_shim.control.policy_due, 0);
 		run_policy();
 	}
 	return NULL;
@@ -358,65 +347,67 @@ int gp_control_start(struct gp_pool *pool)
 	sigset_t all, old;
 	int rc;
 
-	if (atomic_exchange(&started, 1))
+	if (atomic_exchange(&gp_shim.control.started, 1))
 		return 0;
 	if (wake_setup() != 0)
 		return -1;
-	the_pool = pool;
+	gp_shim.control.pool = pool;
 	/* Signals go to the program's threads, never to ours. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&thread, NULL, control_main, NULL);
+	rc = pthread_create(&gp_shim.control.thread, NULL, control_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
 		gp_log(GP_LOG_ERROR, "cannot start the control thread (%s); releases only on OOM",
 		       strerror(rc));
 		return -1;
 	}
-	pthread_detach(thread);
-	pthread_setname_np(thread, "gpupool");
+	pthread_detach(gp_shim.control.thread);
+	pthread_setname_np(gp_shim.control.thread, "gpupool");
 	/* A signal that came before the thread existed is not lost. */
-	if (atomic_load(&signalled))
-		sem_post(&wake);
+	if (atomic_load(&gp_shim_early.control.signalled))
+		sem_post(&gp_shim_early.control.wake);
 	return 0;
 }
 
 void gp_control_over_cap(void *arg, int device)
 {
 	(void)arg;
-	atomic_fetch_or(&over_cap, 1ULL << (device & (GP_MAX_DEVICES - 1)));
-	atomic_store(&policy_due, 1);
-	if (atomic_load(&sem_ready) && atomic_load(&started))
-		sem_post(&wake);
+	atomic_fetch_or(&gp_shim.control.over_cap, 1ULL << (device & (GP_MAX_DEVICES - 1)));
+	atomic_store(&gp_shim.control.policy_due, 1);
+	if (atomic_load(&gp_shim_early.control.sem_ready) && atomic_load(&gp_shim.control.started))
+		sem_post(&gp_shim_early.control.wake);
 }
 
 void gp_control_wake(void)
 {
-	if (atomic_load(&sem_ready) && atomic_load(&started))
-		sem_post(&wake);
+	if (atomic_load(&gp_shim_early.control.sem_ready) && atomic_load(&gp_shim.control.started))
+		sem_post(&gp_shim_early.control.wake);
 }
 
 void gp_control_request(void)
 {
-	atomic_store(&requested, 1);
-	if (atomic_load(&sem_ready))
-		sem_post(&wake);
+	atomic_store(&gp_shim.control.requested, 1);
+	if (atomic_load(&gp_shim_early.control.sem_ready))
+		sem_post(&gp_shim_early.control.wake);
 }
 
 void gp_control_stop(void)
 {
-	if (!atomic_load(&started) || !atomic_load(&sem_ready))
+	if (!atomic_load(&gp_shim.control.started) ||
+	    !atomic_load(&gp_shim_early.control.sem_ready))
 		return;
-	atomic_store(&stopping, 1);
-	sem_post(&wake);
+	atomic_store(&gp_shim.control.stopping, 1);
+	sem_post(&gp_shim_early.control.wake);
 	/* The runtime is torn down after us; do not let it go under a release in progress. */
-	for (int i = 0; i < 2000 && atomic_load(&releasing); i++)
+	for (int i = 0; i < 2000 && atomic_load(&gp_shim.control.releasing); i++)
 		usleep(1000);
 }
 
 void gp_control_forget(void)
 {
-	atomic_store(&started, 0);
-	atomic_store(&releasing, 0);
-	pthread_mutex_init(&release_lock, NULL); /* a fork's child: the parent's holder is gone */
+	atomic_store(&gp_shim.control.started, 0);
+	atomic_store(&gp_shim.control.releasing, 0);
+	/* A fork's child: the parent's holder is gone. */
+	pthread_mutex_init(&gp_shim.control.release_lock, NULL);
 }

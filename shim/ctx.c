@@ -3,16 +3,10 @@
 #include "ctx.h"
 #include "cu.h"
 #include "pool.h"
+#include "state.h" /* gp_shim.ctx */
 
 #include <pthread.h>
 #include <stdatomic.h>
-
-#define MAX_USER 64 /* program-created contexts tracked; beyond that, every context counts */
-
-static _Atomic(CUcontext) primary[GP_MAX_DEVICES];
-static pthread_mutex_t user_lock = PTHREAD_MUTEX_INITIALIZER;
-static CUcontext user[MAX_USER];
-static _Atomic int nuser, user_overflow;
 
 CUcontext gp_ctx_of(int device)
 {
@@ -22,7 +16,7 @@ CUcontext gp_ctx_of(int device)
 
 	if (device < 0 || device >= GP_MAX_DEVICES)
 		return NULL;
-	c = atomic_load_explicit(&primary[device], memory_order_acquire);
+	c = atomic_load_explicit(&gp_shim.ctx.primary[device], memory_order_acquire);
 	if (c != NULL || gp_cu.DevicePrimaryCtxGetState == NULL || gp_cu.DevicePrimaryCtxRetain == NULL)
 		return c;
 	/* Active already: retaining it creates nothing, and the reference is given back at once. */
@@ -31,21 +25,21 @@ CUcontext gp_ctx_of(int device)
 		return NULL;
 	if (gp_cu.DevicePrimaryCtxRelease_v2 != NULL)
 		gp_cu.DevicePrimaryCtxRelease_v2(device);
-	atomic_store_explicit(&primary[device], c, memory_order_release);
+	atomic_store_explicit(&gp_shim.ctx.primary[device], c, memory_order_release);
 	return c;
 }
 
 void gp_ctx_note(int device, CUcontext c)
 {
 	if (device >= 0 && device < GP_MAX_DEVICES && c != NULL &&
-	    atomic_load_explicit(&primary[device], memory_order_relaxed) != c)
-		atomic_store_explicit(&primary[device], c, memory_order_release);
+	    atomic_load_explicit(&gp_shim.ctx.primary[device], memory_order_relaxed) != c)
+		atomic_store_explicit(&gp_shim.ctx.primary[device], c, memory_order_release);
 }
 
 void gp_ctx_forget(int device)
 {
 	if (device >= 0 && device < GP_MAX_DEVICES)
-		atomic_store(&primary[device], NULL);
+		atomic_store(&gp_shim.ctx.primary[device], NULL);
 }
 
 int gp_ctx_current(CUcontext *c)
@@ -86,27 +80,27 @@ void gp_ctx_leave(int pushed)
 
 void gp_ctx_user_created(CUcontext c)
 {
-	pthread_mutex_lock(&user_lock);
-	if (atomic_load(&nuser) < MAX_USER) {
-		user[atomic_load(&nuser)] = c;
-		atomic_fetch_add(&nuser, 1);
+	pthread_mutex_lock(&gp_shim.ctx.user_lock);
+	if (atomic_load(&gp_shim.ctx.nuser) < GP_CTX_MAX_USER) {
+		gp_shim.ctx.user[atomic_load(&gp_shim.ctx.nuser)] = c;
+		atomic_fetch_add(&gp_shim.ctx.nuser, 1);
 	} else {
-		atomic_store(&user_overflow, 1);
+		atomic_store(&gp_shim.ctx.user_overflow, 1);
 	}
-	pthread_mutex_unlock(&user_lock);
+	pthread_mutex_unlock(&gp_shim.ctx.user_lock);
 }
 
 void gp_ctx_user_destroyed(CUcontext c)
 {
-	pthread_mutex_lock(&user_lock);
-	for (int i = 0, n = atomic_load(&nuser); i < n; i++) {
-		if (user[i] == c) {
-			user[i] = user[n - 1];
-			atomic_fetch_sub(&nuser, 1);
+	pthread_mutex_lock(&gp_shim.ctx.user_lock);
+	for (int i = 0, n = atomic_load(&gp_shim.ctx.nuser); i < n; i++) {
+		if (gp_shim.ctx.user[i] == c) {
+			gp_shim.ctx.user[i] = gp_shim.ctx.user[n - 1];
+			atomic_fetch_sub(&gp_shim.ctx.nuser, 1);
 			break;
 		}
 	}
-	pthread_mutex_unlock(&user_lock);
+	pthread_mutex_unlock(&gp_shim.ctx.user_lock);
 }
 
 int gp_ctx_in_user(void)
@@ -114,16 +108,16 @@ int gp_ctx_in_user(void)
 	CUcontext cur = NULL;
 	int found = 0;
 
-	if (atomic_load_explicit(&nuser, memory_order_relaxed) == 0 &&
-	    !atomic_load_explicit(&user_overflow, memory_order_relaxed))
+	if (atomic_load_explicit(&gp_shim.ctx.nuser, memory_order_relaxed) == 0 &&
+	    !atomic_load_explicit(&gp_shim.ctx.user_overflow, memory_order_relaxed))
 		return 0;
-	if (atomic_load(&user_overflow))
+	if (atomic_load(&gp_shim.ctx.user_overflow))
 		return 1;
 	if (gp_cu.CtxGetCurrent(&cur) != CUDA_SUCCESS || cur == NULL)
 		return 0;
-	pthread_mutex_lock(&user_lock);
-	for (int i = 0, n = atomic_load(&nuser); i < n && !found; i++)
-		found = user[i] == cur;
-	pthread_mutex_unlock(&user_lock);
+	pthread_mutex_lock(&gp_shim.ctx.user_lock);
+	for (int i = 0, n = atomic_load(&gp_shim.ctx.nuser); i < n && !found; i++)
+		found = gp_shim.ctx.user[i] == cur;
+	pthread_mutex_unlock(&gp_shim.ctx.user_lock);
 	return found;
 }

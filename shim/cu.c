@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "cu.h"
 #include "log.h"
+#include "state.h" /* gp_shim.door, gp_shim_early.door */
 
 #include <dlfcn.h>
 #include <link.h>
@@ -89,11 +90,6 @@ static const struct {
 };
 #undef F
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic int resolved;
-
-static void *real_dlsym; /* the next dlsym after ours (another hook's, or libc's); __atomic */
-
 typedef void *(*dlsym_fn)(void *, const char *);
 
 /* Any object of ours, to find our own base address. */
@@ -155,11 +151,9 @@ static void *find_next_dlsym(void)
 	return w.found != NULL ? w.found : p;
 }
 
-static int constructed; /* __atomic builtins: read from gp_real_dlsym_fn */
-
 void gp_cu_constructed(void)
 {
-	__atomic_store_n(&constructed, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&gp_shim_early.door.constructed, 1, __ATOMIC_RELEASE);
 }
 
 /* Before our constructor has run (a sanitizer's runtime starting, an earlier library's
@@ -174,10 +168,10 @@ GP_NO_SANITIZE dlsym_fn gp_real_dlsym_fn(void)
 		dlsym_fn fn;
 	} u;
 
-	u.p = __atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE);
+	u.p = __atomic_load_n(&gp_shim.door.real_dlsym, __ATOMIC_ACQUIRE);
 	if (u.p != NULL)
 		return u.fn;
-	if (!__atomic_load_n(&constructed, __ATOMIC_ACQUIRE)) {
+	if (!__atomic_load_n(&gp_shim_early.door.constructed, __ATOMIC_ACQUIRE)) {
 		u.p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
 		if (u.p == NULL)
 			u.p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
@@ -186,7 +180,7 @@ GP_NO_SANITIZE dlsym_fn gp_real_dlsym_fn(void)
 		return u.fn;
 	}
 	u.p = find_next_dlsym();
-	__atomic_store_n(&real_dlsym, u.p, __ATOMIC_RELEASE);
+	__atomic_store_n(&gp_shim.door.real_dlsym, u.p, __ATOMIC_RELEASE);
 	return u.fn;
 }
 
@@ -197,10 +191,9 @@ void *gp_real_dlsym(void *handle, const char *name)
 	return fn != NULL ? fn(handle, name) : NULL;
 }
 
-/* This library's address range, found once: a driver lookup asks whether a function is ours
- * hundreds of times at start-up, and dladdr walks every loaded object each time. */
-static uintptr_t self_lo, self_hi; /* __atomic: self_hi != 0 once found */
-
+/* This library's address range (gp_shim.door.self_lo, self_hi), found once: a driver lookup
+ * asks whether a function is ours hundreds of times at start-up, and dladdr walks every loaded
+ * object each time. */
 static int own_range(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	uintptr_t hi = 0;
@@ -213,33 +206,34 @@ static int own_range(struct dl_phdr_info *info, size_t size, void *arg)
 		if (ph->p_type == PT_LOAD && ph->p_vaddr + ph->p_memsz > hi)
 			hi = ph->p_vaddr + ph->p_memsz;
 	}
-	__atomic_store_n(&self_lo, info->dlpi_addr, __ATOMIC_RELAXED);
-	__atomic_store_n(&self_hi, info->dlpi_addr + hi, __ATOMIC_RELEASE);
+	__atomic_store_n(&gp_shim.door.self_lo, info->dlpi_addr, __ATOMIC_RELAXED);
+	__atomic_store_n(&gp_shim.door.self_hi, info->dlpi_addr + hi, __ATOMIC_RELEASE);
 	return 1;
 }
 
 int gp_is_ours(const void *p)
 {
-	uintptr_t hi = __atomic_load_n(&self_hi, __ATOMIC_ACQUIRE);
+	uintptr_t hi = __atomic_load_n(&gp_shim.door.self_hi, __ATOMIC_ACQUIRE);
 	Dl_info mine;
 
 	if (hi == 0) {
 		if (dladdr(&anchor, &mine) == 0)
 			return 0;
 		dl_iterate_phdr(own_range, mine.dli_fbase);
-		hi = __atomic_load_n(&self_hi, __ATOMIC_ACQUIRE);
+		hi = __atomic_load_n(&gp_shim.door.self_hi, __ATOMIC_ACQUIRE);
 	}
-	return (uintptr_t)p >= __atomic_load_n(&self_lo, __ATOMIC_RELAXED) && (uintptr_t)p < hi;
+	return (uintptr_t)p >= __atomic_load_n(&gp_shim.door.self_lo, __ATOMIC_RELAXED) &&
+	       (uintptr_t)p < hi;
 }
 
 int gp_cu_resolve(void)
 {
 	void *h;
 
-	if (atomic_load_explicit(&resolved, memory_order_acquire))
+	if (atomic_load_explicit(&gp_shim.door.resolved, memory_order_acquire))
 		return 0;
-	pthread_mutex_lock(&lock);
-	if (atomic_load(&resolved))
+	pthread_mutex_lock(&gp_shim.door.resolve_lock);
+	if (atomic_load(&gp_shim.door.resolved))
 		goto out;
 	h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
 	if (h == NULL) {
@@ -253,16 +247,15 @@ int gp_cu_resolve(void)
 	}
 	(void)dlerror(); /* the names this driver lacks */
 	dlclose(h); /* NOLOAD took a reference; the driver stays loaded by its owner */
-	atomic_store_explicit(&resolved, 1, memory_order_release);
+	atomic_store_explicit(&gp_shim.door.resolved, 1, memory_order_release);
 	gp_log(GP_LOG_DEBUG, "the driver's entry points are resolved");
 out:
-	pthread_mutex_unlock(&lock);
-	return atomic_load(&resolved) ? 0 : -1;
+	pthread_mutex_unlock(&gp_shim.door.resolve_lock);
+	return atomic_load(&gp_shim.door.resolved) ? 0 : -1;
 }
 
 int gp_cu_missing(void **slot, const char *name)
 {
-	static _Atomic int told;
 	void *p;
 
 	memcpy(&p, slot, sizeof(p));
@@ -271,6 +264,7 @@ int gp_cu_missing(void **slot, const char *name)
 	gp_cu_resolve();
 	memcpy(&p, slot, sizeof(p));
 	if (p == NULL)
-		gp_log_capped(GP_LOG_WARN, &told, "%s: not found in the driver; the call fails", name);
+		gp_log_capped(GP_LOG_WARN, &gp_shim.door.said_missing,
+			      "%s: not found in the driver; the call fails", name);
 	return p == NULL;
 }

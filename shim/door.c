@@ -13,6 +13,7 @@
 #include "drventry.h"
 #include "log.h"
 #include "shim.h"
+#include "state.h" /* gp_shim.door */
 
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -56,16 +57,14 @@ static const struct {
 } essential[] = { { "cuMemAlloc", 3020 }, { "cuMemFree", 3020 }, { "cuStreamCreate", 0 },
 		  { "cuStreamCreateWithPriority", 0 }, { "cuStreamDestroy", 0 } };
 
-static _Atomic int seen, blind;
-
 int gp_door_seen(void)
 {
-	return atomic_load_explicit(&seen, memory_order_relaxed);
+	return atomic_load_explicit(&gp_shim.door.seen, memory_order_relaxed);
 }
 
 int gp_door_blind(void)
 {
-	return atomic_load_explicit(&blind, memory_order_relaxed);
+	return atomic_load_explicit(&gp_shim.door.blind, memory_order_relaxed);
 }
 
 static void *as_ptr(any_fn f)
@@ -110,7 +109,7 @@ static void *swap(const char *sym, void *p, int version)
 	if (strcmp(sym, "cuGetProcAddress") == 0)
 		return version >= 12000 ? as_ptr((any_fn)door_gpa2) : as_ptr((any_fn)door_gpa1);
 	ours = ours_for(p);
-	if (ours == p && is_essential(sym, version) && !atomic_exchange(&blind, 1)) {
+	if (ours == p && is_essential(sym, version) && !atomic_exchange(&gp_shim.door.blind, 1)) {
 		gp_log(GP_LOG_ERROR, "cuGetProcAddress(\"%s\", %d) returned a function that is not "
 				     "the driver's exported one: allocations are passed through, not "
 				     "pooled", sym, version);
@@ -126,7 +125,7 @@ static CUresult door_gpa2(const char *sym, void **pfn, int version, cuuint64_t f
 
 	if (gp_cu_resolve() != 0 || gp_cu.GetProcAddress_v2 == NULL)
 		return CUDA_ERROR_NOT_INITIALIZED;
-	atomic_store_explicit(&seen, 1, memory_order_relaxed);
+	atomic_store_explicit(&gp_shim.door.seen, 1, memory_order_relaxed);
 	rc = gp_cu.GetProcAddress_v2(sym, pfn, version, flags, status);
 	if (rc == CUDA_SUCCESS && sym != NULL && pfn != NULL && *pfn != NULL)
 		*pfn = swap(sym, *pfn, version);
@@ -139,7 +138,7 @@ static CUresult door_gpa1(const char *sym, void **pfn, int version, cuuint64_t f
 
 	if (gp_cu_resolve() != 0 || gp_cu.GetProcAddress == NULL)
 		return CUDA_ERROR_NOT_INITIALIZED;
-	atomic_store_explicit(&seen, 1, memory_order_relaxed);
+	atomic_store_explicit(&gp_shim.door.seen, 1, memory_order_relaxed);
 	rc = gp_cu.GetProcAddress(sym, pfn, version, flags);
 	if (rc == CUDA_SUCCESS && sym != NULL && pfn != NULL && *pfn != NULL)
 		*pfn = swap(sym, *pfn, version);
@@ -168,7 +167,7 @@ static void *door_dlsym(void *handle, const char *name)
 		return p;
 	if (gp_cu_resolve() != 0)
 		return p; /* a library of driver names that is not the driver: not ours to change */
-	atomic_store_explicit(&seen, 1, memory_order_relaxed);
+	atomic_store_explicit(&gp_shim.door.seen, 1, memory_order_relaxed);
 	if (strcmp(name, "cuGetProcAddress_v2") == 0)
 		return as_ptr((any_fn)door_gpa2);
 	if (strcmp(name, "cuGetProcAddress") == 0)

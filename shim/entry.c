@@ -81,7 +81,7 @@ GP_EXPORT int gpupool_release(int device, unsigned long long *bytes)
 		return -1;
 	}
 	gp_backend_via_runtime = 1; /* real frees as the program's cudaFree would make them */
-	gp_control_release_now(gp_shim_pool, device, GP_CAUSE_API, &r);
+	gp_control_release_now(gp_shim.life.pool, device, GP_CAUSE_API, &r);
 	gp_backend_via_runtime = 0;
 	if (bytes)
 		*bytes = r.bytes;

@@ -11,6 +11,7 @@
 #include "cu.h"
 #include "log.h"
 #include "pool.h"
+#include "state.h" /* gp_shim.fence */
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -35,21 +36,6 @@ struct fence {
 	struct ev ev[];
 };
 
-/* Guarded by lock, except what is atomic. */
-static struct {
-	pthread_mutex_t lock;
-	struct stream_ent *streams;
-	int nstreams, capstreams;
-	struct ev *retired; /* last events of destroyed streams, not yet in a fence */
-	int nretired, capretired;
-	struct ev *spare;   /* recycled events */
-	int nspare, capspare;
-	_Atomic uint64_t devmask;
-	_Atomic unsigned resets[GP_MAX_DEVICES]; /* primary-context resets per device */
-	_Atomic int blind;  /* a stream is missing from the registry: no fence can be trusted */
-	_Atomic int warned_query;
-} reg = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
 static int push(void **arr, int *n, int *cap, size_t size, const void *item)
 {
 	if (*n == *cap) {
@@ -67,32 +53,33 @@ static int push(void **arr, int *n, int *cap, size_t size, const void *item)
 
 static void spare_event(const struct ev *e)
 {
-	if (push((void **)&reg.spare, &reg.nspare, &reg.capspare, sizeof(*e), e) != 0)
+	if (push((void **)&gp_shim.fence.spare, &gp_shim.fence.nspare, &gp_shim.fence.capspare,
+		 sizeof(*e), e) != 0)
 		gp_cu.EventDestroy_v2(e->e);
 }
 
 void gp_fence_blind(void)
 {
-	atomic_store(&reg.blind, 1);
+	atomic_store(&gp_shim.fence.blind, 1);
 }
 
 void gp_fence_use_device(int device)
 {
 	uint64_t bit = 1ULL << (device & (GP_MAX_DEVICES - 1));
 
-	if (!(atomic_load_explicit(&reg.devmask, memory_order_relaxed) & bit))
-		atomic_fetch_or(&reg.devmask, bit);
+	if (!(atomic_load_explicit(&gp_shim.fence.devmask, memory_order_relaxed) & bit))
+		atomic_fetch_or(&gp_shim.fence.devmask, bit);
 }
 
-/* With reg.lock held and `dev`'s context current. */
+/* With gp_shim.fence.lock held and `dev`'s context current. */
 static int event_get(int dev, struct ev *out)
 {
 	out->dev = dev;
-	out->gen = atomic_load(&reg.resets[dev]);
-	for (int i = reg.nspare - 1; i >= 0; i--) {
-		if (reg.spare[i].dev == dev) {
-			out->e = reg.spare[i].e;
-			reg.spare[i] = reg.spare[--reg.nspare];
+	out->gen = atomic_load(&gp_shim.fence.resets[dev]);
+	for (int i = gp_shim.fence.nspare - 1; i >= 0; i--) {
+		if (gp_shim.fence.spare[i].dev == dev) {
+			out->e = gp_shim.fence.spare[i].e;
+			gp_shim.fence.spare[i] = gp_shim.fence.spare[--gp_shim.fence.nspare];
 			return 0;
 		}
 	}
@@ -102,7 +89,7 @@ static int event_get(int dev, struct ev *out)
 /* The event's device was reset since it was made: the event is gone, and so is the work. */
 static int stale(const struct ev *e)
 {
-	return e->gen != atomic_load_explicit(&reg.resets[e->dev], memory_order_relaxed);
+	return e->gen != atomic_load_explicit(&gp_shim.fence.resets[e->dev], memory_order_relaxed);
 }
 
 /* A blocking stream needs no event (or query) of its own when its device's legacy stream gets
@@ -126,17 +113,17 @@ void gp_fence_device_reset(int device)
 {
 	if (device < 0 || device >= GP_MAX_DEVICES)
 		return;
-	pthread_mutex_lock(&reg.lock);
-	atomic_fetch_add(&reg.resets[device], 1);
-	reg.nspare = keep_live(reg.spare, reg.nspare, device);
-	reg.nretired = keep_live(reg.retired, reg.nretired, device);
-	for (int i = 0; i < reg.nstreams;) {
-		if (reg.streams[i].dev == device)
-			reg.streams[i] = reg.streams[--reg.nstreams];
+	pthread_mutex_lock(&gp_shim.fence.lock);
+	atomic_fetch_add(&gp_shim.fence.resets[device], 1);
+	gp_shim.fence.nspare = keep_live(gp_shim.fence.spare, gp_shim.fence.nspare, device);
+	gp_shim.fence.nretired = keep_live(gp_shim.fence.retired, gp_shim.fence.nretired, device);
+	for (int i = 0; i < gp_shim.fence.nstreams;) {
+		if (gp_shim.fence.streams[i].dev == device)
+			gp_shim.fence.streams[i] = gp_shim.fence.streams[--gp_shim.fence.nstreams];
 		else
 			i++;
 	}
-	pthread_mutex_unlock(&reg.lock);
+	pthread_mutex_unlock(&gp_shim.fence.lock);
 }
 
 void gp_fence_stream_created(CUstream s, unsigned flags)
@@ -149,11 +136,12 @@ void gp_fence_stream_created(CUstream s, unsigned flags)
 	 * primary contexts). One of an unknown device could: no fence can cover it. */
 	if (e.dev >= 0 && gp_ctx_in_user())
 		return;
-	pthread_mutex_lock(&reg.lock);
+	pthread_mutex_lock(&gp_shim.fence.lock);
 	failed = e.dev < 0 || e.dev >= GP_MAX_DEVICES ||
-		 push((void **)&reg.streams, &reg.nstreams, &reg.capstreams, sizeof(e), &e) != 0;
-	pthread_mutex_unlock(&reg.lock);
-	if (failed && !atomic_exchange(&reg.blind, 1))
+		 push((void **)&gp_shim.fence.streams, &gp_shim.fence.nstreams,
+		      &gp_shim.fence.capstreams, sizeof(e), &e) != 0;
+	pthread_mutex_unlock(&gp_shim.fence.lock);
+	if (failed && !atomic_exchange(&gp_shim.fence.blind, 1))
 		gp_log(GP_LOG_ERROR, "a stream could not be registered for the fences: freed blocks "
 				     "are reused only after a real free from now on");
 	else if (!failed)
@@ -164,9 +152,9 @@ void gp_fence_stream_destroying(CUstream s)
 {
 	int wait = 0, pushed;
 
-	pthread_mutex_lock(&reg.lock);
-	for (int i = 0; i < reg.nstreams; i++) {
-		struct stream_ent *se = &reg.streams[i];
+	pthread_mutex_lock(&gp_shim.fence.lock);
+	for (int i = 0; i < gp_shim.fence.nstreams; i++) {
+		struct stream_ent *se = &gp_shim.fence.streams[i];
 		struct ev r;
 		if (se->s != s)
 			continue;
@@ -177,8 +165,9 @@ void gp_fence_stream_destroying(CUstream s)
 			if (gp_ctx_enter(se->dev, &pushed) == 0) {
 				if (event_get(se->dev, &r) == 0) {
 					if (gp_cu.EventRecord(r.e, s) == CUDA_SUCCESS &&
-					    push((void **)&reg.retired, &reg.nretired, &reg.capretired,
-						 sizeof(r), &r) == 0)
+					    push((void **)&gp_shim.fence.retired,
+						 &gp_shim.fence.nretired,
+						 &gp_shim.fence.capretired, sizeof(r), &r) == 0)
 						wait = 0;
 					else
 						gp_cu.EventDestroy_v2(r.e);
@@ -186,15 +175,15 @@ void gp_fence_stream_destroying(CUstream s)
 				gp_ctx_leave(pushed);
 			}
 		}
-		*se = reg.streams[--reg.nstreams];
+		*se = gp_shim.fence.streams[--gp_shim.fence.nstreams];
 		break;
 	}
-	pthread_mutex_unlock(&reg.lock);
+	pthread_mutex_unlock(&gp_shim.fence.lock);
 	if (wait)
 		gp_cu.StreamSynchronize(s);
 }
 
-/* Record one event on `s` of `dev` into f. With reg.lock held. */
+/* Record one event on `s` of `dev` into f. With gp_shim.fence.lock held. */
 static int record_one(struct fence *f, int dev, CUstream s)
 {
 	struct ev *e = &f->ev[f->n];
@@ -216,40 +205,42 @@ static int record_one(struct fence *f, int dev, CUstream s)
 
 int gp_fence_record(void *ctx, void **out)
 {
-	uint64_t mask = atomic_load(&reg.devmask);
+	uint64_t mask = atomic_load(&gp_shim.fence.devmask);
 	struct fence *f;
 	int failed = 0;
 
 	(void)ctx;
 	*out = NULL;
-	if (gp_capture_active() || atomic_load(&reg.blind) || gp_cu.EventRecord == NULL)
+	if (gp_capture_active() || atomic_load(&gp_shim.fence.blind) || gp_cu.EventRecord == NULL)
 		return GP_EAGAIN;
-	pthread_mutex_lock(&reg.lock);
+	pthread_mutex_lock(&gp_shim.fence.lock);
 	f = malloc(sizeof(*f) + sizeof(struct ev) * (size_t)(__builtin_popcountll(mask) +
-							      reg.nstreams + reg.nretired));
+							      gp_shim.fence.nstreams +
+							      gp_shim.fence.nretired));
 	if (f == NULL) {
-		pthread_mutex_unlock(&reg.lock);
+		pthread_mutex_unlock(&gp_shim.fence.lock);
 		return GP_EAGAIN;
 	}
 	f->n = f->next = 0;
 	for (int d = 0; d < GP_MAX_DEVICES && !failed; d++)
 		if (mask & (1ULL << d))
 			failed = record_one(f, d, CU_STREAM_LEGACY) != 0;
-	for (int i = 0; i < reg.nstreams && !failed; i++)
-		if (!covered_by_legacy(&reg.streams[i], mask))
-			failed = record_one(f, reg.streams[i].dev, reg.streams[i].s) != 0;
+	for (int i = 0; i < gp_shim.fence.nstreams && !failed; i++)
+		if (!covered_by_legacy(&gp_shim.fence.streams[i], mask))
+			failed = record_one(f, gp_shim.fence.streams[i].dev,
+					    gp_shim.fence.streams[i].s) != 0;
 	if (failed) {
 		/* A fence that misses a stream would be unsafe: dropped, its events kept. */
 		for (int i = 0; i < f->n; i++)
 			spare_event(&f->ev[i]);
 		free(f);
-		pthread_mutex_unlock(&reg.lock);
+		pthread_mutex_unlock(&gp_shim.fence.lock);
 		return GP_EAGAIN;
 	}
-	for (int i = 0; i < reg.nretired; i++)
-		f->ev[f->n++] = reg.retired[i];
-	reg.nretired = 0;
-	pthread_mutex_unlock(&reg.lock);
+	for (int i = 0; i < gp_shim.fence.nretired; i++)
+		f->ev[f->n++] = gp_shim.fence.retired[i];
+	gp_shim.fence.nretired = 0;
+	pthread_mutex_unlock(&gp_shim.fence.lock);
 	*out = f;
 	return GP_OK;
 }
@@ -271,21 +262,21 @@ static int stream_idle(int dev, CUstream s)
  * still pending (a fence takes those over). */
 int gp_fence_quiet(void *ctx)
 {
-	uint64_t mask = atomic_load(&reg.devmask);
+	uint64_t mask = atomic_load(&gp_shim.fence.devmask);
 	int idle;
 
 	(void)ctx;
-	if (gp_capture_active() || atomic_load(&reg.blind) || gp_cu.StreamQuery == NULL)
+	if (gp_capture_active() || atomic_load(&gp_shim.fence.blind) || gp_cu.StreamQuery == NULL)
 		return 0;
-	pthread_mutex_lock(&reg.lock);
-	idle = reg.nretired == 0;
+	pthread_mutex_lock(&gp_shim.fence.lock);
+	idle = gp_shim.fence.nretired == 0;
 	for (int d = 0; d < GP_MAX_DEVICES && idle; d++)
 		if (mask & (1ULL << d))
 			idle = stream_idle(d, CU_STREAM_LEGACY);
-	for (int i = 0; i < reg.nstreams && idle; i++)
-		if (!covered_by_legacy(&reg.streams[i], mask))
-			idle = stream_idle(reg.streams[i].dev, reg.streams[i].s);
-	pthread_mutex_unlock(&reg.lock);
+	for (int i = 0; i < gp_shim.fence.nstreams && idle; i++)
+		if (!covered_by_legacy(&gp_shim.fence.streams[i], mask))
+			idle = stream_idle(gp_shim.fence.streams[i].dev, gp_shim.fence.streams[i].s);
+	pthread_mutex_unlock(&gp_shim.fence.lock);
 	return idle;
 }
 
@@ -306,8 +297,8 @@ static int event_done(const struct ev *ev)
 	/* Not known to be complete (a capture begun on another thread, a transient error): not
 	 * reused yet. In a broken context nothing completes, and nothing needs to: every real
 	 * allocation fails there anyway. */
-	gp_log_capped(GP_LOG_WARN, &reg.warned_query, "cuEventQuery failed (error %d); fence not "
-			      "complete", (int)r);
+	gp_log_capped(GP_LOG_WARN, &gp_shim.fence.warned_query, "cuEventQuery failed (error %d); "
+		      "fence not complete", (int)r);
 	return 0;
 }
 
@@ -352,10 +343,10 @@ void gp_fence_destroy(void *ctx, void *fence)
 	(void)ctx;
 	if (f == NULL)
 		return;
-	pthread_mutex_lock(&reg.lock);
+	pthread_mutex_lock(&gp_shim.fence.lock);
 	for (int i = 0; i < f->n; i++)
 		if (!stale(&f->ev[i]))
 			spare_event(&f->ev[i]);
-	pthread_mutex_unlock(&reg.lock);
+	pthread_mutex_unlock(&gp_shim.fence.lock);
 	free(f);
 }

@@ -83,7 +83,9 @@ struct python {
 
 #define PY_FILE_INPUT 257 /* Py_file_input: a module's statements */
 
-/* 1 when every entry point was found; once found they stay (an interpreter is never unloaded). */
+/* 1 when every entry point was found; once found they stay (an interpreter is never unloaded).
+ * The table is kept here, not in gp_shim (state.h): like gp_cu and gp_real it is a table of real
+ * functions found once, not state; only the control thread fills and reads it. */
 static int find_python(struct python *py)
 {
 	static struct python found;

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "pool.h"
 #include "shim.h"
+#include "state.h" /* gp_shim.graphs */
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -34,18 +35,9 @@ struct owner {
 	struct hold *h;
 };
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct hold *holds; /* every hold not yet given to the pool */
-static struct hold *cur;   /* the open one, while captures are underway (fence.c counts them) */
-static struct owner *owners;
-static int nowners, capowners;
-static _Atomic int any_owner;
-static _Atomic uint64_t held_bytes, held_blocks;
-static _Atomic int told;
-
 static void unlink_hold(struct hold *h)
 {
-	for (struct hold **pp = &holds; *pp != NULL; pp = &(*pp)->next) {
+	for (struct hold **pp = &gp_shim.graphs.holds; *pp != NULL; pp = &(*pp)->next) {
 		if (*pp == h) {
 			*pp = h->next;
 			return;
@@ -64,9 +56,9 @@ static void drop(struct hold *h)
 			bytes += h->b[i].bytes;
 			/* GP_ENOTOWNED: the device was reset meanwhile (and the entry removed then);
 			 * nothing to do either way. */
-			gp_pool_free(gp_shim_pool, h->b[i].ptr);
+			gp_pool_free(gp_shim.life.pool, h->b[i].ptr);
 		}
-		atomic_fetch_sub(&held_blocks, (uint64_t)h->n);
+		atomic_fetch_sub(&gp_shim.graphs.held_blocks, (uint64_t)h->n);
 		if (h->n > 0)
 			gp_log(GP_LOG_DEBUG, "%d block(s) freed during a graph capture go back to the pool: "
 			       "no graph made from that capture is left", h->n);
@@ -74,41 +66,43 @@ static void drop(struct hold *h)
 		free(h);
 		h = next;
 	}
-	atomic_fetch_sub(&held_bytes, bytes);
+	atomic_fetch_sub(&gp_shim.graphs.held_bytes, bytes);
 }
 
 void gp_graphs_capture_begin(void)
 {
-	pthread_mutex_lock(&lock);
-	if (cur == NULL) {
-		cur = calloc(1, sizeof(*cur));
-		if (cur != NULL) {
-			cur->open = 1;
-			cur->next = holds;
-			holds = cur;
+	pthread_mutex_lock(&gp_shim.graphs.lock);
+	if (gp_shim.graphs.cur == NULL) {
+		struct hold *h = calloc(1, sizeof(*h));
+
+		gp_shim.graphs.cur = h;
+		if (h != NULL) {
+			h->open = 1;
+			h->next = gp_shim.graphs.holds;
+			gp_shim.graphs.holds = h;
 		} else {
 			gp_log(GP_LOG_WARN, "out of host memory: blocks freed during this graph capture "
 			       "are not kept for the graph");
 		}
 	}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&gp_shim.graphs.lock);
 }
 
 static int add_owner(const void *handle, struct hold *h)
 {
-	if (nowners == capowners) {
-		int ncap = capowners ? capowners * 2 : 16;
-		struct owner *o = realloc(owners, (size_t)ncap * sizeof(*o));
+	if (gp_shim.graphs.nowners == gp_shim.graphs.capowners) {
+		int ncap = gp_shim.graphs.capowners ? gp_shim.graphs.capowners * 2 : 16;
+		struct owner *o = realloc(gp_shim.graphs.owners, (size_t)ncap * sizeof(*o));
 		if (o == NULL)
 			return -1;
-		owners = o;
-		capowners = ncap;
+		gp_shim.graphs.owners = o;
+		gp_shim.graphs.capowners = ncap;
 	}
-	owners[nowners].handle = handle;
-	owners[nowners].h = h;
-	nowners++;
+	gp_shim.graphs.owners[gp_shim.graphs.nowners].handle = handle;
+	gp_shim.graphs.owners[gp_shim.graphs.nowners].h = h;
+	gp_shim.graphs.nowners++;
 	h->refs++;
-	atomic_store(&any_owner, 1);
+	atomic_store(&gp_shim.graphs.any_owner, 1);
 	return 0;
 }
 
@@ -116,8 +110,8 @@ void gp_graphs_capture_end(CUgraph g)
 {
 	struct hold *h, *dead = NULL;
 
-	pthread_mutex_lock(&lock);
-	h = cur;
+	pthread_mutex_lock(&gp_shim.graphs.lock);
+	h = gp_shim.graphs.cur;
 	if (h != NULL && g != NULL && h->n > 0 && add_owner(g, h) != 0) {
 		/* Without a record of the graph the blocks can never be given back safely: they
 		 * stay held (lost to reuse, never to correctness). */
@@ -129,33 +123,35 @@ void gp_graphs_capture_end(CUgraph g)
 	 * begun meanwhile keeps it open, and its own end closes it. */
 	if (!gp_capture_active() && h != NULL) {
 		h->open = 0;
-		cur = NULL;
+		gp_shim.graphs.cur = NULL;
 		if (h->refs == 0) {
 			unlink_hold(h);
 			h->next = NULL;
 			dead = h;
 		}
 	}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&gp_shim.graphs.lock);
 	drop(dead);
 }
 
 __attribute__((noinline)) int gp_graphs_hold(void *ptr) /* cold: not flattened */
 {
 	int dev = -1;
-	size_t bytes = gp_pool_block_size(gp_shim_pool, ptr, &dev);
+	size_t bytes = gp_pool_block_size(gp_shim.life.pool, ptr, &dev);
+	struct hold *cur;
 
 	if (bytes == 0)
 		return 0;
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&gp_shim.graphs.lock);
+	cur = gp_shim.graphs.cur;
 	if (cur == NULL) {
-		pthread_mutex_unlock(&lock);
+		pthread_mutex_unlock(&gp_shim.graphs.lock);
 		return 0;
 	}
-	for (struct hold *h = holds; h != NULL; h = h->next) {
+	for (struct hold *h = gp_shim.graphs.holds; h != NULL; h = h->next) {
 		for (int i = 0; i < h->n; i++) {
 			if (h->b[i].ptr == ptr) {
-				pthread_mutex_unlock(&lock);
+				pthread_mutex_unlock(&gp_shim.graphs.lock);
 				return -1;
 			}
 		}
@@ -164,9 +160,10 @@ __attribute__((noinline)) int gp_graphs_hold(void *ptr) /* cold: not flattened *
 		int ncap = cur->cap ? cur->cap * 2 : 16;
 		struct held *b = realloc(cur->b, (size_t)ncap * sizeof(*b));
 		if (b == NULL) {
-			pthread_mutex_unlock(&lock);
-			gp_log_capped(GP_LOG_WARN, &told, "out of host memory: a block freed during a "
-				      "graph capture stays allocated for good");
+			pthread_mutex_unlock(&gp_shim.graphs.lock);
+			gp_log_capped(GP_LOG_WARN, &gp_shim.graphs.said_no_memory, "out of host "
+				      "memory: a block freed during a graph capture stays allocated "
+				      "for good");
 			return 1; /* never reused: safe, and the program's free succeeded */
 		}
 		cur->b = b;
@@ -176,51 +173,53 @@ __attribute__((noinline)) int gp_graphs_hold(void *ptr) /* cold: not flattened *
 	cur->b[cur->n].bytes = bytes;
 	cur->b[cur->n].dev = dev;
 	cur->n++;
-	pthread_mutex_unlock(&lock);
-	atomic_fetch_add(&held_bytes, bytes);
-	atomic_fetch_add(&held_blocks, 1);
+	pthread_mutex_unlock(&gp_shim.graphs.lock);
+	atomic_fetch_add(&gp_shim.graphs.held_bytes, bytes);
+	atomic_fetch_add(&gp_shim.graphs.held_blocks, 1);
 	return 1;
 }
 
 void gp_graphs_link(const void *from, const void *to)
 {
-	if (from == NULL || to == NULL || !atomic_load(&any_owner))
+	if (from == NULL || to == NULL || !atomic_load(&gp_shim.graphs.any_owner))
 		return;
-	pthread_mutex_lock(&lock);
-	for (int i = 0, n = nowners; i < n; i++) {
-		if (owners[i].handle == from && add_owner(to, owners[i].h) != 0) {
+	pthread_mutex_lock(&gp_shim.graphs.lock);
+	for (int i = 0, n = gp_shim.graphs.nowners; i < n; i++) {
+		struct hold *h = gp_shim.graphs.owners[i].h;
+
+		if (gp_shim.graphs.owners[i].handle == from && add_owner(to, h) != 0) {
 			/* `to` would use blocks that `from`'s destroy could give away: keep them. */
-			owners[i].h->refs++;
+			h->refs++;
 			gp_log(GP_LOG_WARN, "out of host memory: blocks of a captured graph stay "
 			       "allocated for good");
 		}
 	}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&gp_shim.graphs.lock);
 }
 
 void gp_graphs_gone(const void *handle)
 {
 	struct hold *dead = NULL;
 
-	if (handle == NULL || !atomic_load(&any_owner))
+	if (handle == NULL || !atomic_load(&gp_shim.graphs.any_owner))
 		return;
-	pthread_mutex_lock(&lock);
-	for (int i = 0; i < nowners;) {
-		struct hold *h = owners[i].h;
-		if (owners[i].handle != handle) {
+	pthread_mutex_lock(&gp_shim.graphs.lock);
+	for (int i = 0; i < gp_shim.graphs.nowners;) {
+		struct hold *h = gp_shim.graphs.owners[i].h;
+		if (gp_shim.graphs.owners[i].handle != handle) {
 			i++;
 			continue;
 		}
-		owners[i] = owners[--nowners];
+		gp_shim.graphs.owners[i] = gp_shim.graphs.owners[--gp_shim.graphs.nowners];
 		if (--h->refs == 0 && !h->open) {
 			unlink_hold(h);
 			h->next = dead;
 			dead = h;
 		}
 	}
-	if (nowners == 0)
-		atomic_store(&any_owner, 0);
-	pthread_mutex_unlock(&lock);
+	if (gp_shim.graphs.nowners == 0)
+		atomic_store(&gp_shim.graphs.any_owner, 0);
+	pthread_mutex_unlock(&gp_shim.graphs.lock);
 	drop(dead);
 }
 
@@ -228,8 +227,8 @@ void gp_graphs_device_reset(int device)
 {
 	uint64_t bytes = 0, blocks = 0;
 
-	pthread_mutex_lock(&lock);
-	for (struct hold *h = holds; h != NULL; h = h->next) {
+	pthread_mutex_lock(&gp_shim.graphs.lock);
+	for (struct hold *h = gp_shim.graphs.holds; h != NULL; h = h->next) {
 		int k = 0;
 		for (int i = 0; i < h->n; i++) {
 			if (device >= 0 && h->b[i].dev != device) {
@@ -241,13 +240,13 @@ void gp_graphs_device_reset(int device)
 		}
 		h->n = k;
 	}
-	pthread_mutex_unlock(&lock);
-	atomic_fetch_sub(&held_bytes, bytes);
-	atomic_fetch_sub(&held_blocks, blocks);
+	pthread_mutex_unlock(&gp_shim.graphs.lock);
+	atomic_fetch_sub(&gp_shim.graphs.held_bytes, bytes);
+	atomic_fetch_sub(&gp_shim.graphs.held_blocks, blocks);
 }
 
 void gp_graphs_held(uint64_t *bytes, uint64_t *blocks)
 {
-	*bytes = atomic_load(&held_bytes);
-	*blocks = atomic_load(&held_blocks);
+	*bytes = atomic_load(&gp_shim.graphs.held_bytes);
+	*blocks = atomic_load(&gp_shim.graphs.held_blocks);
 }

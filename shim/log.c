@@ -8,6 +8,9 @@
 
 #define CAP 3 /* repeats of a capped message */
 
+/* The one variable of the logging, outside gp_shim (state.h): this file is also linked without
+ * the shim (the options' unit test and fuzzer, the README check), where there is no gp_shim.
+ * Set once by the initialisation; read relaxed by every message. */
 static _Atomic int level = GP_LOG_ERROR;
 static const char *const names[] = { "error", "warn", "info", "debug" };
 

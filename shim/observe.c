@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "observe.h"
 #include "log.h"
+#include "state.h" /* gp_shim.obs */
 #include "summary.h"
 #include "trace.h"
 #include "view.h"
@@ -23,20 +24,6 @@
 
 _Static_assert((int)GP_STATS_NCAUSES == (int)GP_CAUSE_COUNT,
 	       "stats.h lists the pool's release causes, in its order");
-
-static struct gp_pool *pool;
-static pid_t owner;       /* 0: not started; a forked child is not the owner */
-static _Atomic int tracing, viewing;
-static uint64_t period_ns, last_tick_ns;
-static char stats_file[GP_OPT_PATH_MAX + PATH_MAX];
-static _Atomic uint64_t oom_retries[GP_MAX_DEVICES];
-
-/* The last release and the figures being published; publish_lock serialises the publishers
- * (control thread, a gpupool_release caller, exit). */
-static pthread_mutex_t publish_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct gp_stats_snapshot who;     /* pid, uid, signal, start, command */
-static struct gp_stats_snapshot scratch; /* large: kept off the stacks */
-static uint64_t last_count, last_cause, last_bytes, last_blocks, last_ns, last_at;
 
 static uint64_t clock_ns(clockid_t id)
 {
@@ -77,16 +64,17 @@ static int expand_path(const char *what, const char *in, char *out, size_t len)
 /* The figures now; publish_lock held (it guards the last release). */
 static void snapshot(struct gp_stats_snapshot *s)
 {
-	uint64_t mask = gp_pool_devices(pool);
+	uint64_t mask = gp_pool_devices(gp_shim.obs.pool);
 
-	memcpy(s, &who, offsetof(struct gp_stats_snapshot, cmd) + sizeof(who.cmd));
+	memcpy(s, &gp_shim.obs.who,
+	       offsetof(struct gp_stats_snapshot, cmd) + sizeof(gp_shim.obs.who.cmd));
 	gp_stats_reset(s);
 	s->taken_ns = clock_ns(CLOCK_REALTIME);
 	for (int d = 0; mask != 0; d++, mask >>= 1) {
 		struct gp_pool_dev_stats p;
 		struct gp_stats_device *e;
 
-		if (!(mask & 1) || gp_pool_dev_stats(pool, d, &p) != GP_OK ||
+		if (!(mask & 1) || gp_pool_dev_stats(gp_shim.obs.pool, d, &p) != GP_OK ||
 		    (e = gp_stats_device_entry(s, d)) == NULL)
 			continue;
 		e->in_use_bytes = p.live_bytes;
@@ -104,128 +92,134 @@ static void snapshot(struct gp_stats_snapshot *s)
 		e->real_mallocs = p.real_allocs;
 		e->real_frees = p.real_frees;
 		e->failed_allocs = p.failed_allocs;
-		e->oom_retries = atomic_load_explicit(&oom_retries[d], memory_order_relaxed);
+		e->oom_retries = atomic_load_explicit(&gp_shim.obs.oom_retries[d],
+						      memory_order_relaxed);
 		e->bad_frees = p.bad_frees;
 		e->oversize_hits = p.oversize_hits;
 		e->fence_waits = p.fence_waits;
 		e->fence_wait_timeouts = p.fence_wait_timeouts;
 	}
-	gp_pool_release_counts(pool, s->releases, s->released_bytes);
-	s->release_count = last_count;
-	s->last_release_cause = last_cause;
-	s->last_release_bytes = last_bytes;
-	s->last_release_blocks = last_blocks;
-	s->last_release_duration_ns = last_ns;
-	s->last_release_time_ns = last_at;
+	gp_pool_release_counts(gp_shim.obs.pool, s->releases, s->released_bytes);
+	s->release_count = gp_shim.obs.last_count;
+	s->last_release_cause = gp_shim.obs.last_cause;
+	s->last_release_bytes = gp_shim.obs.last_bytes;
+	s->last_release_blocks = gp_shim.obs.last_blocks;
+	s->last_release_duration_ns = gp_shim.obs.last_ns;
+	s->last_release_time_ns = gp_shim.obs.last_at;
 }
 
 int gp_obs_start(struct gp_pool *p, const struct gp_options *o, void (*wake)(void))
 {
+	struct gp_stats_snapshot *who = &gp_shim.obs.who;
 	char path[GP_OPT_PATH_MAX + PATH_MAX];
 
-	pool = p;
-	owner = getpid();
-	who.pid = (int64_t)owner;
-	who.uid = (uint64_t)geteuid();
-	who.signo = o->signo;
-	who.start_ns = clock_ns(CLOCK_REALTIME);
-	gp_stats_cmdline((long)owner, who.cmd, sizeof(who.cmd));
+	gp_shim.obs.pool = p;
+	gp_shim.obs.owner = getpid();
+	who->pid = (int64_t)gp_shim.obs.owner;
+	who->uid = (uint64_t)geteuid();
+	who->signo = o->signo;
+	who->start_ns = clock_ns(CLOCK_REALTIME);
+	gp_stats_cmdline((long)gp_shim.obs.owner, who->cmd, sizeof(who->cmd));
 	if (o->stats_file[0] != '\0' &&
-	    expand_path("GPUPOOL_STATS_FILE", o->stats_file, stats_file, sizeof(stats_file)) != 0)
-		stats_file[0] = '\0';
-	pthread_mutex_lock(&publish_lock);
-	snapshot(&scratch);
+	    expand_path("GPUPOOL_STATS_FILE", o->stats_file, gp_shim.obs.stats_file,
+			sizeof(gp_shim.obs.stats_file)) != 0)
+		gp_shim.obs.stats_file[0] = '\0';
+	pthread_mutex_lock(&gp_shim.obs.publish_lock);
+	snapshot(&gp_shim.obs.scratch);
 	if (o->stats_shm)
-		viewing = gp_view_start(&scratch) == 0;
+		gp_shim.obs.viewing = gp_view_start(&gp_shim.obs.scratch) == 0;
 	if (o->trace[0] != '\0' && expand_path("GPUPOOL_TRACE", o->trace, path, sizeof(path)) == 0) {
-		tracing = gp_trace_start(path, wake) == 0;
-		if (tracing)
-			gp_trace_sample(&scratch, "start");
+		gp_shim.obs.tracing = gp_trace_start(path, wake) == 0;
+		if (gp_shim.obs.tracing)
+			gp_trace_sample(&gp_shim.obs.scratch, "start");
 	}
-	pthread_mutex_unlock(&publish_lock);
-	period_ns = tracing ? TRACE_PERIOD_NS : VIEW_PERIOD_NS;
-	return viewing || tracing;
+	pthread_mutex_unlock(&gp_shim.obs.publish_lock);
+	gp_shim.obs.period_ns = gp_shim.obs.tracing ? TRACE_PERIOD_NS : VIEW_PERIOD_NS;
+	return gp_shim.obs.viewing || gp_shim.obs.tracing;
 }
 
 uint64_t gp_obs_sleep_ns(uint64_t ns)
 {
-	if (!viewing && !tracing)
+	if (!gp_shim.obs.viewing && !gp_shim.obs.tracing)
 		return ns;
-	return ns == 0 || ns > period_ns ? period_ns : ns;
+	return ns == 0 || ns > gp_shim.obs.period_ns ? gp_shim.obs.period_ns : ns;
 }
 
 /* publish_lock held. */
 static void publish(const char *event)
 {
-	snapshot(&scratch);
-	if (viewing)
-		gp_view_publish(&scratch);
-	if (tracing)
-		gp_trace_sample(&scratch, event);
+	snapshot(&gp_shim.obs.scratch);
+	if (gp_shim.obs.viewing)
+		gp_view_publish(&gp_shim.obs.scratch);
+	if (gp_shim.obs.tracing)
+		gp_trace_sample(&gp_shim.obs.scratch, event);
 }
 
 void gp_obs_tick(void)
 {
-	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	uint64_t now = clock_ns(CLOCK_MONOTONIC), period = gp_shim.obs.period_ns;
 
-	if (tracing)
+	if (gp_shim.obs.tracing)
 		gp_trace_flush(); /* on every wake: a thread's ring may be filling up */
-	if ((!viewing && !tracing) || now - last_tick_ns < period_ns - period_ns / 8)
+	if ((!gp_shim.obs.viewing && !gp_shim.obs.tracing) ||
+	    now - gp_shim.obs.last_tick_ns < period - period / 8)
 		return;
-	last_tick_ns = now;
-	pthread_mutex_lock(&publish_lock);
+	gp_shim.obs.last_tick_ns = now;
+	pthread_mutex_lock(&gp_shim.obs.publish_lock);
 	publish("tick");
-	pthread_mutex_unlock(&publish_lock);
+	pthread_mutex_unlock(&gp_shim.obs.publish_lock);
 }
 
 void gp_obs_released(enum gp_release_cause cause, const struct gp_release_result *r)
 {
 	/* Automatic releases that found nothing are not news; asked-for ones always are. */
-	if (owner == 0 || (r->blocks == 0 && cause != GP_CAUSE_SIGNAL && cause != GP_CAUSE_API))
+	if (gp_shim.obs.owner == 0 ||
+	    (r->blocks == 0 && cause != GP_CAUSE_SIGNAL && cause != GP_CAUSE_API))
 		return;
-	pthread_mutex_lock(&publish_lock);
-	last_cause = (uint64_t)cause;
-	last_bytes = r->bytes;
-	last_blocks = r->blocks;
-	last_ns = r->duration_ns;
-	last_at = clock_ns(CLOCK_REALTIME);
-	last_count++;
+	pthread_mutex_lock(&gp_shim.obs.publish_lock);
+	gp_shim.obs.last_cause = (uint64_t)cause;
+	gp_shim.obs.last_bytes = r->bytes;
+	gp_shim.obs.last_blocks = r->blocks;
+	gp_shim.obs.last_ns = r->duration_ns;
+	gp_shim.obs.last_at = clock_ns(CLOCK_REALTIME);
+	gp_shim.obs.last_count++;
 	publish(gp_stats_cause_name((uint64_t)cause));
-	pthread_mutex_unlock(&publish_lock);
+	pthread_mutex_unlock(&gp_shim.obs.publish_lock);
 }
 
 uint64_t gp_obs_requests(void)
 {
-	return viewing ? gp_view_requests() : 0;
+	return atomic_load(&gp_shim.obs.viewing) ? gp_view_requests() : 0;
 }
 
 void gp_obs_signal_lost(void)
 {
-	pthread_mutex_lock(&publish_lock);
-	who.signo = 0;
-	if (owner != 0)
+	pthread_mutex_lock(&gp_shim.obs.publish_lock);
+	gp_shim.obs.who.signo = 0;
+	if (gp_shim.obs.owner != 0)
 		publish("tick");
-	pthread_mutex_unlock(&publish_lock);
+	pthread_mutex_unlock(&gp_shim.obs.publish_lock);
 }
 
 void gp_obs_oom_retry(int device)
 {
 	if (device >= 0 && device < GP_MAX_DEVICES)
-		atomic_fetch_add_explicit(&oom_retries[device], 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&gp_shim.obs.oom_retries[device], 1, memory_order_relaxed);
 }
 
 void gp_obs_exit(void)
 {
-	if (owner == 0 || getpid() != owner)
+	if (gp_shim.obs.owner == 0 || getpid() != gp_shim.obs.owner)
 		return; /* never started, or a forked child: the parent's files are not ours */
-	pthread_mutex_lock(&publish_lock);
-	snapshot(&scratch);
-	if (tracing)
-		gp_trace_stop(&scratch);
-	tracing = 0;
-	gp_summary_write(&scratch, stats_file[0] != '\0' ? stats_file : NULL);
-	if (viewing)
+	pthread_mutex_lock(&gp_shim.obs.publish_lock);
+	snapshot(&gp_shim.obs.scratch);
+	if (gp_shim.obs.tracing)
+		gp_trace_stop(&gp_shim.obs.scratch);
+	gp_shim.obs.tracing = 0;
+	gp_summary_write(&gp_shim.obs.scratch,
+			 gp_shim.obs.stats_file[0] != '\0' ? gp_shim.obs.stats_file : NULL);
+	if (gp_shim.obs.viewing)
 		gp_view_stop();
-	viewing = 0;
-	pthread_mutex_unlock(&publish_lock);
+	gp_shim.obs.viewing = 0;
+	pthread_mutex_unlock(&gp_shim.obs.publish_lock);
 }

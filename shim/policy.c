@@ -13,6 +13,7 @@
 #include "cu.h"
 #include "log.h"
 #include "real.h"
+#include "state.h" /* gp_shim.policy */
 
 #include <stdatomic.h>
 #include <string.h>
@@ -22,24 +23,13 @@
 #define FLUSH_MIN_BYTES (2ULL << 20)    /* less in a framework's cache is not worth a flush */
 #define FLUSH_GAP_MAX_NS 10000000000ULL /* 10 s */
 
-/* Written by gp_policy_init before the control thread starts, then by that thread only; `seen`
- * and min_free by gp_policy_device_seen (any thread, once per device: min_free before `seen`). */
-static struct {
-	struct gp_pool *pool;
-	struct gp_options opt;
-	_Atomic uint64_t seen;            /* devices in use */
-	uint64_t min_free[GP_MAX_DEVICES]; /* bytes */
-	uint64_t last_idle_check, last_poll; /* ns */
-	uint64_t pool_allocs, fw_activity; /* as last seen */
-	uint64_t active_ns;               /* when the process was last seen allocating */
-	uint64_t last_flush_ns, flush_gap_ns; /* pressure flushes */
-} pol;
-
 void gp_policy_init(struct gp_pool *p, const struct gp_options *o)
 {
-	pol.pool = p;
-	pol.opt = *o;
-	pol.flush_gap_ns = o->poll_interval_ns;
+	struct gp_shim_policy *pol = &gp_shim.policy;
+
+	pol->pool = p;
+	pol->opt = *o;
+	pol->flush_gap_ns = o->poll_interval_ns;
 }
 
 static int has_size(const struct gp_size *s)
@@ -49,13 +39,16 @@ static int has_size(const struct gp_size *s)
 
 int gp_policy_needs_thread(void)
 {
-	return has_size(&pol.opt.max_cached) || has_size(&pol.opt.min_free) ||
-	       pol.opt.idle_timeout_ns > 0;
+	const struct gp_shim_policy *pol = &gp_shim.policy;
+
+	return has_size(&pol->opt.max_cached) || has_size(&pol->opt.min_free) ||
+	       pol->opt.idle_timeout_ns > 0;
 }
 
 static uint64_t idle_period(void)
 {
-	uint64_t period = pol.opt.idle_timeout_ns / 4;
+	const struct gp_shim_policy *pol = &gp_shim.policy;
+	uint64_t period = pol->opt.idle_timeout_ns / 4;
 
 	if (period < IDLE_CHECK_MIN_NS)
 		period = IDLE_CHECK_MIN_NS;
@@ -64,10 +57,11 @@ static uint64_t idle_period(void)
 
 uint64_t gp_policy_period_ns(void)
 {
-	uint64_t period = pol.opt.idle_timeout_ns > 0 ? idle_period() : 0;
+	const struct gp_shim_policy *pol = &gp_shim.policy;
+	uint64_t period = pol->opt.idle_timeout_ns > 0 ? idle_period() : 0;
 
-	if (has_size(&pol.opt.min_free) && (period == 0 || pol.opt.poll_interval_ns < period))
-		period = pol.opt.poll_interval_ns;
+	if (has_size(&pol->opt.min_free) && (period == 0 || pol->opt.poll_interval_ns < period))
+		period = pol->opt.poll_interval_ns;
 	return period;
 }
 
@@ -90,46 +84,48 @@ static int device_memory(int device, size_t *free_b, size_t *total_b)
 
 void gp_policy_device_seen(int device)
 {
+	struct gp_shim_policy *pol = &gp_shim.policy;
 	size_t free_b = 0, total_b = 0;
 
 	if (device < 0 || device >= GP_MAX_DEVICES)
 		return;
-	if ((has_size(&pol.opt.max_cached) || has_size(&pol.opt.min_free)) &&
+	if ((has_size(&pol->opt.max_cached) || has_size(&pol->opt.min_free)) &&
 	    device_memory(device, &free_b, &total_b) != 0)
 		total_b = 0;
-	if (has_size(&pol.opt.max_cached)) {
-		uint64_t cap = gp_opt_size_bytes(&pol.opt.max_cached, total_b);
+	if (has_size(&pol->opt.max_cached)) {
+		uint64_t cap = gp_opt_size_bytes(&pol->opt.max_cached, total_b);
 		/* A percentage of an unknown total cannot be honoured: say so, keep no cap. */
 		if (cap == 0)
 			gp_log(GP_LOG_WARN, "GPUPOOL_MAX_CACHED: device %d total memory unknown; no cap",
 			       device);
-		gp_pool_set_cap(pol.pool, device, cap);
+		gp_pool_set_cap(pol->pool, device, cap);
 	}
-	pol.min_free[device] = gp_opt_size_bytes(&pol.opt.min_free, total_b);
-	atomic_fetch_or(&pol.seen, 1ULL << device);
+	pol->min_free[device] = gp_opt_size_bytes(&pol->opt.min_free, total_b);
+	atomic_fetch_or(&pol->seen, 1ULL << device);
 	gp_log(GP_LOG_DEBUG, "device %d: %.0f MiB total, cap %.0f MiB, min free %.0f MiB", device,
-	       (double)total_b / 1048576.0, (double)gp_pool_cap(pol.pool, device) / 1048576.0,
-	       (double)pol.min_free[device] / 1048576.0);
+	       (double)total_b / 1048576.0, (double)gp_pool_cap(pol->pool, device) / 1048576.0,
+	       (double)pol->min_free[device] / 1048576.0);
 }
 
 unsigned gp_policy_due(uint64_t now, uint64_t *measure)
 {
+	struct gp_shim_policy *pol = &gp_shim.policy;
 	unsigned due = 0;
 
 	*measure = 0;
-	if (pol.opt.idle_timeout_ns > 0 && now - pol.last_idle_check >= idle_period()) {
-		pol.last_idle_check = now;
+	if (pol->opt.idle_timeout_ns > 0 && now - pol->last_idle_check >= idle_period()) {
+		pol->last_idle_check = now;
 		due |= GP_POLICY_IDLE;
 	}
 	/* A timer that fires a little early still counts: else every other poll would be missed. */
-	if (has_size(&pol.opt.min_free) &&
-	    now - pol.last_poll >= pol.opt.poll_interval_ns - pol.opt.poll_interval_ns / 8) {
-		uint64_t mask = atomic_load(&pol.seen);
+	if (has_size(&pol->opt.min_free) &&
+	    now - pol->last_poll >= pol->opt.poll_interval_ns - pol->opt.poll_interval_ns / 8) {
+		uint64_t mask = atomic_load(&pol->seen);
 
-		pol.last_poll = now;
+		pol->last_poll = now;
 		due |= GP_POLICY_POLL;
 		for (int d = 0; mask != 0; d++, mask >>= 1)
-			if ((mask & 1) && pol.min_free[d] > 0)
+			if ((mask & 1) && pol->min_free[d] > 0)
 				*measure |= 1ULL << d;
 	}
 	return due;
@@ -137,49 +133,57 @@ unsigned gp_policy_due(uint64_t now, uint64_t *measure)
 
 static uint64_t short_devices(const struct gp_policy_input *in)
 {
+	const struct gp_shim_policy *pol = &gp_shim.policy;
 	uint64_t mask = in->measured, out = 0;
 
 	if (!(in->due & GP_POLICY_POLL))
 		return 0;
 	for (int d = 0; mask != 0; d++, mask >>= 1)
-		if ((mask & 1) && in->free_bytes[d] < pol.min_free[d])
+		if ((mask & 1) && in->free_bytes[d] < pol->min_free[d])
 			out |= 1ULL << d;
 	return out;
 }
 
 static int flush_gap_over(uint64_t now)
 {
-	return pol.last_flush_ns == 0 || now - pol.last_flush_ns >= pol.flush_gap_ns;
+	const struct gp_shim_policy *pol = &gp_shim.policy;
+
+	return pol->last_flush_ns == 0 || now - pol->last_flush_ns >= pol->flush_gap_ns;
 }
 
 int gp_policy_wants_probe(const struct gp_policy_input *in)
 {
+	const struct gp_shim_policy *pol = &gp_shim.policy;
+
 	if (short_devices(in) != 0 && flush_gap_over(in->now_ns))
 		return 1;
 	/* While the pool itself serves allocations the process is not idle: no need to look. */
-	return (in->due & GP_POLICY_IDLE) && in->pool_allocs == pol.pool_allocs;
+	return (in->due & GP_POLICY_IDLE) && in->pool_allocs == pol->pool_allocs;
 }
 
 /* A flush under pressure: the gap to the next one doubles when this one comes as soon as the gap
  * allowed (pressure that stays), and starts again from the poll interval after a quiet spell. */
 static void pressure_flushed(uint64_t now)
 {
-	if (pol.last_flush_ns != 0 && now - pol.last_flush_ns < 2 * pol.flush_gap_ns)
-		pol.flush_gap_ns = pol.flush_gap_ns * 2 > FLUSH_GAP_MAX_NS ? FLUSH_GAP_MAX_NS
-									 : pol.flush_gap_ns * 2;
+	struct gp_shim_policy *pol = &gp_shim.policy;
+
+	if (pol->last_flush_ns != 0 && now - pol->last_flush_ns < 2 * pol->flush_gap_ns)
+		pol->flush_gap_ns = pol->flush_gap_ns * 2 > FLUSH_GAP_MAX_NS ? FLUSH_GAP_MAX_NS
+									     : pol->flush_gap_ns * 2;
 	else
-		pol.flush_gap_ns = pol.opt.poll_interval_ns;
-	pol.last_flush_ns = now;
+		pol->flush_gap_ns = pol->opt.poll_interval_ns;
+	pol->last_flush_ns = now;
 }
 
 static void plan_pressure(const struct gp_policy_input *in, struct gp_policy_plan *out)
 {
+	const struct gp_shim_policy *pol = &gp_shim.policy;
 	uint64_t mask = short_devices(in);
 
 	out->pressure = mask;
 	for (int d = 0; mask != 0; d++, mask >>= 1)
 		if (mask & 1)
-			out->deficit[d] = pol.min_free[d] - in->free_bytes[d];
+			out->deficit[d] = pol->min_free[d] - in->free_bytes[d];
 	if (out->pressure != 0 && in->fw_known && in->fw_cached >= FLUSH_MIN_BYTES &&
 	    flush_gap_over(in->now_ns)) {
 		out->flush = 1;
@@ -189,22 +193,23 @@ static void plan_pressure(const struct gp_policy_input *in, struct gp_policy_pla
 
 static void plan_idle(const struct gp_policy_input *in, struct gp_policy_plan *out)
 {
-	uint64_t now = in->now_ns, timeout = pol.opt.idle_timeout_ns;
+	struct gp_shim_policy *pol = &gp_shim.policy;
+	uint64_t now = in->now_ns, timeout = pol->opt.idle_timeout_ns;
 
 	if (timeout == 0)
 		return;
-	if (in->pool_allocs != pol.pool_allocs) {
-		pol.pool_allocs = in->pool_allocs;
-		pol.active_ns = now;
+	if (in->pool_allocs != pol->pool_allocs) {
+		pol->pool_allocs = in->pool_allocs;
+		pol->active_ns = now;
 	}
-	if (in->fw_known && in->fw_activity != pol.fw_activity) {
-		pol.fw_activity = in->fw_activity;
-		pol.active_ns = now;
+	if (in->fw_known && in->fw_activity != pol->fw_activity) {
+		pol->fw_activity = in->fw_activity;
+		pol->active_ns = now;
 	}
 	if (!(in->due & GP_POLICY_IDLE) || now < timeout)
 		return;
 	out->idle_before_ns = now - timeout;
-	if (in->fw_known && in->fw_cached >= FLUSH_MIN_BYTES && now - pol.active_ns >= timeout) {
+	if (in->fw_known && in->fw_cached >= FLUSH_MIN_BYTES && now - pol->active_ns >= timeout) {
 		out->flush = 1;
 		out->idle_all = 1;
 	}
@@ -212,9 +217,11 @@ static void plan_idle(const struct gp_policy_input *in, struct gp_policy_plan *o
 
 void gp_policy_plan(const struct gp_policy_input *in, struct gp_policy_plan *out)
 {
+	struct gp_shim_policy *pol = &gp_shim.policy;
+
 	memset(out, 0, sizeof(*out));
-	if (pol.active_ns == 0)
-		pol.active_ns = in->now_ns; /* the first tick: activity is measured from here */
+	if (pol->active_ns == 0)
+		pol->active_ns = in->now_ns; /* the first tick: activity is measured from here */
 	plan_pressure(in, out);
 	plan_idle(in, out);
 }

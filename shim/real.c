@@ -4,6 +4,7 @@
 #include "real.h"
 #include "cu.h"
 #include "log.h"
+#include "state.h" /* gp_shim.real */
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -11,9 +12,6 @@
 #include <string.h>
 
 struct gp_real gp_real;
-
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int resolved_ok;
 
 void gp_dl_forget_error(void)
 {
@@ -58,14 +56,15 @@ static void resolve(void)
 	RESOLVE(GetLastError, "cudaGetLastError");
 	RESOLVE(MemGetInfo, "cudaMemGetInfo");
 	RESOLVE(DeviceSynchronize, "cudaDeviceSynchronize");
-	resolved_ok = gp_real.Malloc != NULL && gp_real.Free != NULL && gp_real.GetDevice != NULL &&
-		      gp_real.SetDevice != NULL && gp_real.GetLastError != NULL;
-	if (!resolved_ok)
+	gp_shim.real.resolved_ok = gp_real.Malloc != NULL && gp_real.Free != NULL &&
+				   gp_real.GetDevice != NULL && gp_real.SetDevice != NULL &&
+				   gp_real.GetLastError != NULL;
+	if (!gp_shim.real.resolved_ok)
 		memset(&gp_real, 0, sizeof(gp_real)); /* a runtime is all there or not at all */
 }
 
 int gp_real_resolve(void)
 {
-	pthread_once(&once, resolve);
-	return resolved_ok ? 0 : -1;
+	pthread_once(&gp_shim.real.once, resolve);
+	return gp_shim.real.resolved_ok ? 0 : -1;
 }

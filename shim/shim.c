@@ -35,24 +35,33 @@
 #define GP_FENCE_BATCH_BYTES ((uint64_t)4 << 20)
 #endif
 
-_Atomic int gp_shim_state = GP_UNINIT;
-struct gp_pool *gp_shim_pool;
-_Thread_local int gp_shim_in_real __attribute__((tls_model("initial-exec")));
-_Atomic int gp_shim_driver_caution;
+/* The shim's state (state.h), with its start values that are not all zero bits. Those put it in
+ * .data rather than .bss: a larger file, but a page of it costs a process only once touched. */
+struct gp_shim_state gp_shim = {
+	.life = { .state = GP_UNINIT, .ordered_from_start = 1,
+		  .init_lock = PTHREAD_MUTEX_INITIALIZER },
+	.door = { .resolve_lock = PTHREAD_MUTEX_INITIALIZER },
+	.capture = { .lock = PTHREAD_MUTEX_INITIALIZER },
+	.trace = { .flush_lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .shown_sec = -1 },
+	.ctx = { .user_lock = PTHREAD_MUTEX_INITIALIZER },
+	.fence = { .lock = PTHREAD_MUTEX_INITIALIZER },
+	.graphs = { .lock = PTHREAD_MUTEX_INITIALIZER },
+	.control = { .release_lock = PTHREAD_MUTEX_INITIALIZER },
+	.obs = { .publish_lock = PTHREAD_MUTEX_INITIALIZER },
+	.real = { .once = PTHREAD_ONCE_INIT },
+};
 
-static struct gp_options opts;
-static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Thread_local int in_init __attribute__((tls_model("initial-exec"))); /* see pool.c */
-/* One visible device: the current device is always 0. Read by the tracking paths, which may run
- * while another thread initialises: atomic (relaxed; 0 until known only costs a driver call). */
-static _Atomic int single_device;
-static _Atomic int said_vmm;
-/* Work left one stream order before the pool existed (a stream created first), and the pool once
- * it does: whichever of the two is written second sees the other (unordered). */
-static _Atomic int ordered_from_start = 1;
-static _Atomic(struct gp_pool *) pool_made;
-static _Atomic uint64_t policy_devices; /* devices the policy was told of */
-static _Atomic uint64_t seen_devices;
+/* What the constructor (or the handler, in a process that never uses CUDA) touches lives apart
+ * from gp_shim, in .data beside it: zero-initialised (.bss) it would cost such a process two page
+ * faults (a read of the zero page, then a copy on write), and inside gp_shim it could lie on any
+ * of its pages. Beside it, it lies on the first page of .data, which the dynamic linker has
+ * written while binding (.got.plt ends there), or on the last, whose rest it zeroes for .bss. */
+#define LOAD_TIME __attribute__((section(".data")))
+struct gp_shim_early gp_shim_early LOAD_TIME;
+
+/* Per thread, so not in gp_shim: see pool.c on initial-exec. */
+_Thread_local int gp_shim_in_real __attribute__((tls_model("initial-exec")));
+static _Thread_local int in_init __attribute__((tls_model("initial-exec")));
 
 /* A bad setting is the user's to fix: said even at the default level (errors only). */
 static void warn_line(const char *line)
@@ -63,7 +72,7 @@ static void warn_line(const char *line)
 static void on_fork_child(void)
 {
 	/* CUDA does not survive fork: the child passes everything through. */
-	atomic_store(&gp_shim_state, GP_PASSTHROUGH);
+	atomic_store(&gp_shim.life.state, GP_PASSTHROUGH);
 	gp_control_forget();
 }
 
@@ -103,7 +112,7 @@ __attribute__((constructor)) static void gp_shim_load(void)
 	if (any_gpupool_variable())
 		gp_opt_load_only(&early, now, sizeof(now) / sizeof(now[0]));
 	if (early.disable) {
-		atomic_store(&gp_shim_state, GP_PASSTHROUGH);
+		atomic_store(&gp_shim.life.state, GP_PASSTHROUGH);
 		return;
 	}
 	if (early.torch == GP_TORCH_TAKEOVER)
@@ -134,47 +143,50 @@ static int find_driver(int *ndev)
 
 static int init_locked(void)
 {
+	struct gp_options *o = &gp_shim.life.opts;
 	struct gp_backend be;
 	struct gp_pool_config cfg = { .ordered = 1, .over_cap = gp_control_over_cap, .arg = NULL };
+	struct gp_pool *pool;
 	int ndev = 0, observed;
 
 	/* Here, not at load: a fork before the first CUDA call leaves nothing to undo (the child
 	 * starts uninitialised), and a process that never uses CUDA pays nothing for it. */
 	pthread_atfork(NULL, NULL, on_fork_child);
 	gp_real_resolve(); /* a shared runtime, if the program has one: optional */
-	gp_opt_load(&opts, NULL);
-	gp_log_set_level(opts.log_level);
-	gp_opt_load(&opts, warn_line); /* again, now that the level is known, to say what was wrong */
-	if (opts.disable) {
+	gp_opt_load(o, NULL);
+	gp_log_set_level(o->log_level);
+	gp_opt_load(o, warn_line); /* again, now that the level is known, to say what was wrong */
+	if (o->disable) {
 		gp_log(GP_LOG_INFO, "GPUPOOL_DISABLE is set: passing every call through");
 		return GP_PASSTHROUGH;
 	}
-	opts.signo = gp_control_signal(); /* what the handler was installed for at load, if it was */
+	o->signo = gp_control_signal(); /* what the handler was installed for at load, if it was */
 	if (find_driver(&ndev) != 0)
 		return GP_PASSTHROUGH;
-	atomic_store_explicit(&single_device, ndev == 1, memory_order_relaxed);
+	atomic_store_explicit(&gp_shim.life.single_device, ndev == 1, memory_order_relaxed);
 	gp_backend_fill(&be);
-	cfg.reuse_wait_ns = opts.reuse_wait_ns;
-	cfg.reuse_poll_ns = opts.reuse_poll_ns;
-	cfg.reuse_age_ns = opts.reuse_age_ns;
-	cfg.oversize_pct = (unsigned)opts.oversize_pct;
+	cfg.reuse_wait_ns = o->reuse_wait_ns;
+	cfg.reuse_poll_ns = o->reuse_poll_ns;
+	cfg.reuse_age_ns = o->reuse_age_ns;
+	cfg.oversize_pct = (unsigned)o->oversize_pct;
 	cfg.fence_batch = GP_FENCE_BATCH;
 	cfg.fence_batch_bytes = GP_FENCE_BATCH_BYTES;
-	if (gp_pool_create(&be, &cfg, &gp_shim_pool) != GP_OK) {
+	if (gp_pool_create(&be, &cfg, &gp_shim.life.pool) != GP_OK) {
 		gp_log(GP_LOG_ERROR, "cannot create the pool; passing through");
 		return GP_PASSTHROUGH;
 	}
-	atomic_store(&pool_made, gp_shim_pool);
-	if (!atomic_load(&ordered_from_start))
-		gp_pool_set_ordered(gp_shim_pool, 0);
+	pool = gp_shim.life.pool;
+	atomic_store(&gp_shim.life.pool_made, pool);
+	if (!atomic_load(&gp_shim.life.ordered_from_start))
+		gp_pool_set_ordered(pool, 0);
 	gp_framework_check_config();
-	gp_policy_init(gp_shim_pool, &opts);
-	gp_control_configure(opts.framework_flush == GP_FLUSH_AUTO);
-	observed = gp_obs_start(gp_shim_pool, &opts, gp_control_wake);
-	if (observed || opts.signo != 0 || gp_policy_needs_thread())
-		gp_control_start(gp_shim_pool);
+	gp_policy_init(pool, o);
+	gp_control_configure(o->framework_flush == GP_FLUSH_AUTO);
+	observed = gp_obs_start(pool, o, gp_control_wake);
+	if (observed || o->signo != 0 || gp_policy_needs_thread())
+		gp_control_start(pool);
 	atexit(on_exit_handler);
-	gp_log(GP_LOG_INFO, "active: %d device(s), release signal %d, %s", ndev, opts.signo,
+	gp_log(GP_LOG_INFO, "active: %d device(s), release signal %d, %s", ndev, o->signo,
 	       gp_real.Malloc != NULL ? "shared runtime and driver" : "driver only");
 	return GP_ACTIVE;
 }
@@ -186,13 +198,13 @@ int gp_shim_init_slow(void)
 	if (in_init)
 		return 0; /* the runtime called back into us while we initialise: pass through */
 	in_init = 1;
-	pthread_mutex_lock(&init_lock);
-	s = atomic_load(&gp_shim_state);
+	pthread_mutex_lock(&gp_shim.life.init_lock);
+	s = atomic_load(&gp_shim.life.state);
 	if (s == GP_UNINIT) {
 		s = init_locked();
-		atomic_store_explicit(&gp_shim_state, s, memory_order_release);
+		atomic_store_explicit(&gp_shim.life.state, s, memory_order_release);
 	}
-	pthread_mutex_unlock(&init_lock);
+	pthread_mutex_unlock(&gp_shim.life.init_lock);
 	in_init = 0;
 	return s == GP_ACTIVE;
 }
@@ -200,14 +212,13 @@ int gp_shim_init_slow(void)
 /* Reuse without fences is only sound while all work is in one stream order on one device. */
 static void unordered(void)
 {
-	static _Atomic int said;
 	struct gp_pool *pool;
 
-	atomic_store(&ordered_from_start, 0);
-	pool = atomic_load(&pool_made);
+	atomic_store(&gp_shim.life.ordered_from_start, 0);
+	pool = atomic_load(&gp_shim.life.pool_made);
 	if (pool != NULL)
 		gp_pool_set_ordered(pool, 0);
-	if (!atomic_exchange(&said, 1))
+	if (!atomic_exchange(&gp_shim.life.said_unordered, 1))
 		gp_log(GP_LOG_INFO, "GPU work is no longer in one stream order (a stream was created, "
 				    "or a second device or a per-thread default stream is used): a "
 				    "freed block is reused once an event fence shows its work is done");
@@ -216,12 +227,12 @@ static void unordered(void)
 static void note_device(int dev)
 {
 	uint64_t bit = 1ULL << (dev & (GP_MAX_DEVICES - 1));
-	uint64_t seen = atomic_load_explicit(&seen_devices, memory_order_relaxed);
+	uint64_t seen = atomic_load_explicit(&gp_shim.life.seen_devices, memory_order_relaxed);
 
 	if (seen & bit)
 		return;
 	gp_fence_use_device(dev); /* before the bit: no fence may miss this device */
-	seen = atomic_fetch_or(&seen_devices, bit);
+	seen = atomic_fetch_or(&gp_shim.life.seen_devices, bit);
 	if (seen & bit)
 		return; /* another thread got here first */
 	seen |= bit;
@@ -233,7 +244,7 @@ static void note_device(int dev)
 
 static cudaError_t current_device(int *dev)
 {
-	if (atomic_load_explicit(&single_device, memory_order_relaxed)) {
+	if (atomic_load_explicit(&gp_shim.life.single_device, memory_order_relaxed)) {
 		*dev = 0;
 		return cudaSuccess;
 	}
@@ -259,10 +270,11 @@ static int pool_alloc(int dev, void **ptr, size_t size)
 	int retried, rc;
 
 	note_device(dev);
-	if (!(atomic_load_explicit(&policy_devices, memory_order_relaxed) & (1ULL << dev)) &&
-	    !(atomic_fetch_or(&policy_devices, 1ULL << dev) & (1ULL << dev)))
+	if (!(atomic_load_explicit(&gp_shim.life.policy_devices, memory_order_relaxed) &
+	      (1ULL << dev)) &&
+	    !(atomic_fetch_or(&gp_shim.life.policy_devices, 1ULL << dev) & (1ULL << dev)))
 		gp_policy_device_seen(dev); /* its caps and thresholds, from its total memory */
-	rc = gp_pool_alloc(gp_shim_pool, dev, size, ptr, &retried);
+	rc = gp_pool_alloc(gp_shim.life.pool, dev, size, ptr, &retried);
 	if (retried)
 		gp_obs_oom_retry(dev);
 	if (rc == GP_OK && retried && gp_backend_runtime_failed())
@@ -331,7 +343,7 @@ __attribute__((flatten)) static int pool_free(void *ptr)
 			return held > 0 ? 1 : GP_EINVAL;
 		}
 	}
-	rc = gp_pool_free(gp_shim_pool, ptr);
+	rc = gp_pool_free(gp_shim.life.pool, ptr);
 	gp_trace_free_end(traced, rc == GP_OK ? ptr : NULL);
 	return rc == GP_OK ? 0 : rc;
 }
@@ -362,9 +374,9 @@ static void add_cached(int dev, size_t *free_b, size_t *total_b)
 {
 	uint64_t cached;
 
-	if (!opts.report_cached_as_free || free_b == NULL || total_b == NULL || dev < 0)
+	if (!gp_shim.life.opts.report_cached_as_free || free_b == NULL || total_b == NULL || dev < 0)
 		return;
-	cached = gp_pool_cached_bytes(gp_shim_pool, dev);
+	cached = gp_pool_cached_bytes(gp_shim.life.pool, dev);
 	*free_b = *free_b + cached > *total_b ? *total_b : *free_b + cached;
 }
 
@@ -380,7 +392,7 @@ static int cu_current_device(int *dev)
 	CUdevice d;
 	CUresult rc;
 
-	if (atomic_load_explicit(&single_device, memory_order_relaxed)) {
+	if (atomic_load_explicit(&gp_shim.life.single_device, memory_order_relaxed)) {
 		*dev = 0;
 		return CUDA_SUCCESS;
 	}
@@ -438,7 +450,7 @@ void gp_shim_cu_meminfo(size_t *free_b, size_t *total_b)
 
 void gp_shim_vmm_seen(void)
 {
-	if (!atomic_exchange(&said_vmm, 1))
+	if (!atomic_exchange(&gp_shim.life.said_vmm, 1))
 		gp_log(GP_LOG_INFO, "memory mapped with cuMemCreate (the driver's virtual memory "
 				    "API: JAX, PyTorch's expandable segments) is not pooled");
 }
@@ -495,8 +507,8 @@ void gp_shim_device_reset(int dev)
 		return;
 	gp_fence_device_reset(dev);
 	gp_graphs_device_reset(dev);
-	if (gp_shim_pool != NULL)
-		gp_pool_forget_device(gp_shim_pool, dev);
+	if (gp_shim.life.pool != NULL)
+		gp_pool_forget_device(gp_shim.life.pool, dev);
 	gp_ctx_forget(dev);
 }
 
@@ -515,7 +527,7 @@ CUresult gp_shim_ctx_created(CUcontext *c, CUresult rc)
 {
 	if (rc == CUDA_SUCCESS && c != NULL && gp_shim_tracking()) {
 		gp_ctx_user_created(*c);
-		atomic_store(&gp_shim_driver_caution, 1);
+		atomic_store(&gp_shim.life.driver_caution, 1);
 		gp_shim_ctx_current();
 	}
 	return rc;
@@ -530,8 +542,8 @@ void gp_shim_ctx_current(void)
 {
 	int dev;
 
-	if (atomic_load_explicit(&single_device, memory_order_relaxed) || !gp_shim_tracking() ||
-	    cu_current_device(&dev) != CUDA_SUCCESS)
+	if (atomic_load_explicit(&gp_shim.life.single_device, memory_order_relaxed) ||
+	    !gp_shim_tracking() || cu_current_device(&dev) != CUDA_SUCCESS)
 		return;
 	if (dev >= 0 && dev < GP_MAX_DEVICES)
 		note_device(dev);
@@ -539,10 +551,8 @@ void gp_shim_ctx_current(void)
 
 void gp_shim_per_thread_stream(void)
 {
-	static _Atomic int seen;
-
-	if (!atomic_load_explicit(&seen, memory_order_relaxed) && gp_shim_tracking() &&
-	    !atomic_exchange(&seen, 1))
+	if (!atomic_load_explicit(&gp_shim.life.per_thread_stream, memory_order_relaxed) &&
+	    gp_shim_tracking() && !atomic_exchange(&gp_shim.life.per_thread_stream, 1))
 		unordered();
 }
 
@@ -550,6 +560,6 @@ void gp_shim_per_thread_stream(void)
  * now on, and blocks already cached are reused only after a real free. */
 void gp_shim_door_blind(void)
 {
-	atomic_store(&gp_shim_driver_caution, 1);
+	atomic_store(&gp_shim.life.driver_caution, 1);
 	gp_fence_blind();
 }

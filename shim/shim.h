@@ -1,10 +1,12 @@
-/* shim.h — the shim's state and the logic behind both doors' entry points: the runtime's
+/* shim.h — the shim's life cycle and the logic behind both doors' entry points: the runtime's
  * (entry.c: cudaMalloc, cudaFree, ...) and the driver's (drventry.c: cuMemAlloc_v2, ...). The
- * entry points stay lists of short wrappers; everything they need is here. */
+ * entry points stay lists of short wrappers; everything they need is here. Its state is
+ * gp_shim.life (state.h). */
 #ifndef GPUPOOL_SHIM_H
 #define GPUPOOL_SHIM_H
 
 #include "pool.h"
+#include "state.h"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -12,23 +14,20 @@
 
 enum gp_state { GP_UNINIT = 0, GP_ACTIVE, GP_PASSTHROUGH };
 
-extern _Atomic int gp_shim_state;
-extern struct gp_pool *gp_shim_pool;
 /* Set while this thread is inside a real runtime call of ours (a miss, a pass-through free):
  * the runtime's own calls into the driver then pass our driver entry points untouched, so that
- * nothing is pooled twice. */
+ * nothing is pooled twice. One per thread: not in gp_shim. */
 extern _Thread_local int gp_shim_in_real;
 /* The driver door cannot vouch for what it hands out (door.h), or a context of the program's own
- * is current somewhere: checked by gp_shim_pooling. */
+ * is current somewhere (gp_shim.life.driver_caution): checked by gp_shim_pooling. */
 int gp_shim_driver_pooling_slow(void);
-extern _Atomic int gp_shim_driver_caution;
 
 int gp_shim_init_slow(void);
 
 /* Ensure init; 1 = serve from the pool, 0 = pass through to the real runtime. */
 static inline int gp_shim_active(void)
 {
-	int s = atomic_load_explicit(&gp_shim_state, memory_order_acquire);
+	int s = atomic_load_explicit(&gp_shim.life.state, memory_order_acquire);
 	if (__builtin_expect(s == GP_ACTIVE, 1))
 		return 1;
 	if (s == GP_PASSTHROUGH)
@@ -41,7 +40,8 @@ static inline int gp_shim_pooling(void)
 {
 	if (__builtin_expect(gp_shim_in_real, 0) || !gp_shim_active())
 		return 0;
-	if (__builtin_expect(atomic_load_explicit(&gp_shim_driver_caution, memory_order_relaxed), 0))
+	if (__builtin_expect(atomic_load_explicit(&gp_shim.life.driver_caution,
+						  memory_order_relaxed), 0))
 		return gp_shim_driver_pooling_slow();
 	return 1;
 }
@@ -50,7 +50,7 @@ static inline int gp_shim_pooling(void)
  * (the pool may start later, and must know them), never when passing through for good. */
 static inline int gp_shim_tracking(void)
 {
-	return atomic_load_explicit(&gp_shim_state, memory_order_relaxed) != GP_PASSTHROUGH;
+	return atomic_load_explicit(&gp_shim.life.state, memory_order_relaxed) != GP_PASSTHROUGH;
 }
 
 /* ---- the runtime door ---- */

@@ -44,36 +44,9 @@ struct ring {
 	struct rec rec[RING];
 };
 
-_Atomic int gp_trace_on;
-
-static _Atomic(struct ring *) rings;
-static _Atomic uint64_t lost; /* records dropped: no ring memory, or written after the end */
-static void (*waker)(void);     /* wakes the thread that flushes (gp_trace_start) */
-static pthread_key_t owner_key;
-static _Thread_local struct ring *mine __attribute__((tls_model("initial-exec"))); /* see pool.c */
-
-/* Everything below is the flusher's, under flush_lock. */
-static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;
-static int fd = -1;
-static FILE *samples;
-static int64_t wall_offset; /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
-/* The records being written: runs, each in time order (what was held back from the last flush,
- * then one per ring), merged in place with `spare`. */
-static struct rec *batch, *spare;
-static size_t batch_cap, held; /* batch[0..held): held back by the last flush */
-static size_t *runs, runs_cap, nruns; /* start of each run; runs[nruns] = the end */
-/* Allocated when tracing starts: as a static array its 1 MiB of .bss cost every process the
- * library is preloaded into about 20 us at start (docs/BENCHMARKS.md, /bin/true). */
-static char *out;
-static size_t out_n;
-static time_t shown_sec = -1; /* the second whose local time is in shown_hms */
-static char shown_hms[16];
-
-/* Pointer -> size of the live allocations seen so far (open addressing, backward-shift delete). */
-static struct {
-	uint64_t *key, *val;
-	size_t cap, n;
-} sizes;
+/* The ring this thread writes to: one per thread, so not in gp_shim.trace (see pool.c on
+ * initial-exec). */
+static _Thread_local struct ring *mine __attribute__((tls_model("initial-exec")));
 
 static uint64_t mono_ns(void)
 {
@@ -97,7 +70,8 @@ static struct ring *adopt(void)
 {
 	struct ring *r;
 
-	for (r = atomic_load_explicit(&rings, memory_order_acquire); r != NULL; r = r->next) {
+	for (r = atomic_load_explicit(&gp_shim.trace.rings, memory_order_acquire); r != NULL;
+	     r = r->next) {
 		int free_ring = 0;
 		if (atomic_compare_exchange_strong(&r->owned, &free_ring, 1))
 			goto got;
@@ -109,13 +83,13 @@ static struct ring *adopt(void)
 	atomic_init(&r->tail, 0);
 	atomic_init(&r->freeing, 0);
 	atomic_init(&r->owned, 1);
-	r->next = atomic_load(&rings);
-	while (!atomic_compare_exchange_weak(&rings, &r->next, r))
+	r->next = atomic_load(&gp_shim.trace.rings);
+	while (!atomic_compare_exchange_weak(&gp_shim.trace.rings, &r->next, r))
 		;
 got:
 	r->tid = (uint32_t)syscall(SYS_gettid);
 	mine = r;
-	pthread_setspecific(owner_key, r);
+	pthread_setspecific(gp_shim.trace.owner_key, r);
 	return r;
 }
 
@@ -128,8 +102,8 @@ static void append(struct ring *r, int action, const void *ptr, size_t bytes, ui
 	if (h - t >= RING) {
 		gp_trace_flush(); /* the control thread fell behind: this thread writes */
 		t = atomic_load_explicit(&r->tail, memory_order_acquire);
-		if (h - t >= RING) {
-			atomic_fetch_add_explicit(&lost, 1, memory_order_relaxed); /* tracing has ended */
+		if (h - t >= RING) { /* tracing has ended */
+			atomic_fetch_add_explicit(&gp_shim.trace.lost, 1, memory_order_relaxed);
 			return;
 		}
 	}
@@ -140,8 +114,8 @@ static void append(struct ring *r, int action, const void *ptr, size_t bytes, ui
 	e->tid = r->tid;
 	e->action = (uint32_t)action;
 	atomic_store_explicit(&r->head, h + 1, memory_order_release);
-	if (h + 1 - t == RING / 2 && waker != NULL)
-		waker();
+	if (h + 1 - t == RING / 2 && gp_shim.trace.waker != NULL)
+		gp_shim.trace.waker();
 }
 
 void gp_trace_event(int action, const void *ptr, size_t bytes)
@@ -149,7 +123,7 @@ void gp_trace_event(int action, const void *ptr, size_t bytes)
 	struct ring *r = mine;
 
 	if (r == NULL && (r = adopt()) == NULL) {
-		atomic_fetch_add_explicit(&lost, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&gp_shim.trace.lost, 1, memory_order_relaxed);
 		return;
 	}
 	append(r, action, ptr, bytes, mono_ns());
@@ -180,18 +154,20 @@ void gp_trace_free_end_slow(uint64_t ns, const void *ptr)
 
 /* ---- sizes of live allocations ---------------------------------------------------------- */
 
-static size_t slot_of(uint64_t k)
+/* gp_shim.trace.sizes: pointer -> size, open addressing, backward-shift delete. */
+
+static size_t slot_of(const struct gp_trace_sizes *sz, uint64_t k)
 {
 	k ^= k >> 33;
 	k *= 0xff51afd7ed558ccdULL;
 	k ^= k >> 33;
-	return (size_t)k & (sizes.cap - 1);
+	return (size_t)k & (sz->cap - 1);
 }
 
-static int sizes_grow(void)
+static int sizes_grow(struct gp_trace_sizes *sz)
 {
-	size_t old_cap = sizes.cap, cap = old_cap ? old_cap * 2 : 4096;
-	uint64_t *old_key = sizes.key, *old_val = sizes.val;
+	size_t old_cap = sz->cap, cap = old_cap ? old_cap * 2 : 4096;
+	uint64_t *old_key = sz->key, *old_val = sz->val;
 	uint64_t *key = calloc(cap, sizeof(*key)), *val = calloc(cap, sizeof(*val));
 
 	if (key == NULL || val == NULL) {
@@ -199,14 +175,14 @@ static int sizes_grow(void)
 		free(val);
 		return -1;
 	}
-	sizes.key = key;
-	sizes.val = val;
-	sizes.cap = cap;
+	sz->key = key;
+	sz->val = val;
+	sz->cap = cap;
 	for (size_t i = 0; i < old_cap; i++) {
 		size_t j;
 		if (old_key[i] == 0)
 			continue;
-		for (j = slot_of(old_key[i]); key[j] != 0; j = (j + 1) & (cap - 1))
+		for (j = slot_of(sz, old_key[i]); key[j] != 0; j = (j + 1) & (cap - 1))
 			;
 		key[j] = old_key[i];
 		val[j] = old_val[i];
@@ -216,41 +192,41 @@ static int sizes_grow(void)
 	return 0;
 }
 
-static void sizes_put(uint64_t k, uint64_t v)
+static void sizes_put(struct gp_trace_sizes *sz, uint64_t k, uint64_t v)
 {
 	size_t i;
 
-	if (k == 0 || ((sizes.n + 1) * 2 > sizes.cap && sizes_grow() != 0))
+	if (k == 0 || ((sz->n + 1) * 2 > sz->cap && sizes_grow(sz) != 0))
 		return;
-	for (i = slot_of(k); sizes.key[i] != 0 && sizes.key[i] != k; i = (i + 1) & (sizes.cap - 1))
+	for (i = slot_of(sz, k); sz->key[i] != 0 && sz->key[i] != k; i = (i + 1) & (sz->cap - 1))
 		;
-	sizes.n += sizes.key[i] == 0;
-	sizes.key[i] = k;
-	sizes.val[i] = v;
+	sz->n += sz->key[i] == 0;
+	sz->key[i] = k;
+	sz->val[i] = v;
 }
 
-static uint64_t sizes_take(uint64_t k)
+static uint64_t sizes_take(struct gp_trace_sizes *sz, uint64_t k)
 {
-	size_t mask = sizes.cap - 1, i, j;
+	size_t mask = sz->cap - 1, i, j;
 	uint64_t v;
 
-	if (sizes.cap == 0 || k == 0)
+	if (sz->cap == 0 || k == 0)
 		return 0;
-	for (i = slot_of(k); sizes.key[i] != k; i = (i + 1) & mask)
-		if (sizes.key[i] == 0)
+	for (i = slot_of(sz, k); sz->key[i] != k; i = (i + 1) & mask)
+		if (sz->key[i] == 0)
 			return 0; /* allocated before tracing started, or its record was lost */
-	v = sizes.val[i];
+	v = sz->val[i];
 	/* Close the gap: move back every later entry of the run that may not stay past it. */
-	for (j = (i + 1) & mask; sizes.key[j] != 0; j = (j + 1) & mask) {
-		size_t home = slot_of(sizes.key[j]);
+	for (j = (i + 1) & mask; sz->key[j] != 0; j = (j + 1) & mask) {
+		size_t home = slot_of(sz, sz->key[j]);
 		if (((j - home) & mask) >= ((j - i) & mask)) {
-			sizes.key[i] = sizes.key[j];
-			sizes.val[i] = sizes.val[j];
+			sz->key[i] = sz->key[j];
+			sz->val[i] = sz->val[j];
 			i = j;
 		}
 	}
-	sizes.key[i] = 0;
-	sizes.n--;
+	sz->key[i] = 0;
+	sz->n--;
 	return v;
 }
 
@@ -271,8 +247,8 @@ static void write_all(int to, const char *buf, size_t n)
 
 static void out_flush(void)
 {
-	write_all(fd, out, out_n);
-	out_n = 0;
+	write_all(gp_shim.trace.fd, gp_shim.trace.out, gp_shim.trace.out_n);
+	gp_shim.trace.out_n = 0;
 }
 
 static char *put_dec(char *p, uint64_t v)
@@ -308,14 +284,14 @@ static char *put_time(char *p, uint64_t unix_ns)
 	uint64_t us = unix_ns % 1000000000u / 1000u;
 	struct tm tm;
 
-	if (sec != shown_sec) {
+	if (sec != gp_shim.trace.shown_sec) {
 		if (localtime_r(&sec, &tm) == NULL)
 			memset(&tm, 0, sizeof(tm));
-		snprintf(shown_hms, sizeof(shown_hms), "%02d:%02d:%02d.", tm.tm_hour, tm.tm_min,
-			 tm.tm_sec);
-		shown_sec = sec;
+		snprintf(gp_shim.trace.shown_hms, sizeof(gp_shim.trace.shown_hms), "%02d:%02d:%02d.",
+			 tm.tm_hour, tm.tm_min, tm.tm_sec);
+		gp_shim.trace.shown_sec = sec;
 	}
-	memcpy(p, shown_hms, 9);
+	memcpy(p, gp_shim.trace.shown_hms, 9);
 	p += 9;
 	for (int d = 5; d >= 0; d--) {
 		p[d] = (char)('0' + us % 10);
@@ -334,16 +310,16 @@ static void format(const struct rec *e)
 	uint64_t size = e->size;
 	char *p;
 
-	if (out_n > OUT_BYTES - 160)
+	if (gp_shim.trace.out_n > OUT_BYTES - 160)
 		out_flush();
 	if (e->action == GP_TRACE_ALLOC)
-		sizes_put(e->ptr, size);
+		sizes_put(&gp_shim.trace.sizes, e->ptr, size);
 	else if (e->action == GP_TRACE_FREE)
-		size = sizes_take(e->ptr);
-	p = out + out_n;
+		size = sizes_take(&gp_shim.trace.sizes, e->ptr);
+	p = gp_shim.trace.out + gp_shim.trace.out_n;
 	p = put_dec(p, e->tid);
 	*p++ = ',';
-	p = put_time(p, (uint64_t)((int64_t)e->ns + wall_offset));
+	p = put_time(p, (uint64_t)((int64_t)e->ns + gp_shim.trace.wall_offset));
 	*p++ = ',';
 	memcpy(p, actions[a].text, actions[a].len);
 	p += actions[a].len;
@@ -352,56 +328,57 @@ static void format(const struct rec *e)
 	p = put_dec(p, size);
 	memcpy(p, ",0x0\n", 5); /* cudaMalloc/cudaFree: the legacy default stream */
 	p += 5;
-	out_n = (size_t)(p - out);
+	gp_shim.trace.out_n = (size_t)(p - gp_shim.trace.out);
 }
 
-static int grow(size_t need)
+static int grow(struct gp_shim_trace *tr, size_t need)
 {
 	size_t cap = need * 2;
 	struct rec *b, *sp;
 
-	if (need <= batch_cap)
+	if (need <= tr->batch_cap)
 		return 0;
-	b = realloc(batch, cap * sizeof(*b));
+	b = realloc(tr->batch, cap * sizeof(*b));
 	if (b == NULL)
 		return -1;
-	batch = b;
-	sp = realloc(spare, cap * sizeof(*sp));
+	tr->batch = b;
+	sp = realloc(tr->spare, cap * sizeof(*sp));
 	if (sp == NULL)
 		return -1;
-	spare = sp;
-	batch_cap = cap;
+	tr->spare = sp;
+	tr->batch_cap = cap;
 	return 0;
 }
 
-static int add_run(size_t start)
+static int add_run(struct gp_shim_trace *tr, size_t start)
 {
-	if (nruns + 2 > runs_cap) {
-		size_t cap = runs_cap ? runs_cap * 2 : 64;
-		size_t *more = realloc(runs, cap * sizeof(*more));
+	if (tr->nruns + 2 > tr->runs_cap) {
+		size_t cap = tr->runs_cap ? tr->runs_cap * 2 : 64;
+		size_t *more = realloc(tr->runs, cap * sizeof(*more));
 		if (more == NULL)
 			return -1;
-		runs = more;
-		runs_cap = cap;
+		tr->runs = more;
+		tr->runs_cap = cap;
 	}
-	runs[nruns++] = start;
+	tr->runs[tr->nruns++] = start;
 	return 0;
 }
 
 /* Move what every ring holds into the batch, one run per ring; returns the batch's length. */
-static size_t collect(size_t n)
+static size_t collect(struct gp_shim_trace *tr, size_t n)
 {
-	for (struct ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next) {
+	for (struct ring *r = atomic_load_explicit(&tr->rings, memory_order_acquire); r;
+	     r = r->next) {
 		uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
 		uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
 
 		if (h == t)
 			continue;
-		if (grow(n + (size_t)(h - t)) != 0 || add_run(n) != 0) {
-			atomic_fetch_add(&lost, h - t);
+		if (grow(tr, n + (size_t)(h - t)) != 0 || add_run(tr, n) != 0) {
+			atomic_fetch_add(&tr->lost, h - t);
 		} else {
 			for (; t != h; t++)
-				batch[n++] = r->rec[t & (RING - 1)];
+				tr->batch[n++] = r->rec[t & (RING - 1)];
 		}
 		atomic_store_explicit(&r->tail, h, memory_order_release);
 	}
@@ -409,16 +386,19 @@ static size_t collect(size_t n)
 }
 
 /* Merge adjacent runs until one is left; ties keep the earlier run first (a thread's order). */
-static void merge_runs(size_t n)
+static void merge_runs(struct gp_shim_trace *tr, size_t n)
 {
-	runs[nruns] = n;
-	while (nruns > 1) {
-		struct rec *tmp = batch;
+	size_t *runs = tr->runs;
+
+	runs[tr->nruns] = n;
+	while (tr->nruns > 1) {
+		struct rec *batch = tr->batch, *spare = tr->spare;
 		size_t out = 0;
 
-		for (size_t r = 0; r < nruns; r += 2) {
+		for (size_t r = 0; r < tr->nruns; r += 2) {
 			size_t i = runs[r], mid = runs[r + 1];
-			size_t end = r + 2 <= nruns ? runs[r + 2] : mid; /* a last run alone is copied */
+			/* A last run alone is copied. */
+			size_t end = r + 2 <= tr->nruns ? runs[r + 2] : mid;
 			size_t j = mid, k = i;
 
 			while (i < mid && j < end)
@@ -429,50 +409,59 @@ static void merge_runs(size_t n)
 				spare[k++] = batch[j++];
 			runs[out++] = runs[r];
 		}
-		nruns = out;
-		runs[nruns] = n;
-		batch = spare;
-		spare = tmp;
+		tr->nruns = out;
+		runs[tr->nruns] = n;
+		tr->batch = spare;
+		tr->spare = batch;
 	}
+}
+
+/* The stamp of the oldest free still in flight, else now. */
+static uint64_t cutoff_now(const struct gp_shim_trace *tr)
+{
+	uint64_t cutoff = mono_ns();
+
+	for (struct ring *r = atomic_load_explicit(&tr->rings, memory_order_acquire); r;
+	     r = r->next) {
+		uint64_t f = atomic_load(&r->freeing);
+		if (f != 0 && f < cutoff)
+			cutoff = f;
+	}
+	return cutoff;
 }
 
 /* Write what the rings hold, in time order. Unless `all`, rows from the stamp of a free still in
  * flight (or from the start of this flush) on wait for the next flush: another thread may already
  * have a row for the block that free is giving back. */
-static void drain(int all)
+static void drain(struct gp_shim_trace *tr, int all)
 {
 	uint64_t cutoff = UINT64_MAX;
 	size_t n, i;
 
-	nruns = 0;
-	if (held > 0)
-		add_run(0);
-	n = collect(held);
+	tr->nruns = 0;
+	if (tr->held > 0)
+		add_run(tr, 0);
+	n = collect(tr, tr->held);
 	if (!all) {
-		cutoff = mono_ns();
-		for (struct ring *r = atomic_load_explicit(&rings, memory_order_acquire); r; r = r->next) {
-			uint64_t f = atomic_load(&r->freeing);
-			if (f != 0 && f < cutoff)
-				cutoff = f;
-		}
-		n = collect(n); /* frees that finished meanwhile: their rows are in now */
+		cutoff = cutoff_now(tr);
+		n = collect(tr, n); /* frees that finished meanwhile: their rows are in now */
 	}
-	if (nruns > 0)
-		merge_runs(n);
-	for (i = 0; i < n && batch[i].ns < cutoff; i++)
-		format(&batch[i]);
+	if (tr->nruns > 0)
+		merge_runs(tr, n);
+	for (i = 0; i < n && tr->batch[i].ns < cutoff; i++)
+		format(&tr->batch[i]);
 	out_flush();
-	held = n - i;
-	if (held > 0)
-		memmove(batch, batch + i, held * sizeof(*batch));
+	tr->held = n - i;
+	if (tr->held > 0)
+		memmove(tr->batch, tr->batch + i, tr->held * sizeof(*tr->batch));
 }
 
 static void sample(const struct gp_stats_snapshot *s, const char *event)
 {
 	char line[256], *p;
-	uint64_t now = (uint64_t)((int64_t)mono_ns() + wall_offset);
+	uint64_t now = (uint64_t)((int64_t)mono_ns() + gp_shim.trace.wall_offset);
 
-	if (samples == NULL)
+	if (gp_shim.trace.samples == NULL)
 		return;
 	for (uint64_t i = 0; i < s->ndev && i < GP_STATS_MAX_DEVICES; i++) {
 		const struct gp_stats_device *d = &s->dev[i];
@@ -480,9 +469,9 @@ static void sample(const struct gp_stats_snapshot *s, const char *event)
 		snprintf(p, sizeof(line) - (size_t)(p - line), ",%llu,%llu,%llu,%llu,%s\n",
 			 (unsigned long long)d->device, (unsigned long long)d->in_use_bytes,
 			 (unsigned long long)d->idle_bytes, (unsigned long long)d->pending_bytes, event);
-		fputs(line, samples);
+		fputs(line, gp_shim.trace.samples);
 	}
-	fflush(samples);
+	fflush(gp_shim.trace.samples);
 }
 
 /* ---- the control side ------------------------------------------------------------------- */
@@ -504,76 +493,77 @@ int gp_trace_start(const char *path, void (*wake)(void))
 	struct timespec rt;
 	int rc = -1;
 
-	waker = wake;
-	pthread_mutex_lock(&flush_lock);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
+	gp_shim.trace.waker = wake;
+	pthread_mutex_lock(&gp_shim.trace.flush_lock);
+	gp_shim.trace.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (gp_shim.trace.fd < 0) {
 		gp_log(GP_LOG_ERROR, "GPUPOOL_TRACE: cannot open %s: %s; not tracing", path,
 		       strerror(errno));
 		goto out;
 	}
-	if (out == NULL)
-		out = malloc(OUT_BYTES);
-	if (out == NULL || pthread_key_create(&owner_key, disown) != 0) {
-		gp_log(GP_LOG_ERROR, "GPUPOOL_TRACE: %s; not tracing",
-		       out == NULL ? "no memory for the output buffer" : "no thread key left");
-		close(fd);
-		fd = -1;
+	if (gp_shim.trace.out == NULL)
+		gp_shim.trace.out = malloc(OUT_BYTES);
+	if (gp_shim.trace.out == NULL || pthread_key_create(&gp_shim.trace.owner_key, disown) != 0) {
+		gp_log(GP_LOG_ERROR, "GPUPOOL_TRACE: %s; not tracing", gp_shim.trace.out == NULL ?
+		       "no memory for the output buffer" : "no thread key left");
+		close(gp_shim.trace.fd);
+		gp_shim.trace.fd = -1;
 		goto out;
 	}
-	write_all(fd, HEADER, strlen(HEADER));
+	write_all(gp_shim.trace.fd, HEADER, strlen(HEADER));
 	samples_path(path, spath, sizeof(spath));
-	samples = fopen(spath, "we");
-	if (samples == NULL)
+	gp_shim.trace.samples = fopen(spath, "we");
+	if (gp_shim.trace.samples == NULL)
 		gp_log(GP_LOG_ERROR, "GPUPOOL_TRACE: cannot open %s: %s; no pool samples", spath,
 		       strerror(errno));
 	else
-		fputs(SAMPLE_HEADER, samples);
+		fputs(SAMPLE_HEADER, gp_shim.trace.samples);
 	clock_gettime(CLOCK_REALTIME, &rt);
-	wall_offset = ((int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec) - (int64_t)mono_ns();
-	atomic_store(&gp_trace_on, 1);
+	gp_shim.trace.wall_offset = ((int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec) -
+				    (int64_t)mono_ns();
+	atomic_store(&gp_shim.trace.on, 1);
 	gp_log(GP_LOG_INFO, "tracing allocations to %s", path);
 	rc = 0;
 out:
-	pthread_mutex_unlock(&flush_lock);
+	pthread_mutex_unlock(&gp_shim.trace.flush_lock);
 	return rc;
 }
 
 void gp_trace_flush(void)
 {
-	pthread_mutex_lock(&flush_lock);
-	if (fd >= 0)
-		drain(0);
-	pthread_mutex_unlock(&flush_lock);
+	pthread_mutex_lock(&gp_shim.trace.flush_lock);
+	if (gp_shim.trace.fd >= 0)
+		drain(&gp_shim.trace, 0);
+	pthread_mutex_unlock(&gp_shim.trace.flush_lock);
 }
 
 void gp_trace_sample(const struct gp_stats_snapshot *s, const char *event)
 {
-	pthread_mutex_lock(&flush_lock);
-	if (fd >= 0)
+	pthread_mutex_lock(&gp_shim.trace.flush_lock);
+	if (gp_shim.trace.fd >= 0)
 		sample(s, event);
-	pthread_mutex_unlock(&flush_lock);
+	pthread_mutex_unlock(&gp_shim.trace.flush_lock);
 }
 
 void gp_trace_stop(const struct gp_stats_snapshot *s)
 {
 	uint64_t n;
 
-	pthread_mutex_lock(&flush_lock);
-	if (fd < 0)
+	pthread_mutex_lock(&gp_shim.trace.flush_lock);
+	if (gp_shim.trace.fd < 0)
 		goto out;
-	atomic_store(&gp_trace_on, 0);
-	drain(1);
+	atomic_store(&gp_shim.trace.on, 0);
+	drain(&gp_shim.trace, 1);
 	sample(s, "exit");
-	close(fd);
-	fd = -1;
-	if (samples != NULL)
-		fclose(samples);
-	samples = NULL;
-	n = atomic_load(&lost);
+	close(gp_shim.trace.fd);
+	gp_shim.trace.fd = -1;
+	if (gp_shim.trace.samples != NULL)
+		fclose(gp_shim.trace.samples);
+	gp_shim.trace.samples = NULL;
+	n = atomic_load(&gp_shim.trace.lost);
 	if (n > 0)
 		gp_log(GP_LOG_WARN, "GPUPOOL_TRACE: %llu records could not be kept",
 		       (unsigned long long)n);
 out:
-	pthread_mutex_unlock(&flush_lock);
+	pthread_mutex_unlock(&gp_shim.trace.flush_lock);
 }

@@ -4,6 +4,7 @@
 #ifndef GPUPOOL_TRACE_H
 #define GPUPOOL_TRACE_H
 
+#include "state.h"
 #include "stats.h"
 
 #include <stdatomic.h>
@@ -11,14 +12,12 @@
 
 enum gp_trace_action { GP_TRACE_ALLOC = 0, GP_TRACE_FREE, GP_TRACE_FAIL };
 
-extern _Atomic int gp_trace_on;
-
 void gp_trace_event(int action, const void *ptr, size_t bytes);
 
 /* An allocation (or its failure), just after it happened. bytes: what the program asked for. */
 static inline void gp_trace(int action, const void *ptr, size_t bytes)
 {
-	if (__builtin_expect(atomic_load_explicit(&gp_trace_on, memory_order_relaxed), 0))
+	if (__builtin_expect(atomic_load_explicit(&gp_shim.trace.on, memory_order_relaxed), 0))
 		gp_trace_event(action, ptr, bytes);
 }
 
@@ -30,7 +29,7 @@ void gp_trace_free_end_slow(uint64_t ns, const void *ptr);
 
 static inline uint64_t gp_trace_free_begin(void)
 {
-	if (__builtin_expect(atomic_load_explicit(&gp_trace_on, memory_order_relaxed), 0))
+	if (__builtin_expect(atomic_load_explicit(&gp_shim.trace.on, memory_order_relaxed), 0))
 		return gp_trace_free_begin_slow();
 	return 0;
 }

@@ -4,45 +4,45 @@
 #define _GNU_SOURCE
 #include "view.h"
 #include "log.h"
+#include "state.h" /* gp_shim.obs: view, view_path */
 #include "../stats/view.h" /* the layout (this folder has its own view.h) */
 
 #include <string.h>
 #include <unistd.h>
 
-static struct gp_stats_view *view;
-static char path[64];
-
 int gp_view_start(const struct gp_stats_snapshot *first)
 {
 	int rc;
 
-	if (gp_stats_view_path((long)getpid(), path, sizeof(path)) != 0)
+	if (gp_stats_view_path((long)getpid(), gp_shim.obs.view_path,
+			       sizeof(gp_shim.obs.view_path)) != 0)
 		return -1;
-	rc = gp_stats_view_create(path, first, &view);
+	rc = gp_stats_view_create(gp_shim.obs.view_path, first, &gp_shim.obs.view);
 	if (rc != 0) {
-		gp_log(GP_LOG_WARN, "no live statistics: cannot create %s: %s", path, strerror(-rc));
-		view = NULL;
+		gp_log(GP_LOG_WARN, "no live statistics: cannot create %s: %s",
+		       gp_shim.obs.view_path, strerror(-rc));
+		gp_shim.obs.view = NULL;
 		return -1;
 	}
-	gp_log(GP_LOG_DEBUG, "live statistics in %s", path);
+	gp_log(GP_LOG_DEBUG, "live statistics in %s", gp_shim.obs.view_path);
 	return 0;
 }
 
 void gp_view_publish(const struct gp_stats_snapshot *s)
 {
-	if (view != NULL)
-		gp_stats_view_publish(view, s);
+	if (gp_shim.obs.view != NULL)
+		gp_stats_view_publish(gp_shim.obs.view, s);
 }
 
 void gp_view_stop(void)
 {
-	if (view == NULL)
+	if (gp_shim.obs.view == NULL)
 		return;
-	gp_stats_view_close(view, path);
-	view = NULL;
+	gp_stats_view_close(gp_shim.obs.view, gp_shim.obs.view_path);
+	gp_shim.obs.view = NULL;
 }
 
 uint64_t gp_view_requests(void)
 {
-	return view != NULL ? gp_stats_view_requests(view) : 0;
+	return gp_shim.obs.view != NULL ? gp_stats_view_requests(gp_shim.obs.view) : 0;
 }

@@ -1,0 +1,295 @@
+/* state.h — the shim's mutable state in one place: gp_shim, one part per concern, named after it.
+ * Each field says which file writes it and under which lock or in which order, and its unit. A
+ * part belongs to its files: the others reach it through that part's functions (its header),
+ * never through its fields, except where a field says so (the inline reads of the hot path in
+ * shim.h and trace.h). Types private to a file (fence.c's streams and events, graphs.c's holds,
+ * trace.c's records and rings) stay in it: the state holds pointers to them.
+ *
+ * What stays outside gp_shim, on purpose:
+ *  - gp_shim_early (below): what the constructor and the signal handler touch, kept apart so that
+ *    a process that never uses CUDA pays no page fault for it.
+ *  - Thread-local variables (gp_shim_in_real, shim.c's in_init and a thread's first runtime call,
+ *    the backend's last error, trace.c's ring of the thread): one per thread, not per process.
+ *  - gp_cu and gp_real (cu.h, real.h) and framework.c's table of Python's functions: tables of
+ *    real functions, found once, not state.
+ *  - log.c's level: log.c is also linked without the shim (the options' tests and fuzzer, the
+ *    README check), where there is no gp_shim. */
+#ifndef GPUPOOL_STATE_H
+#define GPUPOOL_STATE_H
+
+#include "options.h"
+#include "pool.h"
+#include "stats.h"
+
+#include <cuda.h>
+#include <linux/limits.h> /* PATH_MAX, also for files compiled without _GNU_SOURCE */
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <time.h>
+
+/* Bytes: each part starts a cache line of its own, so that a lock taken often in one (the fence
+ * registry's, the trace flusher's) never shares a line with what the hot path reads in another. */
+#define GP_SHIM_LINE 64
+#define GP_CAPTURE_MAX 64  /* captures tracked at once (capture.c) */
+#define GP_CTX_MAX_USER 64 /* program-created contexts tracked; beyond, every context counts */
+
+struct gp_stats_view;
+struct stream_ent; /* fence.c */
+struct ev;         /* fence.c */
+struct hold;       /* graphs.c */
+struct owner;      /* graphs.c */
+struct ring;       /* trace.c */
+struct rec;        /* trace.c */
+
+/* shim.c: initialisation, and what both doors' entry points share. The first six fields are read
+ * on the allocation and free paths (shim.h, shim.c). */
+struct gp_shim_life {
+	/* enum gp_state. Written by init under init_lock (a release store), by the constructor
+	 * (GPUPOOL_DISABLE) and in a fork's child; gp_shim_active reads it with acquire. */
+	_Atomic int state;
+	/* Written once by init under init_lock, before state becomes GP_ACTIVE; any file of the
+	 * shim reads it once gp_shim_active() said so (entry.c, graphs.c). */
+	struct gp_pool *pool;
+	/* 1 for good once the program made a context of its own or the door went blind (any
+	 * thread); relaxed: gp_shim_pooling then asks the slow way. */
+	_Atomic int driver_caution;
+	/* One visible device (the current device is always 0): set once by init; relaxed, as the
+	 * tracking paths may read it while another thread initialises (0 only costs a call). */
+	_Atomic int single_device;
+	_Atomic uint64_t seen_devices;   /* devices used so far: fetch_or by any thread */
+	_Atomic uint64_t policy_devices; /* devices the policy was told of: fetch_or, once each */
+	/* Work left one stream order before the pool existed (a stream created first), and the
+	 * pool once it does: whichever of the two is written second sees the other. Cleared by
+	 * unordered() (any thread); pool_made stored by init. */
+	_Atomic int ordered_from_start;
+	_Atomic(struct gp_pool *) pool_made;
+	_Atomic int said_unordered;    /* unordered() said so: exchange, once */
+	_Atomic int said_vmm;          /* gp_shim_vmm_seen said so: exchange, once */
+	_Atomic int per_thread_stream; /* a per-thread default stream was used: exchange, once */
+	pthread_mutex_t init_lock;     /* one initialisation */
+	/* Read from the environment by init under init_lock; read only after (add_cached). */
+	struct gp_options opts;
+};
+
+/* door.c and cu.c: the driver door, the real driver's table being filled, the dlsym behind ours.
+ * gp_door_route reads some of it for every dlsym of the process, also while a sanitizer's
+ * runtime initialises: atomics or __atomic builtins there, no lock. (cu.c's constructed flag is
+ * in gp_shim_early: the constructor writes it.) */
+struct gp_shim_door {
+	/* door.c: a lookup returned a driver function we could not match (set once, exchange);
+	 * read relaxed by every runtime-door allocation and by gp_shim_driver_pooling_slow. */
+	_Atomic int blind;
+	_Atomic int seen; /* door.c: someone looked the driver up through us; relaxed */
+	/* cu.c: gp_cu is filled. Stored (release) under resolve_lock; read with acquire first. */
+	_Atomic int resolved;
+	pthread_mutex_t resolve_lock; /* cu.c: one resolution of gp_cu at a time */
+	/* cu.c: the next dlsym after ours (another hook's, or libc's), found once our constructor
+	 * ran; __atomic release/acquire, no lock (two racing threads find the same one). */
+	void *real_dlsym;
+	/* cu.c: this library's address range; __atomic: self_lo (relaxed) then self_hi (release),
+	 * not 0 once found (two racing threads find the same range). */
+	uintptr_t self_lo, self_hi;
+	_Atomic int said_missing; /* cu.c: "not found in the driver" said (gp_log_capped) */
+};
+
+/* ctx.c: the devices' primary contexts and the program's own contexts. */
+struct gp_shim_ctx {
+	/* Each device's primary context, noted by any thread (release), NULL after a reset. */
+	_Atomic(CUcontext) primary[GP_MAX_DEVICES];
+	/* Entries of user[]: changed under user_lock; read relaxed without it to skip the lock
+	 * while the program has none. */
+	_Atomic int nuser;
+	/* More than GP_CTX_MAX_USER at once: every context counts as the program's (set under
+	 * user_lock, for good). */
+	_Atomic int user_overflow;
+	pthread_mutex_t user_lock; /* guards user[] and the changes of nuser */
+	CUcontext user[GP_CTX_MAX_USER]; /* the program's own contexts, [0, nuser); user_lock */
+};
+
+/* fence.c: the stream registry and the events fences are made of. Under lock, but the atomics;
+ * lock is also held while events are recorded on the streams (fence.c says why). */
+struct gp_shim_fence {
+	pthread_mutex_t lock;       /* the registry's */
+	struct stream_ent *streams; /* streams the program created; lock */
+	int nstreams, capstreams;   /* entries, room; lock */
+	struct ev *retired; /* last events of destroyed streams, not yet in a fence; lock */
+	int nretired, capretired; /* entries, room; lock */
+	struct ev *spare;         /* recycled events; lock */
+	int nspare, capspare;     /* entries, room; lock */
+	_Atomic uint64_t devmask; /* devices in use: fetch_or by any thread, never cleared */
+	/* Primary-context resets per device: added under lock, read relaxed by anyone. */
+	_Atomic unsigned resets[GP_MAX_DEVICES];
+	/* A stream is missing from the registry: no fence can be trusted (for good, exchange). */
+	_Atomic int blind;
+	_Atomic int warned_query; /* cuEventQuery failures said (gp_log_capped) */
+};
+
+/* capture.c: the streams being captured into a graph. */
+struct gp_shim_capture {
+	/* Captures tracked: stored under lock; read without it by every free (capture_active). */
+	_Atomic int n;
+	pthread_mutex_t lock;             /* serialises begins and ends */
+	CUstream streams[GP_CAPTURE_MAX]; /* [0, n); lock */
+};
+
+/* graphs.c: blocks freed during a capture, held for the graphs made from it. */
+struct gp_shim_graphs {
+	pthread_mutex_t lock; /* guards the holds, their blocks and the owners */
+	struct hold *holds;   /* every hold not yet given to the pool; lock */
+	struct hold *cur;     /* the open one, while captures are underway; lock */
+	struct owner *owners; /* graph and executable-graph handles, and the hold each uses; lock */
+	int nowners, capowners; /* entries, room; lock */
+	/* nowners != 0: stored under lock; read without it, to skip the lock while none. */
+	_Atomic int any_owner;
+	_Atomic uint64_t held_bytes;  /* bytes held now (statistics): added, taken off anywhere */
+	_Atomic uint64_t held_blocks; /* the same, in blocks */
+	_Atomic int said_no_memory;   /* "stays allocated for good" said (gp_log_capped) */
+};
+
+/* control.c: requests for releases, and the control thread that carries them out (the fields
+ * the signal handler touches are in gp_shim_early). */
+struct gp_shim_control {
+	_Atomic int requested;  /* gp_control_request (any thread); exchanged by the thread */
+	/* The free path went over a cap: set by it, cleared by the control thread. */
+	_Atomic int policy_due;
+	_Atomic int started;    /* gp_control_start ran (exchange); 0 again in a fork's child */
+	_Atomic int stopping;   /* set at exit: the control thread ends at its next wake */
+	_Atomic int releasing;  /* releases in progress (any thread); exit waits for 0 */
+	/* Devices whose cache went over the cap: fetch_or by the free path, exchanged to 0 by the
+	 * control thread. */
+	_Atomic uint64_t over_cap;
+	/* One release at a time (signal, policy, idle, gpupool_release): a release asked for while
+	 * another one frees the blocks it took returns after them, so that its caller finds the
+	 * memory back. Never held while waiting for a framework's lock (the GIL): the flush comes
+	 * first. Initialised again in a fork's child. */
+	pthread_mutex_t release_lock;
+	/* Written by gp_control_start before it creates the thread (pthread_create orders it). */
+	struct gp_pool *pool;
+	int flush_frameworks; /* gp_control_configure, at init before the start; read only after */
+	pthread_t thread;     /* the control thread, written by gp_control_start; read by release */
+	/* The program replaced our handler of the release signal: set once by the thread. */
+	int handler_lost;
+};
+
+/* policy.c: the release policies. Written by gp_policy_init before the control thread starts,
+ * then by that thread only; seen and min_free by gp_policy_device_seen (any thread, once per
+ * device: min_free before seen). */
+struct gp_shim_policy {
+	struct gp_pool *pool;
+	struct gp_options opt;
+	_Atomic uint64_t seen;               /* devices in use */
+	uint64_t min_free[GP_MAX_DEVICES];   /* bytes */
+	uint64_t last_idle_check, last_poll; /* ns */
+	uint64_t pool_allocs, fw_activity;   /* as last seen */
+	uint64_t active_ns;                  /* ns: when the process was last seen allocating */
+	uint64_t last_flush_ns, flush_gap_ns; /* ns: pressure flushes */
+};
+
+/* observe.c, and view.c (the live view, last). gp_obs_start writes the settings during init,
+ * before the control thread starts; publish_lock serialises the publishers after that (the
+ * control thread, a gpupool_release caller, exit). */
+struct gp_shim_obs {
+	struct gp_pool *pool; /* set at start */
+	pid_t owner;          /* the process that started; 0: not started (a fork's child is not) */
+	/* The trace, the live view, are on: set at start, cleared at exit under publish_lock. */
+	_Atomic int tracing, viewing;
+	uint64_t period_ns;    /* ns: how often the control thread publishes; set at start */
+	uint64_t last_tick_ns; /* ns: the last tick that published; control thread only */
+	char stats_file[GP_OPT_PATH_MAX + PATH_MAX]; /* GPUPOOL_STATS_FILE expanded; at start */
+	_Atomic uint64_t oom_retries[GP_MAX_DEVICES]; /* relaxed adds by the allocating threads */
+	pthread_mutex_t publish_lock; /* serialises the publishers (above) */
+	struct gp_stats_snapshot who;     /* pid, uid, signal, start, command: set at start */
+	struct gp_stats_snapshot scratch; /* the figures being published (large: off the stacks) */
+	/* The last release, under publish_lock: how many so far, cause, bytes, blocks, how long it
+	 * took (ns) and when it ended (CLOCK_REALTIME, ns). */
+	uint64_t last_count, last_cause, last_bytes, last_blocks, last_ns, last_at;
+	/* view.c: /dev/shm/gpupool.<pid> mapped (NULL: none) and its path; callers serialise. */
+	struct gp_stats_view *view;
+	char view_path[64];
+};
+
+/* trace.c: GPUPOOL_TRACE. The producers (every allocating thread) touch on, rings, lost and
+ * waker (and their own rings); the rest is the flusher's. */
+struct gp_shim_trace {
+	/* Recording: set by gp_trace_start, cleared by gp_trace_stop (flush_lock held); read
+	 * relaxed inline by every allocation and free (trace.h). */
+	_Atomic int on;
+	_Atomic(struct ring *) rings; /* every ring: pushed by CAS, never removed */
+	/* Records dropped (no ring memory, or written after the end): relaxed adds by anyone. */
+	_Atomic uint64_t lost;
+	void (*waker)(void); /* wakes the flusher; set by gp_trace_start, before on */
+	pthread_key_t owner_key; /* made by gp_trace_start: a thread's exit disowns its ring */
+	/* The flusher's (the control thread, or a thread whose ring is full), under flush_lock. */
+	pthread_mutex_t flush_lock;
+	int fd;        /* the CSV; -1: not open */
+	FILE *samples; /* the pool samples' file; NULL: none */
+	int64_t wall_offset; /* ns: CLOCK_REALTIME - CLOCK_MONOTONIC */
+	/* The records being written: runs, each in time order (what was held back from the last
+	 * flush, then one per ring), merged in place with spare. */
+	struct rec *batch, *spare;
+	size_t batch_cap, held; /* records; batch[0, held): held back by the last flush */
+	size_t *runs, runs_cap, nruns; /* start of each run; runs[nruns] = the end */
+	/* Formatted rows (OUT_BYTES), allocated when tracing starts: as an array in here its
+	 * 1 MiB would cost every process the library is preloaded into (docs/BENCHMARKS.md,
+	 * /bin/true). */
+	char *out;
+	size_t out_n; /* bytes */
+	time_t shown_sec;   /* the second whose local time is in shown_hms; -1: none yet */
+	char shown_hms[16];
+	struct gp_trace_sizes {
+		uint64_t *key, *val; /* pointer -> bytes, of the live allocations seen so far */
+		size_t cap, n;       /* slots (a power of two), entries */
+	} sizes;
+};
+
+/* real.c: the shared runtime's table (gp_real) is filled once. */
+struct gp_shim_real {
+	pthread_once_t once; /* resolve() runs once, on the first thread that asks */
+	int resolved_ok; /* written inside once; read after pthread_once returned */
+};
+
+/* The parts the hot path reads come first (life, door, capture, trace). */
+struct gp_shim_state {
+	_Alignas(GP_SHIM_LINE) struct gp_shim_life life;
+	_Alignas(GP_SHIM_LINE) struct gp_shim_door door;
+	_Alignas(GP_SHIM_LINE) struct gp_shim_capture capture;
+	_Alignas(GP_SHIM_LINE) struct gp_shim_trace trace;
+	_Alignas(GP_SHIM_LINE) struct gp_shim_ctx ctx;
+	_Alignas(GP_SHIM_LINE) struct gp_shim_fence fence;
+	_Alignas(GP_SHIM_LINE) struct gp_shim_graphs graphs;
+	_Alignas(GP_SHIM_LINE) struct gp_shim_control control;
+	_Alignas(GP_SHIM_LINE) struct gp_shim_policy policy;
+	_Alignas(GP_SHIM_LINE) struct gp_shim_obs obs;
+	_Alignas(GP_SHIM_LINE) struct gp_shim_real real;
+};
+
+/* What the constructor (gp_shim_load) and the signal handler touch: every process the library
+ * is preloaded into pays for these, CUDA or not. Apart from gp_shim, in the part of .data that
+ * the dynamic linker writes anyway (shim.c, LOAD_TIME, says where and why). */
+struct gp_shim_early {
+	struct {
+		/* Posted by the handler and by the wake calls (once sem_ready), waited on by the
+		 * control thread; set up by the control thread's start (wake_setup). */
+		sem_t wake;
+		_Atomic int sem_ready; /* wake is set up: stored once, by gp_control_start */
+		/* A release signal came: set by the handler (lock-free), exchanged to 0 by the
+		 * control thread. */
+		_Atomic int signalled;
+		int installed_signo; /* the handler's signal (0: none); written at load only */
+	} control;
+	struct {
+		/* cu.c: our constructor ran (__atomic release, acquire in gp_real_dlsym_fn). */
+		int constructed;
+	} door;
+};
+
+/* Hidden: the hot path reads it directly, never through the GOT. */
+extern struct gp_shim_state gp_shim __attribute__((visibility("hidden")));
+extern struct gp_shim_early gp_shim_early __attribute__((visibility("hidden")));
+
+#endif
