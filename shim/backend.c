@@ -14,7 +14,8 @@
 
 #include <time.h>
 
-/* The thread's last failure: see pool.c on initial-exec. */
+/* The thread's last failure, and whether its pool call came through the runtime door: per
+ * thread, so not in gp_shim (state.h); see pool.c on initial-exec. */
 static _Thread_local CUresult last_error __attribute__((tls_model("initial-exec")));
 static _Thread_local int runtime_failed __attribute__((tls_model("initial-exec")));
 _Thread_local int gp_backend_via_runtime __attribute__((tls_model("initial-exec")));

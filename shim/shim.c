@@ -287,7 +287,8 @@ static int pool_alloc(int dev, void **ptr, size_t size)
 }
 
 /* A thread's first call through the runtime door: a hit calls no runtime function, but the
- * program may count on the context the runtime makes current at its first call. */
+ * program may count on the context the runtime makes current at its first call. The flag is per
+ * thread, so not in gp_shim. */
 static void runtime_thread_start(void)
 {
 	static _Thread_local int started __attribute__((tls_model("initial-exec")));
