@@ -304,7 +304,7 @@ static void check_handler(void)
 static void *control_main(void *arg)
 {
 	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-	uint64_t period = gp_policy_period_ns(), requests_seen = gp_obs_requests();
+	uint64_t period = gp_policy_period_ns(), requests_seen = gp_obs_requests(), requests;
 	int release_due = 0;
 
 	(void)arg;
@@ -322,8 +322,9 @@ static void *control_main(void *arg)
 			break;
 		gp_obs_tick();
 		check_handler();
-		if (gp_obs_requests() != requests_seen) {
-			requests_seen = gp_obs_requests();
+		requests = gp_obs_requests();
+		if (requests != requests_seen) {
+			requests_seen = requests;
 			release_due = 1;
 		}
 		if (atomic_exchange(&gp_shim_early.control.signalled, 0))

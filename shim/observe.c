@@ -187,9 +187,15 @@ void gp_obs_released(enum gp_release_cause cause, const struct gp_release_result
 	pthread_mutex_unlock(&gp_shim.obs.publish_lock);
 }
 
+/* Under publish_lock: the exit unmaps the view under it, and the control thread may be looking. */
 uint64_t gp_obs_requests(void)
 {
-	return atomic_load(&gp_shim.obs.viewing) ? gp_view_requests() : 0;
+	uint64_t n;
+
+	pthread_mutex_lock(&gp_shim.obs.publish_lock);
+	n = atomic_load(&gp_shim.obs.viewing) ? gp_view_requests() : 0;
+	pthread_mutex_unlock(&gp_shim.obs.publish_lock);
+	return n;
 }
 
 void gp_obs_signal_lost(void)
