@@ -254,6 +254,19 @@ static int check_writer(long pid, uint64_t proc_start, uid_t file_uid)
 	return GP_VIEW_OK;
 }
 
+/* Open the view at `path` for a reader (`flags`: O_RDONLY, or O_RDWR to ask for a release):
+ * the file descriptor, or -1 with *rc saying why. */
+static int open_view(const char *path, int flags, int *rc)
+{
+	int fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		*rc = errno == ENOENT ? GP_VIEW_NONE
+		      : errno == EACCES || errno == EPERM ? GP_VIEW_DENIED
+		      : errno == ELOOP ? GP_VIEW_BAD : GP_VIEW_ERROR;
+	return fd;
+}
+
 int gp_stats_view_read(const char *path, struct gp_stats_snapshot *out)
 {
 	const struct gp_stats_view *v = MAP_FAILED;
@@ -261,13 +274,9 @@ int gp_stats_view_read(const char *path, struct gp_stats_snapshot *out)
 	struct stat st;
 	int fd, rc;
 
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		rc = errno == ENOENT ? GP_VIEW_NONE
-		     : errno == EACCES || errno == EPERM ? GP_VIEW_DENIED
-		     : errno == ELOOP ? GP_VIEW_BAD : GP_VIEW_ERROR;
+	fd = open_view(path, O_RDONLY, &rc);
+	if (fd < 0)
 		goto out;
-	}
 	if (fstat(fd, &st) != 0) {
 		rc = GP_VIEW_ERROR;
 		goto out;
@@ -318,13 +327,9 @@ int gp_stats_view_request(const char *path)
 	struct stat st;
 	int fd, rc;
 
-	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		rc = errno == ENOENT ? GP_VIEW_NONE
-		     : errno == EACCES || errno == EPERM ? GP_VIEW_DENIED
-		     : errno == ELOOP ? GP_VIEW_BAD : GP_VIEW_ERROR;
+	fd = open_view(path, O_RDWR, &rc);
+	if (fd < 0)
 		goto out;
-	}
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || pid < 0 ||
 	    (size_t)st.st_size < sizeof(*v)) {
 		rc = GP_VIEW_BAD;
