@@ -15,14 +15,27 @@ enum gp_cli_exit {
 	GP_CLI_NOT_GPUPOOL = 3, /* the process has no live view */
 	GP_CLI_DENIED = 4,     /* permission denied */
 	GP_CLI_STALE = 5,      /* the view outlived its process (it is removed) */
-	GP_CLI_TIMEOUT = 6,    /* release --wait: no release reported in time */
+	GP_CLI_TIMEOUT = 6,    /* no release reported in time, or suspend could not lock in time */
+	GP_CLI_STATE = 7,      /* suspend/resume: already suspended, not suspended, or a graph
+				* capture in progress */
+	GP_CLI_UNSUPPORTED = 8, /* suspend/resume: no CUDA driver, or none with the checkpoint API */
+	GP_CLI_NO_MEMORY = 9,  /* suspend: not enough host memory for the checkpoint */
 };
 
 int gp_cli_run(int argc, char **argv);
 int gp_cli_release(int argc, char **argv);
 int gp_cli_stats(int argc, char **argv);
 int gp_cli_top(int argc, char **argv);
+int gp_cli_suspend(int argc, char **argv);
+int gp_cli_resume(int argc, char **argv);
 void gp_cli_options_help(void);
+
+/* Ask process `pid`, whose view `s` was just read, for a release: through its view, then the
+ * release signal the view names, if any. `quiet`: print nothing on success. Returns an exit code. */
+int gp_cli_ask_release(const char *cmd, long pid, const struct gp_stats_snapshot *s, int quiet);
+/* `gpupool stats PID` found no live view: say what the CUDA driver knows of the process
+ * (suspended or not) on stdout. GP_CLI_OK when the driver answered. */
+int gp_cli_driver_state(long pid);
 
 /* Read the view of `pid`. On failure, says why on stderr (prefixed by `cmd`), removes a stale
  * view, and returns the exit code; GP_CLI_OK on success. `quiet`: say nothing. */

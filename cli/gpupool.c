@@ -19,11 +19,17 @@ static void help(void)
 	       "      the statistics of running processes, from their live views\n"
 	       "  gpupool top [-d SECONDS] [-n FRAMES|--once]\n"
 	       "      every process with a live view, one row per device, refreshed\n"
+	       "  gpupool suspend PID... [--timeout SECONDS] [--no-release] [--force]\n"
+	       "      take a whole CUDA process off the GPU (its memory parked in host memory)\n"
+	       "  gpupool resume PID...\n"
+	       "      give a suspended process its GPU memory back\n"
 	       "  gpupool COMMAND --help\n"
 	       "      what one command does and takes\n\n"
 	       "exit status: 0 ok, 1 error or bad usage, 2 no such process, 3 not a gpupool\n"
-	       "  process, 4 permission denied, 5 stale view (removed), 6 no release reported\n"
-	       "  in time\n\n",
+	       "  process (suspend, resume: not a CUDA process), 4 permission denied, 5 stale\n"
+	       "  view (removed), 6 timed out (no release reported, or not locked), 7 already\n"
+	       "  or not suspended, or a graph capture in progress, 8 no driver with the\n"
+	       "  checkpoint API, 9 not enough host memory\n\n",
 	       GP_CLI_VERSION);
 	gp_cli_options_help();
 }
@@ -40,6 +46,10 @@ int main(int argc, char **argv)
 		return gp_cli_stats(argc - 1, argv + 1);
 	if (strcmp(cmd, "top") == 0)
 		return gp_cli_top(argc - 1, argv + 1);
+	if (strcmp(cmd, "suspend") == 0)
+		return gp_cli_suspend(argc - 1, argv + 1);
+	if (strcmp(cmd, "resume") == 0)
+		return gp_cli_resume(argc - 1, argv + 1);
 	if (strcmp(cmd, "--version") == 0) {
 		printf("gpupool %s\n", GP_CLI_VERSION);
 		return GP_CLI_OK;
@@ -48,7 +58,7 @@ int main(int argc, char **argv)
 		help();
 		return GP_CLI_OK;
 	}
-	fprintf(stderr, "gpupool: %s%s\nusage: gpupool run|release|stats|top ... (gpupool --help)\n",
+	fprintf(stderr, "gpupool: %s%s\nusage: gpupool run|release|stats|top|suspend|resume ... (gpupool --help)\n",
 		*cmd ? "unknown command: " : "no command given", cmd);
 	return GP_CLI_ERROR;
 }

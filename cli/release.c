@@ -33,38 +33,45 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+int gp_cli_ask_release(const char *cmd, long pid, const struct gp_stats_snapshot *s, int quiet)
+{
+	char path[64];
+	int rc;
+
+	gp_stats_view_path(pid, path, sizeof(path));
+	rc = gp_stats_view_request(path);
+	if (rc != GP_VIEW_OK) {
+		fprintf(stderr, "%s: process %ld: cannot ask through %s: %s\n", cmd, pid, path,
+			gp_stats_view_rc_text(rc));
+		return rc == GP_VIEW_DENIED ? GP_CLI_DENIED : GP_CLI_ERROR;
+	}
+	if (s->signo == 0) {
+		if (!quiet)
+			printf("pid %ld: asked through its view (no release signal: it looks within a "
+			       "fraction of a second)\n", pid);
+		return GP_CLI_OK;
+	}
+	if (kill((pid_t)pid, (int)s->signo) != 0) {
+		int err = errno;
+		fprintf(stderr, "%s: %s: process %ld (signal %lld): %s\n", cmd,
+			err == EPERM ? "permission denied" : "cannot signal", pid,
+			(long long)s->signo, strerror(err));
+		return err == EPERM ? GP_CLI_DENIED : err == ESRCH ? GP_CLI_NO_PROCESS : GP_CLI_ERROR;
+	}
+	if (!quiet)
+		printf("pid %ld: sent signal %lld\n", pid, (long long)s->signo);
+	return GP_CLI_OK;
+}
+
 static int send(struct target *t, int wait)
 {
 	struct gp_stats_snapshot s;
-	char path[64];
 	int rc = gp_cli_read("gpupool release", t->pid, &s, 0);
 
 	if (rc != GP_CLI_OK)
 		return rc;
 	t->before = s.release_count;
-	gp_stats_view_path(t->pid, path, sizeof(path));
-	rc = gp_stats_view_request(path);
-	if (rc != GP_VIEW_OK) {
-		fprintf(stderr, "gpupool release: process %ld: cannot ask through %s: %s\n", t->pid,
-			path, gp_stats_view_rc_text(rc));
-		return rc == GP_VIEW_DENIED ? GP_CLI_DENIED : GP_CLI_ERROR;
-	}
-	if (s.signo == 0) {
-		if (!wait)
-			printf("pid %ld: asked through its view (no release signal: it looks within a "
-			       "fraction of a second)\n", t->pid);
-		return GP_CLI_OK;
-	}
-	if (kill((pid_t)t->pid, (int)s.signo) != 0) {
-		int err = errno;
-		fprintf(stderr, "gpupool release: %s: process %ld (signal %lld): %s\n",
-			err == EPERM ? "permission denied" : "cannot signal", t->pid,
-			(long long)s.signo, strerror(err));
-		return err == EPERM ? GP_CLI_DENIED : err == ESRCH ? GP_CLI_NO_PROCESS : GP_CLI_ERROR;
-	}
-	if (!wait)
-		printf("pid %ld: sent signal %lld\n", t->pid, (long long)s.signo);
-	return GP_CLI_OK;
+	return gp_cli_ask_release("gpupool release", t->pid, &s, wait);
 }
 
 /* 1 when the release that followed our signal is in the view (and printed). */

@@ -74,7 +74,7 @@ static void note_old(const struct gp_stats_snapshot *s)
 {
 	uint64_t now = unix_ns();
 
-	if (s->taken_ns != 0 && now > s->taken_ns + OLD_VIEW_NS)
+	if (s->taken_ns != 0 && s->suspended_since_ns == 0 && now > s->taken_ns + OLD_VIEW_NS)
 		fprintf(stderr, "gpupool stats: note: process %lld last updated its view %.0f s ago "
 				"(stopped, or busy in a CUDA call)\n",
 			(long long)s->pid, (double)(now - s->taken_ns) / 1e9);
@@ -162,6 +162,9 @@ int gp_cli_stats(int argc, char **argv)
 		int r = gp_cli_read("gpupool stats", pids[i], &s[got], all);
 		if (r == GP_CLI_OK)
 			note_old(&s[got++]);
+		else if (r == GP_CLI_NOT_GPUPOOL && !all && fmt == TEXT &&
+			 gp_cli_driver_state(pids[i]) == GP_CLI_OK)
+			continue; /* a suspended process needs no view to say so */
 		else if (!all && rc == GP_CLI_OK)
 			rc = r;
 	}
@@ -204,6 +207,19 @@ static void row(const struct gp_stats_snapshot *s, const struct gp_stats_device 
 	       gp_stats_human_bytes(d->peak_in_use_bytes, e, sizeof(e)), gp_stats_hit_rate(d));
 }
 
+static void suspended_row(const struct gp_stats_snapshot *s)
+{
+	time_t t = (time_t)(s->suspended_since_ns / 1000000000u);
+	char when[32], parked[16];
+	struct tm tm;
+
+	localtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%H:%M:%S", &tm);
+	printf("%7s   SUSPENDED since %s, %s parked in host memory (gpupool resume %lld)\n", "",
+	       when, gp_stats_human_bytes(s->parked_bytes, parked, sizeof(parked)),
+	       (long long)s->pid);
+}
+
 static void frame(int clear)
 {
 	struct gp_stats_snapshot s;
@@ -231,6 +247,8 @@ static void frame(int clear)
 			printf("%7lld %-20.20s   -   (no device used yet)\n", (long long)s.pid, s.cmd);
 		for (uint64_t d = 0; d < s.ndev && d < GP_STATS_MAX_DEVICES; d++)
 			row(&s, &s.dev[d]);
+		if (s.suspended_since_ns != 0)
+			suspended_row(&s);
 	}
 	if (shown == 0)
 		printf("(no process has a live view)\n");

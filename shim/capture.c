@@ -52,3 +52,10 @@ int gp_capture_active(void)
 {
 	return atomic_load(&gp_shim.capture.n) != 0;
 }
+
+unsigned gp_capture_count(void)
+{
+	int n = atomic_load(&gp_shim.capture.n);
+
+	return n > 0 ? (unsigned)n : 0;
+}

@@ -8,5 +8,6 @@
 int gp_capture_begin(CUstream s);
 int gp_capture_end(CUstream s);
 int gp_capture_active(void); /* any thread */
+unsigned gp_capture_count(void); /* captures in progress, for the live view */
 
 #endif

@@ -4,6 +4,7 @@
  * control thread, after releases and at exit; never calls CUDA. */
 #define _GNU_SOURCE
 #include "observe.h"
+#include "capture.h"
 #include "log.h"
 #include "state.h" /* gp_shim.obs */
 #include "summary.h"
@@ -70,6 +71,7 @@ static void snapshot(struct gp_stats_snapshot *s)
 	       offsetof(struct gp_stats_snapshot, cmd) + sizeof(gp_shim.obs.who.cmd));
 	gp_stats_reset(s);
 	s->taken_ns = clock_ns(CLOCK_REALTIME);
+	s->captures = gp_capture_count();
 	for (int d = 0; mask != 0; d++, mask >>= 1) {
 		struct gp_pool_dev_stats p;
 		struct gp_stats_device *e;

@@ -35,6 +35,14 @@ static void object(struct gp_stats_out *o, const struct gp_stats_snapshot *s)
 	gp_stats_printf(o, "\",\"signal\":%lld,\"start_time_ns\":%llu,\"taken_time_ns\":%llu",
 			(long long)s->signo, (unsigned long long)s->start_ns,
 			(unsigned long long)s->taken_ns);
+#define GP_STATS_JSON_STATE(name, kind, unit, label, help)                                        \
+	gp_stats_puts(o, ",\"" #name "\":");                                                      \
+	if (unit == GP_STATS_TIME && s->name == 0)                                                \
+		gp_stats_puts(o, "null");                                                         \
+	else                                                                                      \
+		value(o, unit, s->name, 1);
+	GP_STATS_STATE(GP_STATS_JSON_STATE)
+#undef GP_STATS_JSON_STATE
 #define GP_STATS_JSON_PROC(name, kind, unit, label, help)                                         \
 	gp_stats_puts(o, ",\"" #name "\":");                                                      \
 	value(o, unit, s->name, s->release_count > 0);

@@ -95,6 +95,7 @@ size_t gp_stats_prometheus(const struct gp_stats_snapshot *s, size_t n, char *bu
 		gp_stats_printf(&o, "%s{pid=\"%lld\"}", m, (long long)s[i].pid);                  \
 		value(&o, unit, s[i].name);                                                       \
 	}
+	GP_STATS_STATE(GP_STATS_PROM_PROC)
 	GP_STATS_PROCESS(GP_STATS_PROM_PROC)
 #undef GP_STATS_PROM_PROC
 	return gp_stats_out_end(&o);

@@ -16,6 +16,7 @@ void gp_stats_reset(struct gp_stats_snapshot *s)
 {
 #define GP_STATS_ZERO(name, ...) s->name = 0;
 #define GP_STATS_ZERO_ARRAY(name, ...) memset(s->name, 0, sizeof(s->name));
+	GP_STATS_STATE(GP_STATS_ZERO)
 	GP_STATS_PROCESS(GP_STATS_ZERO)
 	GP_STATS_PER_CAUSE(GP_STATS_ZERO_ARRAY)
 #undef GP_STATS_ZERO

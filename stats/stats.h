@@ -91,11 +91,23 @@ enum gp_stats_unit {
 	X(last_release_time_ns, GP_STATS_GAUGE, GP_STATS_TIME, "  at",                            \
 	  "When the last release ended.")
 
+/* Per process: its state. Suspension is written into the live view by `gpupool suspend` and
+ * `gpupool resume` (the suspended process cannot write it), captures by the process itself.
+ * X(name, kind, unit, label, help). */
+#define GP_STATS_STATE(X)                                                                         \
+	X(suspended_since_ns, GP_STATS_GAUGE, GP_STATS_TIME, "suspended since",                   \
+	  "When gpupool suspend checkpointed the process (0, null in JSON: running).")            \
+	X(parked_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "  parked",                               \
+	  "Bytes of device memory the checkpoint moved to host memory (0 while running).")        \
+	X(captures, GP_STATS_GAUGE, GP_STATS_COUNT, "graph captures",                             \
+	  "CUDA graph captures in progress (a suspend waits for none).")
+
 #define GP_STATS_COUNT_ONE(...) +1
 enum {
 	GP_STATS_NCAUSES = 0 GP_STATS_CAUSES(GP_STATS_COUNT_ONE),
 	GP_STATS_NDEVICE_FIELDS = 0 GP_STATS_DEVICE(GP_STATS_COUNT_ONE),
 	GP_STATS_NPROCESS_FIELDS = 0 GP_STATS_PROCESS(GP_STATS_COUNT_ONE),
+	GP_STATS_NSTATE_FIELDS = 0 GP_STATS_STATE(GP_STATS_COUNT_ONE),
 };
 
 #define GP_STATS_FIELD(name, ...) uint64_t name;
@@ -116,6 +128,7 @@ struct gp_stats_snapshot {
 	uint64_t taken_ns;  /* Unix time, ns, when these figures were read */
 	char cmd[GP_STATS_CMD_MAX]; /* command line, arguments separated by spaces */
 
+	GP_STATS_STATE(GP_STATS_FIELD)
 	GP_STATS_PROCESS(GP_STATS_FIELD)
 	GP_STATS_PER_CAUSE(GP_STATS_ARRAY)
 	uint64_t ndev; /* entries used in dev[] */

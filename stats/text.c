@@ -103,6 +103,14 @@ static void header(struct gp_stats_out *o, const struct gp_stats_snapshot *s)
 			clock_text(s->start_ns, a, sizeof(a)),
 			uptime_text(s->start_ns, s->taken_ns, b, sizeof(b)),
 			signal_text(s->signo, c, sizeof(c)));
+	if (s->suspended_since_ns != 0)
+		gp_stats_printf(o, "  SUSPENDED since %s: %s parked in host memory; its CUDA calls "
+				"wait for gpupool resume\n",
+				clock_text(s->suspended_since_ns, a, sizeof(a)),
+				gp_stats_human_bytes(s->parked_bytes, b, sizeof(b)));
+	if (s->captures != 0)
+		gp_stats_printf(o, "  CUDA graph captures in progress: %llu\n",
+				(unsigned long long)s->captures);
 }
 
 static void devices(struct gp_stats_out *o, const struct gp_stats_snapshot *s)

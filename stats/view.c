@@ -300,6 +300,12 @@ int gp_stats_view_read(const char *path, struct gp_stats_snapshot *out)
 		goto out;
 	}
 	rc = copy_consistent(v, out);
+	if (rc == GP_VIEW_OK) {
+		out->suspended_since_ns = __atomic_load_n(&v->suspended_ns, __ATOMIC_ACQUIRE);
+		out->parked_bytes = out->suspended_since_ns != 0
+					    ? __atomic_load_n(&v->parked_bytes, __ATOMIC_ACQUIRE)
+					    : 0;
+	}
 	if (rc == GP_VIEW_OK && out->pid != pid)
 		rc = GP_VIEW_FORGED;
 	if (rc == GP_VIEW_OK || rc == GP_VIEW_BUSY) {
@@ -320,7 +326,14 @@ uint64_t gp_stats_view_requests(const struct gp_stats_view *v)
 	return __atomic_load_n(&v->requests, __ATOMIC_ACQUIRE);
 }
 
-int gp_stats_view_request(const char *path)
+/* What a reader of the same user may write: one more release request, or the suspension. */
+struct view_write {
+	int mark;          /* 0: a request; 1: the suspension words */
+	uint64_t since_ns; /* Unix time, ns; 0: running */
+	uint64_t parked;   /* bytes */
+};
+
+static int write_view(const char *path, const struct view_write *w)
 {
 	struct gp_stats_view *v = MAP_FAILED;
 	long pid = pid_of_path(path);
@@ -346,12 +359,33 @@ int gp_stats_view_request(const char *path)
 		goto out;
 	}
 	rc = check_writer(pid, v->proc_start, st.st_uid);
-	if (rc == GP_VIEW_OK)
+	if (rc != GP_VIEW_OK)
+		goto out;
+	if (!w->mark) {
 		__atomic_fetch_add(&v->requests, 1, __ATOMIC_RELEASE);
+		goto out;
+	}
+	/* parked first: a reader that sees the moment sees its bytes (or those of the last one) */
+	__atomic_store_n(&v->parked_bytes, w->parked, __ATOMIC_RELEASE);
+	__atomic_store_n(&v->suspended_ns, w->since_ns, __ATOMIC_RELEASE);
 out:
 	if (v != MAP_FAILED)
 		munmap(v, sizeof(*v));
 	if (fd >= 0)
 		close(fd);
 	return rc;
+}
+
+int gp_stats_view_request(const char *path)
+{
+	const struct view_write w = { .mark = 0 };
+
+	return write_view(path, &w);
+}
+
+int gp_stats_view_mark(const char *path, uint64_t since_ns, uint64_t parked)
+{
+	const struct view_write w = { .mark = 1, .since_ns = since_ns, .parked = since_ns ? parked : 0 };
+
+	return write_view(path, &w);
 }

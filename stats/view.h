@@ -13,7 +13,7 @@
 #define GP_STATS_VIEW_DIR "/dev/shm"
 #define GP_STATS_VIEW_PREFIX "gpupool."
 #define GP_STATS_VIEW_MAGIC 0x5745495650475047ULL /* "GPGPVIEW" read as a little-endian word */
-#define GP_STATS_VIEW_VERSION 3u                   /* bump on any change below or in stats.h */
+#define GP_STATS_VIEW_VERSION 4u                   /* bump on any change below or in stats.h */
 
 /*
  * The file. Written by one process (its control thread, or a release), read by any number.
@@ -30,6 +30,11 @@ struct gp_stats_view {
 	uint64_t requests;   /* release requests: any reader of the same user adds one
 			      * (gp_stats_view_request); the writer acts on a change, at its next
 			      * look (the release signal only makes it look sooner) */
+	uint64_t suspended_ns; /* Unix time, ns, when `gpupool suspend` checkpointed the process;
+				* 0: running. Written by that command (a suspended process cannot
+				* write), cleared by `gpupool resume`; readers see it in
+				* snap.suspended_since_ns */
+	uint64_t parked_bytes; /* bytes the checkpoint moved to host memory (snap.parked_bytes) */
 	/* pid, uid, release signal, start time and command line first, then the counters, the
 	 * last release and the per-device entries (struct gp_stats_snapshot). */
 	struct gp_stats_snapshot snap;
@@ -74,6 +79,11 @@ uint64_t gp_stats_view_requests(const struct gp_stats_view *v);
  * as gp_stats_view_read (a stale or forged view is not written to). Returns enum
  * gp_stats_view_rc. */
 int gp_stats_view_request(const char *path);
+
+/* Reader: mark the live process behind `path` suspended since `since_ns` (Unix time, ns) with
+ * `parked` bytes in host memory, or running again (since_ns 0). The same checks as
+ * gp_stats_view_request. Returns enum gp_stats_view_rc. */
+int gp_stats_view_mark(const char *path, uint64_t since_ns, uint64_t parked);
 
 /* Reader: a consistent copy of the view at `path` into *out, checked against the live process
  * named by its pid (GP_VIEW_STALE, GP_VIEW_FORGED). Any file of a process that is gone is stale,

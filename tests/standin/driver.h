@@ -117,6 +117,11 @@ void sum_counters(int device, struct standin_counters *out);
 uint64_t charge(uint64_t bytes);
 uint64_t mono_ns(void);
 
+/* driver_ckpt.c: the checkpoint API's serving thread (STANDIN_CHECKPOINT=1), started by cuInit;
+ * launches running outside st.lock, which a lock waits for. */
+void ckpt_start(void);
+extern _Atomic int st_launches_running;
+
 /* driver_ctx.c: this thread's current context. */
 int ctx_device(void);                  /* its device, -1: none */
 int here(int fallback);                /* the device a call is counted on */

@@ -54,6 +54,7 @@ CUresult cuInit(unsigned int Flags)
 	if (st.ndevices == 0)
 		return CUDA_ERROR_NO_DEVICE;
 	atomic_store(&st_initialised, 1);
+	ckpt_start();
 	return CUDA_SUCCESS;
 }
 

@@ -1,7 +1,8 @@
 /* driver_launch.c — kernel launches without kernels: cuLaunchKernel takes the CUfunction for a
  * host function `void fn(void **kernelParams)` and calls it at once, outside the driver's lock
  * (it may call CUDA itself), unless the stream is capturing (then the launch is captured, not
- * run). Each successful launch counts in `launches`. Test-only. */
+ * run). Each successful launch counts in `launches`, and is "in flight" while it runs (a
+ * checkpoint lock waits for those). Test-only. */
 #include "driver.h"
 
 #include <string.h>
@@ -23,12 +24,15 @@ static CUresult launch(const char *fn, CUfunction f, CUstream s, void **params)
 		rc = stream_work(fn, s, &dev, &run);
 	if (rc == CUDA_SUCCESS)
 		st.dev[dev].c.launches++;
+	if (rc == CUDA_SUCCESS && run)
+		atomic_fetch_add(&st_launches_running, 1); /* a checkpoint lock waits for it */
 	leave();
 	if (rc != CUDA_SUCCESS || !run)
 		return rc;
 	/* an object pointer to a function pointer: by its bytes, as ISO C has no conversion */
 	memcpy(&kernel, &f, sizeof(kernel));
 	kernel(params);
+	atomic_fetch_sub(&st_launches_running, 1);
 	return CUDA_SUCCESS;
 }
 

@@ -80,7 +80,8 @@ static struct alloc *alloc_new(size_t size)
 
 	if (st.use_mmap) {
 		size_t page = 4096, span = page + (size + page - 1) / page * page;
-		void *base = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *base = mmap(NULL, span, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
 		if (base == MAP_FAILED)
 			return NULL;

@@ -67,8 +67,16 @@
  *                                and cuStreamQuery never finds a stream idle
  *   STANDIN_FREE_DELAY_US=n      cuMemFree_v2 sleeps n µs first (outside the driver's lock): a slow
  *                                device, to catch a release in progress
- *   STANDIN_MMAP=1               device memory from mmap (always so under ASan): a block freed and
- *                                the next of its size usually share an address, as on a GPU
+ *   STANDIN_MMAP=1               device memory from mmap (always so under ASan; reserved, not
+ *                                committed): a block freed and the next of its size usually share
+ *                                an address, as on a GPU
+ *   STANDIN_CHECKPOINT=1         the process answers the checkpoint API (cuCheckpointProcess*,
+ *                                driver_ckpt.c) that another process calls with its pid: from its
+ *                                first cuInit a thread of its own serves /dev/shm/standin-ckpt.<pid>;
+ *                                lock waits for launches in flight and then holds every call of the
+ *                                process; checkpoint parks the device memory in host memory (the
+ *                                device's copy dropped or poisoned, its capacity free); restore puts
+ *                                it back; a process without it is not a CUDA process to the API
  */
 #ifndef GPUPOOL_STANDIN_H
 #define GPUPOOL_STANDIN_H

@@ -122,6 +122,31 @@ static void test_text(void **state)
 	assert_true(widest < 100);
 }
 
+/* Proves: the state of the process shows in every rendering: running says nothing in the text
+ * and null in JSON; suspended names the moment and the parked bytes; captures in progress show. */
+static void test_suspended(void **state)
+{
+	struct gp_stats_snapshot s;
+
+	(void)state;
+	fixture(&s);
+	gp_stats_text(&s, buf, sizeof(buf));
+	assert_null(strstr(buf, "SUSPENDED"));
+	assert_null(strstr(buf, "captures in progress"));
+	gp_stats_json(&s, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "\"suspended_since_ns\":null,\"parked_bytes\":0,\"captures\":0"));
+	s.suspended_since_ns = 1700000000000000000ull;
+	s.parked_bytes = 3ull << 30;
+	s.captures = 2;
+	gp_stats_text(&s, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "SUSPENDED since 2023-11-"));
+	assert_non_null(strstr(buf, "3.00 GiB parked in host memory"));
+	assert_non_null(strstr(buf, "CUDA graph captures in progress: 2"));
+	gp_stats_json(&s, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "\"suspended_since_ns\":1700000000000000000,"
+				    "\"parked_bytes\":3221225472,\"captures\":2"));
+}
+
 /* Proves: before any release the text says so instead of showing a meaningless cause. */
 static void test_text_no_release(void **state)
 {
@@ -218,10 +243,16 @@ static void test_prometheus(void **state)
 	fixture(&s[1]);
 	s[1].pid = 4343;
 	s[1].release_count = 0;
+	s[1].suspended_since_ns = 1700000000500000000ull;
+	s[1].parked_bytes = 123456789;
 	gp_stats_prometheus(s, 2, buf, sizeof(buf));
 	if (formatcheck_prometheus(buf, &families, err, sizeof(err)) != 0)
 		fail_msg("%s\n%s", err, buf);
-	assert_int_equal(families, 2 + GP_STATS_NDEVICE_FIELDS + 2 + GP_STATS_NPROCESS_FIELDS);
+	assert_int_equal(families, 2 + GP_STATS_NDEVICE_FIELDS + 2 + GP_STATS_NSTATE_FIELDS +
+					   GP_STATS_NPROCESS_FIELDS);
+	assert_non_null(strstr(buf, "gpupool_suspended_since_seconds{pid=\"4242\"} 0.000000000\n"));
+	assert_non_null(strstr(buf, "gpupool_suspended_since_seconds{pid=\"4343\"} 1700000000.5"));
+	assert_non_null(strstr(buf, "gpupool_parked_bytes{pid=\"4343\"} 123456789\n"));
 	assert_non_null(strstr(buf, "# TYPE gpupool_in_use_bytes gauge\n"));
 	assert_non_null(strstr(buf, "gpupool_in_use_bytes{pid=\"4242\",device=\"0\"} 1610612736\n"));
 	assert_non_null(strstr(buf, "gpupool_in_use_bytes{pid=\"4343\",device=\"3\"} 4096\n"));
@@ -505,6 +536,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text),
 		cmocka_unit_test(test_text_no_release),
+		cmocka_unit_test(test_suspended),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_json_many),
 		cmocka_unit_test(test_truncation),
