@@ -3,7 +3,6 @@
  * secure_getenv (ignored in setuid programs); never logs itself: the caller decides. */
 #define _GNU_SOURCE
 #include "options.h"
-#include "log.h"
 
 #include <signal.h>
 #include <stdio.h>
