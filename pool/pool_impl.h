@@ -1,5 +1,6 @@
-/* pool_impl.h — the pool's internals, shared by its files (pool.c: create, alloc, free, stats;
- * fences.c: the fence ring; release.c: giving blocks back). Not a public interface. */
+/* pool_impl.h — the pool's internals, shared by its files (pool.c: create, the hit, free, stats;
+ * miss.c: the miss policy; fences.c: the fence ring; release.c: giving blocks back). Not a public
+ * interface: nothing outside pool/ includes it. */
 #ifndef GPUPOOL_POOL_IMPL_H
 #define GPUPOOL_POOL_IMPL_H
 
@@ -319,5 +320,74 @@ static inline uint64_t dev_cached(struct gp_dev *d)
 	return reserved > live ? reserved - live : 0;
 }
 
+/* ---- the hit and the miss (pool.c, miss.c) ------------------------------------------------ */
+
+/* A class of at most 1 MiB: the driver packs such requests tightly, so one more block costs
+ * little memory. Such a class batches its fences (cfg.fence_batch, cfg.fence_batch_bytes),
+ * neither waits for the thread driving the fences nor for an old fence (cfg.drive_wait_ns,
+ * cfg.reuse_age_ns), and takes no larger block (cfg.oversize_pct). */
+#define SMALL_CLASS_MAX_BYTES ((size_t)1 << 20)
+
+static inline int small_class(unsigned cls)
+{
+	return gp_pool_class_bytes(cls) <= SMALL_CLASS_MAX_BYTES;
+}
+
+static inline int reusable(struct gp_pool *p, const struct gp_block *b)
+{
+	return atomic_load_explicit(&p->ordered, memory_order_relaxed) ||
+	       b->epoch < atomic_load_explicit(&p->done_epoch, memory_order_acquire);
+}
+
+/* Pop the oldest cached block of a list if it may be reused. *waiting: one is cached there
+ * but still fenced. The lock is taken only when the head may be reusable (head_epoch): a list
+ * of another thread's stripe whose head is fenced is passed over without writing to its
+ * lines. The looks without the lock are racy, hints: a miss costs a real allocation anyway. */
+static inline struct gp_block *take_cached(struct gp_pool *p, struct gp_list *c, size_t bytes,
+					   int *waiting)
+{
+	struct gp_block *b;
+
+	if (ld(&c->cached_blocks) == 0)
+		return NULL;
+	if (!atomic_load_explicit(&p->ordered, memory_order_relaxed) &&
+	    ld(&c->head_epoch) >= atomic_load_explicit(&p->done_epoch, memory_order_acquire)) {
+		*waiting = 1;
+		return NULL;
+	}
+	gp_lock(&c->lock);
+	b = c->head;
+	*waiting |= b != NULL;
+	if (b != NULL && reusable(p, b)) {
+		c->head = b->next;
+		if (c->head == NULL)
+			c->tail = NULL;
+		b->next = NULL;
+		b->requested = bytes;
+		atomic_store_explicit(&b->state,
+				      next_live(atomic_load_explicit(&b->state, memory_order_relaxed)),
+				      memory_order_relaxed);
+		bump(&c->cached_blocks, -1);
+		bump(&c->cached_bytes, -(int64_t)b->bytes);
+		bump(&c->live_blocks, 1);
+		bump(&c->live_bytes, (int64_t)b->bytes);
+		bump(&c->requested_bytes, (int64_t)bytes);
+		bump(&c->allocs, 1);
+		bump(&c->hits, 1);
+	} else {
+		if (b != NULL) /* fenced: passed over until the fences move past it */
+			atomic_store_explicit(&c->head_epoch, b->epoch, memory_order_relaxed);
+		b = NULL;
+	}
+	gp_unlock(&c->lock);
+	return b;
+}
+
+/* A miss on this thread's own list of class cls (stripe s0): a cached block of the class from
+ * another list, a larger one, or a fenced one waited for (miss.c); NULL: make a real allocation.
+ * own_fenced: the thread's own list holds a block still fenced. Out of line: the hit path in
+ * gp_pool_alloc only calls it. */
+struct gp_block *gp_pool_take_missed(struct gp_pool *p, struct gp_dev *d, unsigned cls,
+				     unsigned s0, size_t bytes, int own_fenced);
 
 #endif
