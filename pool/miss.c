@@ -89,8 +89,7 @@ static void wait_nap(uint64_t waited_ns)
 		return;
 	if (ns > WAIT_NAP_MAX_NS)
 		ns = WAIT_NAP_MAX_NS;
-	ts.tv_sec = 0;
-	ts.tv_nsec = (long)ns;
+	ts = gp_timespec_of(ns);
 	nanosleep(&ts, NULL);
 }
 

@@ -5,6 +5,7 @@
 #define GPUPOOL_POOL_IMPL_H
 
 #include "pool.h"
+#include "clock.h"
 #include "lock.h"
 #include "ptrmap.h"
 
@@ -199,10 +200,7 @@ static inline void raise_peak(_Atomic uint64_t *peak, uint64_t v)
 /* A fine monotonic clock, for waits and fence ages (the backend's now_ns may be coarse). */
 static inline uint64_t gp_fine_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return gp_clock_ns(CLOCK_MONOTONIC);
 }
 
 uint64_t gp_fence_age_ns(struct gp_pool *p, uint64_t epoch);

@@ -5,6 +5,7 @@
  * entry point untouched (gp_shim_in_real). */
 #define _GNU_SOURCE
 #include "backend.h"
+#include "clock.h"
 #include "capture.h"
 #include "ctx.h"
 #include "cu.h"
@@ -143,11 +144,8 @@ static int be_free(void *ctx, int device, void *ptr, size_t bytes)
 /* Coarse on purpose: it is read on every free, and idle ages need milliseconds, not ns. */
 static uint64_t be_now(void *ctx)
 {
-	struct timespec ts;
-
 	(void)ctx;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return gp_clock_ns(CLOCK_MONOTONIC_COARSE);
 }
 
 /* A real free while a graph is being captured would invalidate the capture. */
