@@ -118,13 +118,11 @@ static uint64_t class_cached_blocks(struct gp_dev *d, unsigned cls)
  * new block costs little memory, and a loop that frees and allocates one size rotates through
  * as many blocks as hide the fences' latency (one per iteration the GPU lags behind), at the
  * speed of a hit instead of a wait per allocation. A small class waits only once this thread's
- * own list (stripe s0) holds a fence batch too: 64 MiB of 1 MiB blocks is 4 a thread at 16
- * threads, too few to hide a fence, and misses waited by the ten thousand (docs/BENCHMARKS.md).
- * A short list grows only while the class holds fewer than GP_STRIPES fence batches (with the
- * shim's batches, 256 MiB of 1 MiB blocks, 64 MiB of 64 KiB ones): a list's own length is no
- * bound, as threads take each other's reusable blocks and a list robbed below a batch grew again
- * (e2e_reuse_threads_bound: 904-1058 blocks of 1 MiB and growing, 16 threads, a GPU 5 ms
- * behind every fence). */
+ * own list (stripe s0) holds a fence batch too: WAIT_MIN_FENCED_BYTES spread over many threads'
+ * lists is too few blocks a thread to hide a fence, and every miss would wait.
+ * A short list grows only while the class holds fewer than GP_STRIPES fence batches: a list's
+ * own length is no bound, as threads take each other's reusable blocks and a list robbed below a
+ * batch grows again without end (e2e_reuse_threads_bound checks the bound). */
 static int worth_waiting(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0)
 {
 	uint64_t n = class_cached_blocks(d, cls);
@@ -156,7 +154,7 @@ static uint64_t oldest_epoch(struct gp_dev *d, unsigned cls)
 
 /* Whether a miss should wait the full cfg.reuse_wait_ns: its class is worth waiting for, or,
  * above 1 MiB, the fence covering its oldest block is old enough (cfg.reuse_age_ns). At or below,
- * a new block costs little memory (measured above 1 MiB only: docs/BENCHMARKS.md). */
+ * a new block costs little memory (the driver packs small requests tightly). */
 static int wait_long(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0)
 {
 	uint64_t e;

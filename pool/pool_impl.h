@@ -49,10 +49,8 @@ static inline uint32_t next_live(uint32_t word)
 
 /* One record per block, 64 bytes, each alone in a GP_LINE unit (carved from GP_LINE-aligned
  * slabs, never freed while the pool lives: new_block): threads using neighbouring records never
- * write to one line, nor to the two lines the prefetcher fetches together (calloc'd records, two
- * to a line, cost mixed sizes at 8 threads a third of their throughput on the H200; records on
- * lines of their own but side by side, up to a third of the fenced throughput at 8 threads:
- * docs/BENCHMARKS.md). */
+ * write to one line, nor to the two lines the prefetcher fetches together (records sharing a
+ * line, or on neighbouring lines, slowed threads using neighbouring records: docs/BENCHMARKS.md). */
 #define GP_BLOCK_ALIGN __attribute__((aligned(GP_LINE)))
 
 struct gp_block {
@@ -76,9 +74,9 @@ static inline unsigned block_state(struct gp_block *b)
 /* Each size class has GP_STRIPES lists; threads get stripes round-robin (pool.c), so up to
  * GP_STRIPES threads allocating the same size never share a lock. A block goes back to the list
  * it came from. Counters are atomics so stats can read them without the lock; writers hold the
- * list lock. 16: on the H200 machine (16 cores) 16 threads ran 8x slower with 8 stripes than
- * with 16 (two threads per lock); 32 was no faster there (docs/BENCHMARKS.md). Set at build
- * time: cmake -DGPUPOOL_STRIPES=N. */
+ * list lock. 16: a stripe for each thread of a 16-core machine (fewer stripes put two threads on
+ * one lock, more gained nothing: docs/BENCHMARKS.md). Set at build time:
+ * cmake -DGPUPOOL_STRIPES=N. */
 #ifndef GP_STRIPES
 #define GP_STRIPES 16
 #endif
