@@ -456,6 +456,20 @@ void gp_shim_vmm_seen(void)
 				    "API: JAX, PyTorch's expandable segments) is not pooled");
 }
 
+/* PyTorch with its cache off (takeover mode: PYTORCH_NO_CUDA_MEMORY_CACHING=1) cannot share a
+ * CUDA tensor with another process through torch.multiprocessing: the consumer never answers.
+ * That is PyTorch's own limit, with or without gpupool; said once, at the first IPC handle, so
+ * that a hang there has a name. */
+void gp_shim_ipc_seen(void)
+{
+	if (gp_shim.life.opts.torch == GP_TORCH_TAKEOVER && !atomic_exchange(&gp_shim.life.said_ipc, 1))
+		gp_log(GP_LOG_WARN, "an IPC memory handle was asked for in takeover mode "
+				    "(GPUPOOL_TORCH=takeover): PyTorch with its cache off "
+				    "(PYTORCH_NO_CUDA_MEMORY_CACHING=1) cannot share CUDA tensors with "
+				    "another process through torch.multiprocessing (the consumer never "
+				    "answers, with or without gpupool); the handle itself is the driver's");
+}
+
 void gp_shim_stream_created(CUstream s, unsigned flags)
 {
 	gp_fence_stream_created(s, flags);

@@ -64,6 +64,8 @@ CUresult gp_shim_cu_alloc(CUdeviceptr *dptr, size_t size);
 CUresult gp_shim_cu_free(CUdeviceptr dptr);
 void gp_shim_cu_meminfo(size_t *free_b, size_t *total_b);
 void gp_shim_vmm_seen(void);
+/* An IPC memory handle was asked for (either door): in takeover mode, a warning, once. */
+void gp_shim_ipc_seen(void);
 void gp_shim_stream_created(CUstream s, unsigned flags);
 void gp_shim_stream_destroying(CUstream s);
 /* A capture counts from before its begin reaches the driver: begin returns whether this call

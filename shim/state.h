@@ -70,6 +70,7 @@ struct gp_shim_life {
 	_Atomic(struct gp_pool *) pool_made;
 	_Atomic int said_unordered;    /* unordered() said so: exchange, once */
 	_Atomic int said_vmm;          /* gp_shim_vmm_seen said so: exchange, once */
+	_Atomic int said_ipc;          /* gp_shim_ipc_seen said so: exchange, once */
 	_Atomic int per_thread_stream; /* a per-thread default stream was used: exchange, once */
 	pthread_mutex_t init_lock;     /* one initialisation */
 	/* Read from the environment by init under init_lock; read only after (add_cached). */
