@@ -1,9 +1,8 @@
-/* miss.c — the pool's miss policy: what an allocation does when this thread's own list of its
- * class has no block it may reuse now. In order: another thread's list, a larger class's block
- * (cfg.oversize_pct), fence batching for small classes, and a bounded wait for fenced blocks
- * (cfg.reuse_wait_ns, reuse_poll_ns, reuse_age_ns) before pool.c makes a real allocation. Never
- * on the hit path, never a backend call under a pool lock, never a block handed out before its
- * fence is done. */
+/* miss.c — the pool's miss policy, when this thread's own list has no block it may reuse now:
+ * another thread's list, a larger class's block (cfg.oversize_pct), fence batching of small
+ * classes, a bounded wait for fenced blocks (cfg.reuse_wait_ns, _poll_ns, _age_ns); else pool.c
+ * makes a real allocation. Never on the hit path, never a backend call under a pool lock, never
+ * a block handed out before its fence is done. */
 #define _POSIX_C_SOURCE 200809L
 #include "pool_impl.h"
 

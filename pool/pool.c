@@ -1,9 +1,8 @@
-/* pool.c — the caching block pool's hot path: creation, allocation (the hit; a miss asks miss.c,
- * then makes a real allocation), free and statistics. The miss policy is in miss.c, the fence
- * ring in fences.c, releases in release.c, the internals they share in pool_impl.h. One block is
- * one backend allocation (no splitting). A cache hit takes one class lock and makes no backend
- * call; frees look the block up in the sharded pointer map. Never a backend call (alloc, free,
- * fences) with a pool lock held; never CUDA, getenv or logging (pure C, settings in the config). */
+/* pool.c — the caching block pool's hot path: create, allocate (the hit; a miss asks miss.c, then
+ * makes a real allocation), free, statistics. One block is one backend allocation; a hit takes
+ * one class lock and makes no backend call, a free finds its block in the pointer map. Never a
+ * backend call with a pool lock held; never CUDA, getenv or logging (settings come in the config).
+ * Fences: fences.c; releases: release.c; shared internals: pool_impl.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "pool_impl.h"
 

@@ -2,7 +2,7 @@
  * device's primary context, fences from fence.c, a cheap clock. Called by the pool with no pool
  * lock held. For the runtime door (gp_backend_via_runtime) the real calls go through the runtime
  * instead, as the program's own would; the runtime's own call into the driver then passes our
- * entry point untouched (gp_shim_in_real). */
+ * entry point untouched (gp_shim_in_real). Never takes a pool lock itself. */
 #define _GNU_SOURCE
 #include "backend.h"
 #include "clock.h"

@@ -1,7 +1,7 @@
 /* shim.h — the shim's life cycle and the logic behind both doors' entry points: the runtime's
  * (entry.c: cudaMalloc, cudaFree, ...) and the driver's (drventry.c: cuMemAlloc_v2, ...). The
  * entry points stay lists of short wrappers; everything they need is here. Its state is
- * gp_shim.life (state.h). */
+ * gp_shim.life (state.h). Never aborts the program: errors are the runtime's or driver's own. */
 #ifndef GPUPOOL_SHIM_H
 #define GPUPOOL_SHIM_H
 
