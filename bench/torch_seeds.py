@@ -246,8 +246,8 @@ def main():
     growing.append(run_child("growing", "takeover", args.lib, args, {"GPUPOOL_MAX_CACHED": "1GiB"},
                              label="takeover+MAX_CACHED=1GiB"))
     # Only blocks of the request's own class (GPUPOOL_OVERSIZE=2, the default, lets larger idle
-    # blocks serve smaller requests: on the H200 takeover's peak went from +11.6% over PyTorch's
-    # allocator to -10.5%; docs/BENCHMARKS.md).
+    # blocks serve smaller requests, which lowers takeover's peak; docs/BENCHMARKS.md has the
+    # figures).
     growing.append(run_child("growing", "takeover", args.lib, args, {"GPUPOOL_OVERSIZE": "1"},
                              label="takeover+OVERSIZE=1"))
     reload_runs = [

@@ -1,15 +1,25 @@
 # packaging.cmake — what `cmake --install` puts where, and `cpack -G DEB`: the library, the command
 # beside it (it finds the library through the relative path from bin to lib), the public header,
-# a relocatable pkg-config file and the trace plotter.
+# a pkg-config file and the trace plotter. Paths from GNUInstallDirs (the top CMakeLists.txt picks
+# the multiarch libdir on Debian).
 include(GNUInstallDirs)
-install(TARGETS gpupool LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+if(TARGET gpupool)
+  install(TARGETS gpupool LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(TARGETS gpupool_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/gpupool.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/plot-trace DESTINATION ${CMAKE_INSTALL_DATADIR}/gpupool)
-file(RELATIVE_PATH GP_PC_TO_PREFIX /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
-string(REGEX REPLACE "/$" "" GP_PC_TO_PREFIX "${GP_PC_TO_PREFIX}")
-configure_file(${CMAKE_CURRENT_LIST_DIR}/gpupool.pc.in ${PROJECT_BINARY_DIR}/gpupool.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/gpupool.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# gpupool.pc names the prefix it is installed under (`cmake --install --prefix`, or /usr in the
+# package), so it is written at install time: absolute paths, none with `..` in them.
+install(CODE "
+  set(GP_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
+  set(CMAKE_INSTALL_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
+  set(CMAKE_INSTALL_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")
+  set(CMAKE_INSTALL_BINDIR \"${CMAKE_INSTALL_BINDIR}\")
+  set(PROJECT_VERSION \"${PROJECT_VERSION}\")
+  configure_file(\"${CMAKE_CURRENT_LIST_DIR}/gpupool.pc.in\" \"${PROJECT_BINARY_DIR}/pc/gpupool.pc\" @ONLY)
+")
+install(FILES ${PROJECT_BINARY_DIR}/pc/gpupool.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 # `cpack -G DEB` in the build folder: a Debian package of the above.
 set(CPACK_PACKAGE_NAME gpupool)
@@ -19,6 +29,7 @@ set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
     "caching GPU memory pool for unmodified CUDA programs (LD_PRELOAD), and the gpupool command")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
+set(CPACK_STRIP_FILES ON) # the library and the command without their debugging symbols
 find_program(GP_DPKG_SHLIBDEPS dpkg-shlibdeps)
 if(GP_DPKG_SHLIBDEPS)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)

@@ -1,6 +1,7 @@
 /* fences.c — the pool's fence ring: a fence covers every free made before it was recorded; one
  * thread at a time drives (records and polls) them, in order, with no pool lock held during a
- * backend call. A cached block may be reused once a fence recorded after its free completed. */
+ * backend call. A cached block may be reused once a fence recorded after its free completed,
+ * never sooner. */
 #define _POSIX_C_SOURCE 200809L
 #include "pool_impl.h"
 

@@ -11,9 +11,8 @@
 /* The unit the pool's layout keeps threads apart by: block records, lists, counters, map
  * shards and the fence fields each start on a boundary of it and fill whole units. 128 bytes,
  * not the 64 of a cache line: Intel's spatial prefetcher fetches lines in aligned pairs, so two
- * threads writing the two lines of a pair slow each other as if they shared one. On the H200
- * machine 128 took 8 fenced threads cycling four sizes from 36-39 to 47-62 M pairs a second
- * (one thread unchanged; docs/BENCHMARKS.md). -DGP_LINE=64 for the old layout. */
+ * threads writing the two lines of a pair slow each other as if they shared one (measured with
+ * several threads, docs/BENCHMARKS.md). -DGP_LINE=64 for the old layout. */
 #ifndef GP_LINE
 #define GP_LINE 128
 #endif

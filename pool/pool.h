@@ -76,7 +76,7 @@ struct gp_pool_config {
 	/* A miss whose size class holds only blocks still fenced, at least 2 and 64 MiB of them,
 	 * polls their fences for up to this long before a real allocation (0: one poll, and no
 	 * reuse_poll_ns either). Not waiting grows the pool by every block freed while the GPU
-	 * lags behind (docs/BENCHMARKS.md: 10 ms). */
+	 * lags behind (docs/BENCHMARKS.md). */
 	uint64_t reuse_wait_ns;
 	/* The same for a class with fewer fenced blocks (and not batching, below), for up to this
 	 * long (at most reuse_wait_ns; 0: one poll). On an idle GPU a fence completes within

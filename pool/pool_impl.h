@@ -1,9 +1,11 @@
-/* pool_impl.h — the pool's internals, shared by its files (pool.c: create, alloc, free, stats;
- * fences.c: the fence ring; release.c: giving blocks back). Not a public interface. */
+/* pool_impl.h — the pool's internals, shared by its files (pool.c: create, the hit, free, stats;
+ * miss.c: the miss policy; fences.c: the fence ring; release.c: giving blocks back). Not a public
+ * interface: nothing outside pool/ includes it. */
 #ifndef GPUPOOL_POOL_IMPL_H
 #define GPUPOOL_POOL_IMPL_H
 
 #include "pool.h"
+#include "clock.h"
 #include "lock.h"
 #include "ptrmap.h"
 
@@ -47,10 +49,8 @@ static inline uint32_t next_live(uint32_t word)
 
 /* One record per block, 64 bytes, each alone in a GP_LINE unit (carved from GP_LINE-aligned
  * slabs, never freed while the pool lives: new_block): threads using neighbouring records never
- * write to one line, nor to the two lines the prefetcher fetches together (calloc'd records, two
- * to a line, cost mixed sizes at 8 threads a third of their throughput on the H200; records on
- * lines of their own but side by side, up to a third of the fenced throughput at 8 threads:
- * docs/BENCHMARKS.md). */
+ * write to one line, nor to the two lines the prefetcher fetches together (records sharing a
+ * line, or on neighbouring lines, slowed threads using neighbouring records: docs/BENCHMARKS.md). */
 #define GP_BLOCK_ALIGN __attribute__((aligned(GP_LINE)))
 
 struct gp_block {
@@ -74,9 +74,9 @@ static inline unsigned block_state(struct gp_block *b)
 /* Each size class has GP_STRIPES lists; threads get stripes round-robin (pool.c), so up to
  * GP_STRIPES threads allocating the same size never share a lock. A block goes back to the list
  * it came from. Counters are atomics so stats can read them without the lock; writers hold the
- * list lock. 16: on the H200 machine (16 cores) 16 threads ran 8x slower with 8 stripes than
- * with 16 (two threads per lock); 32 was no faster there (docs/BENCHMARKS.md). Set at build
- * time: cmake -DGPUPOOL_STRIPES=N. */
+ * list lock. 16: a stripe for each thread of a 16-core machine (fewer stripes put two threads on
+ * one lock, more gained nothing: docs/BENCHMARKS.md). Set at build time:
+ * cmake -DGPUPOOL_STRIPES=N. */
 #ifndef GP_STRIPES
 #define GP_STRIPES 16
 #endif
@@ -198,10 +198,7 @@ static inline void raise_peak(_Atomic uint64_t *peak, uint64_t v)
 /* A fine monotonic clock, for waits and fence ages (the backend's now_ns may be coarse). */
 static inline uint64_t gp_fine_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return gp_clock_ns(CLOCK_MONOTONIC);
 }
 
 uint64_t gp_fence_age_ns(struct gp_pool *p, uint64_t epoch);
@@ -319,5 +316,74 @@ static inline uint64_t dev_cached(struct gp_dev *d)
 	return reserved > live ? reserved - live : 0;
 }
 
+/* ---- the hit and the miss (pool.c, miss.c) ------------------------------------------------ */
+
+/* A class of at most 1 MiB: the driver packs such requests tightly, so one more block costs
+ * little memory. Such a class batches its fences (cfg.fence_batch, cfg.fence_batch_bytes),
+ * neither waits for the thread driving the fences nor for an old fence (cfg.drive_wait_ns,
+ * cfg.reuse_age_ns), and takes no larger block (cfg.oversize_pct). */
+#define SMALL_CLASS_MAX_BYTES ((size_t)1 << 20)
+
+static inline int small_class(unsigned cls)
+{
+	return gp_pool_class_bytes(cls) <= SMALL_CLASS_MAX_BYTES;
+}
+
+static inline int reusable(struct gp_pool *p, const struct gp_block *b)
+{
+	return atomic_load_explicit(&p->ordered, memory_order_relaxed) ||
+	       b->epoch < atomic_load_explicit(&p->done_epoch, memory_order_acquire);
+}
+
+/* Pop the oldest cached block of a list if it may be reused. *waiting: one is cached there
+ * but still fenced. The lock is taken only when the head may be reusable (head_epoch): a list
+ * of another thread's stripe whose head is fenced is passed over without writing to its
+ * lines. The looks without the lock are racy, hints: a miss costs a real allocation anyway. */
+static inline struct gp_block *take_cached(struct gp_pool *p, struct gp_list *c, size_t bytes,
+					   int *waiting)
+{
+	struct gp_block *b;
+
+	if (ld(&c->cached_blocks) == 0)
+		return NULL;
+	if (!atomic_load_explicit(&p->ordered, memory_order_relaxed) &&
+	    ld(&c->head_epoch) >= atomic_load_explicit(&p->done_epoch, memory_order_acquire)) {
+		*waiting = 1;
+		return NULL;
+	}
+	gp_lock(&c->lock);
+	b = c->head;
+	*waiting |= b != NULL;
+	if (b != NULL && reusable(p, b)) {
+		c->head = b->next;
+		if (c->head == NULL)
+			c->tail = NULL;
+		b->next = NULL;
+		b->requested = bytes;
+		atomic_store_explicit(&b->state,
+				      next_live(atomic_load_explicit(&b->state, memory_order_relaxed)),
+				      memory_order_relaxed);
+		bump(&c->cached_blocks, -1);
+		bump(&c->cached_bytes, -(int64_t)b->bytes);
+		bump(&c->live_blocks, 1);
+		bump(&c->live_bytes, (int64_t)b->bytes);
+		bump(&c->requested_bytes, (int64_t)bytes);
+		bump(&c->allocs, 1);
+		bump(&c->hits, 1);
+	} else {
+		if (b != NULL) /* fenced: passed over until the fences move past it */
+			atomic_store_explicit(&c->head_epoch, b->epoch, memory_order_relaxed);
+		b = NULL;
+	}
+	gp_unlock(&c->lock);
+	return b;
+}
+
+/* A miss on this thread's own list of class cls (stripe s0): a cached block of the class from
+ * another list, a larger one, or a fenced one waited for (miss.c); NULL: make a real allocation.
+ * own_fenced: the thread's own list holds a block still fenced. Out of line: the hit path in
+ * gp_pool_alloc only calls it. */
+struct gp_block *gp_pool_take_missed(struct gp_pool *p, struct gp_dev *d, unsigned cls,
+				     unsigned s0, size_t bytes, int own_fenced);
 
 #endif

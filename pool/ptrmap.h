@@ -50,8 +50,8 @@ struct gp_ptrmap {
 	struct gp_ptrmap_shard shard[GP_PTRMAP_SHARDS];
 };
 
-/* The probe, inline here so that the hot path's lookup is inlined into the shim's free (an
- * out-of-line call cost it about 15 instructions a pair). Slots are loaded with acquire (plain
+/* The probe, inline here so that the hot path's lookup is inlined into the shim's free (no call
+ * on the path every free takes). Slots are loaded with acquire (plain
  * moves on x86), so a lock-free reader's later check of the sequence number cannot be done
  * before them. */
 static inline uint64_t gp_ptrmap_mix(uintptr_t key)

@@ -1,6 +1,6 @@
 /* release.c — giving cached blocks back to the backend: to a target (oldest first), by age,
- * on out-of-memory; and forgetting a device after a reset. Backend frees run with no pool lock
- * held. */
+ * on out-of-memory; and forgetting a device after a reset. Backend frees never run with a pool
+ * lock held. */
 #define _POSIX_C_SOURCE 200809L
 #include "pool_impl.h"
 

@@ -2,9 +2,10 @@
  * device's primary context, fences from fence.c, a cheap clock. Called by the pool with no pool
  * lock held. For the runtime door (gp_backend_via_runtime) the real calls go through the runtime
  * instead, as the program's own would; the runtime's own call into the driver then passes our
- * entry point untouched (gp_shim_in_real). */
+ * entry point untouched (gp_shim_in_real). Never takes a pool lock itself. */
 #define _GNU_SOURCE
 #include "backend.h"
+#include "clock.h"
 #include "capture.h"
 #include "ctx.h"
 #include "cu.h"
@@ -143,11 +144,8 @@ static int be_free(void *ctx, int device, void *ptr, size_t bytes)
 /* Coarse on purpose: it is read on every free, and idle ages need milliseconds, not ns. */
 static uint64_t be_now(void *ctx)
 {
-	struct timespec ts;
-
 	(void)ctx;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return gp_clock_ns(CLOCK_MONOTONIC_COARSE);
 }
 
 /* A real free while a graph is being captured would invalidate the capture. */

@@ -1,6 +1,6 @@
 /* backend.h — the pool's device, made of the real driver (and, for a thread with no context yet,
  * the real runtime, which makes one). Each call works in the block's device's context and keeps
- * the driver's error for the caller. */
+ * the driver's error for the caller; never called with a pool lock held. */
 #ifndef GPUPOOL_BACKEND_H
 #define GPUPOOL_BACKEND_H
 

@@ -1,4 +1,5 @@
-/* capture.h — stream captures in progress (capture.c). */
+/* capture.h — stream captures in progress (capture.c): while one is underway, nothing may make a
+ * real free or record a fence (either would invalidate the capture). */
 #ifndef GPUPOOL_CAPTURE_H
 #define GPUPOOL_CAPTURE_H
 

@@ -4,6 +4,7 @@
  * capture mode, and defers it while a CUDA graph capture is underway anywhere. */
 #define _GNU_SOURCE
 #include "control.h"
+#include "clock.h"
 #include "capture.h"
 #include "ctx.h"
 #include "cu.h"
@@ -81,16 +82,9 @@ int gp_control_signal(void)
 	return gp_shim_early.control.installed_signo;
 }
 
-static uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t mono_ns(void)
 {
-	return clock_ns(CLOCK_MONOTONIC);
+	return gp_clock_ns(CLOCK_MONOTONIC);
 }
 
 static void log_release(const struct gp_release_result *r, enum gp_release_cause cause)
@@ -176,13 +170,7 @@ static void wait_for_work(uint64_t ns)
 		return;
 	}
 	/* The monotonic clock: a change of the wall clock must not stretch or skip a tick. */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += (time_t)(ns / 1000000000u);
-	ts.tv_nsec += (long)(ns % 1000000000u);
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	ts = gp_timespec_of(gp_clock_ns(CLOCK_MONOTONIC) + ns);
 	while ((rc = sem_clockwait(&gp_shim_early.control.wake, CLOCK_MONOTONIC, &ts)) != 0 &&
 	       errno == EINTR)
 		;
@@ -267,7 +255,7 @@ static void run_policy(void)
 
 	memset(&in, 0, sizeof(in));
 	run_cap();
-	in.now_ns = clock_ns(CLOCK_MONOTONIC_COARSE); /* the pool's clock: blocks' free times */
+	in.now_ns = gp_clock_ns(CLOCK_MONOTONIC_COARSE); /* the pool's clock: blocks' free times */
 	in.due = gp_policy_due(in.now_ns, &measure);
 	if (in.due == 0)
 		return;

@@ -1,5 +1,6 @@
 /* control.h — the release signal and the control thread that does every release.
- * The handler only wakes the thread; the thread is started on first CUDA use. */
+ * The handler only wakes the thread: it never calls CUDA, locks or allocates. The thread is
+ * started on first CUDA use. */
 #ifndef GPUPOOL_CONTROL_H
 #define GPUPOOL_CONTROL_H
 

@@ -1,5 +1,5 @@
 /* ctx.c — per-device primary contexts and the program's own contexts (ctx.h). Only driver calls:
- * safe from inside a runtime's call into the driver. */
+ * safe from inside a runtime's call into the driver; never a runtime call. */
 #include "ctx.h"
 #include "cu.h"
 #include "pool.h"

@@ -25,6 +25,7 @@ static const struct {
 	F(MemFree_v2),
 	F(MemGetInfo_v2),
 	F(MemCreate),
+	F(IpcGetMemHandle),
 	F(StreamCreate),
 	F(StreamCreateWithPriority),
 	F(StreamDestroy),

@@ -12,6 +12,7 @@ struct gp_cu {
 	CUresult (*MemAlloc_v2)(CUdeviceptr *, size_t);
 	CUresult (*MemFree_v2)(CUdeviceptr);
 	CUresult (*MemGetInfo_v2)(size_t *, size_t *);
+	CUresult (*IpcGetMemHandle)(CUipcMemHandle *, CUdeviceptr);
 	CUresult (*MemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
 			      unsigned long long);
 	CUresult (*StreamCreate)(CUstream *, unsigned);

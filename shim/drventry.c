@@ -47,6 +47,15 @@ GP_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t bytes,
 	return gp_cu.MemCreate(h, bytes, prop, flags);
 }
 
+GP_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
+{
+	if (GP_MISSING(IpcGetMemHandle))
+		return CUDA_ERROR_NOT_FOUND;
+	if (gp_shim_active())
+		gp_shim_ipc_seen();
+	return gp_cu.IpcGetMemHandle(handle, dptr);
+}
+
 /* ---- streams ---- */
 
 GP_EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags)

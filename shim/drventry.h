@@ -1,6 +1,6 @@
 /* drventry.h — our driver entry points (drventry.c), exported under the driver's exact symbol
- * names and handed out by the door (door.c). Declared here for the door's table; cuda.h
- * declares few of the per-thread-stream flavours. */
+ * names and handed out by the door (door.c). Declared here for the door's table (cuda.h declares
+ * few of the per-thread-stream flavours). Never a logic of their own: that is shim.c's. */
 #ifndef GPUPOOL_DRVENTRY_H
 #define GPUPOOL_DRVENTRY_H
 
@@ -11,6 +11,7 @@
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemFree_v2(CUdeviceptr);
 CUresult cuMemGetInfo_v2(size_t *, size_t *);
+CUresult cuIpcGetMemHandle(CUipcMemHandle *, CUdeviceptr);
 CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
 CUresult cuStreamCreate(CUstream *, unsigned);
 CUresult cuStreamCreateWithPriority(CUstream *, unsigned, int);

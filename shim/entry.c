@@ -32,6 +32,16 @@ GP_EXPORT cudaError_t cudaFree(void *devPtr)
 	return gp_shim_free(devPtr);
 }
 
+/* Passed through unchanged; noted for the takeover mode's warning (gp_shim_ipc_seen). */
+GP_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
+{
+	if (ready())
+		gp_shim_ipc_seen();
+	if (gp_real.IpcGetMemHandle == NULL)
+		return cudaErrorInitializationError;
+	return gp_real.IpcGetMemHandle(handle, devPtr);
+}
+
 /* PyTorch's pluggable allocator (torch.cuda.memory.CUDAPluggableAllocator). The stream is not
  * needed: reuse is fenced against every stream, as for cudaMalloc/cudaFree. */
 GP_EXPORT void *gpupool_torch_alloc(ssize_t size, int device, cudaStream_t stream)

@@ -7,6 +7,7 @@
  * device), never an unsafe one. */
 #include "fence.h"
 #include "capture.h"
+#include "grow.h"
 #include "ctx.h"
 #include "cu.h"
 #include "log.h"
@@ -36,16 +37,10 @@ struct fence {
 	struct ev ev[];
 };
 
-static int push(void **arr, int *n, int *cap, size_t size, const void *item)
+static int push(void **arr, int *n, size_t *cap, size_t size, const void *item)
 {
-	if (*n == *cap) {
-		int ncap = *cap ? *cap * 2 : 16;
-		void *p = realloc(*arr, (size_t)ncap * size);
-		if (p == NULL)
-			return -1;
-		*arr = p;
-		*cap = ncap;
-	}
+	if (gp_grow(arr, cap, (size_t)*n + 1, size) != 0)
+		return -1;
 	memcpy((char *)*arr + (size_t)*n * size, item, size);
 	(*n)++;
 	return 0;

@@ -1,6 +1,6 @@
 /* framework.h — frameworks that keep their own cache (PyTorch, CuPy): asking them to empty it
  * before a release, so their idle segments flow into the pool and go back with the rest;
- * and PyTorch's takeover mode. */
+ * and PyTorch's takeover mode. Never takes the GIL during interpreter finalisation. */
 #ifndef GPUPOOL_FRAMEWORK_H
 #define GPUPOOL_FRAMEWORK_H
 

@@ -7,6 +7,7 @@
 #include "graphs.h"
 #include "capture.h"
 #include "fence.h"
+#include "grow.h"
 #include "log.h"
 #include "pool.h"
 #include "shim.h"
@@ -24,7 +25,8 @@ struct held {
 
 struct hold {
 	struct held *b;
-	int n, cap;
+	int n;
+	size_t cap; /* room for n (gp_grow) */
 	int refs;  /* graphs and executable graphs that may use the blocks */
 	int open;  /* captures are still underway: more frees may come */
 	struct hold *next;
@@ -90,14 +92,9 @@ void gp_graphs_capture_begin(void)
 
 static int add_owner(const void *handle, struct hold *h)
 {
-	if (gp_shim.graphs.nowners == gp_shim.graphs.capowners) {
-		int ncap = gp_shim.graphs.capowners ? gp_shim.graphs.capowners * 2 : 16;
-		struct owner *o = realloc(gp_shim.graphs.owners, (size_t)ncap * sizeof(*o));
-		if (o == NULL)
-			return -1;
-		gp_shim.graphs.owners = o;
-		gp_shim.graphs.capowners = ncap;
-	}
+	if (gp_grow((void **)&gp_shim.graphs.owners, &gp_shim.graphs.capowners,
+		    (size_t)gp_shim.graphs.nowners + 1, sizeof(*gp_shim.graphs.owners)) != 0)
+		return -1;
 	gp_shim.graphs.owners[gp_shim.graphs.nowners].handle = handle;
 	gp_shim.graphs.owners[gp_shim.graphs.nowners].h = h;
 	gp_shim.graphs.nowners++;
@@ -156,18 +153,12 @@ __attribute__((noinline)) int gp_graphs_hold(void *ptr) /* cold: not flattened *
 			}
 		}
 	}
-	if (cur->n == cur->cap) {
-		int ncap = cur->cap ? cur->cap * 2 : 16;
-		struct held *b = realloc(cur->b, (size_t)ncap * sizeof(*b));
-		if (b == NULL) {
-			pthread_mutex_unlock(&gp_shim.graphs.lock);
-			gp_log_capped(GP_LOG_WARN, &gp_shim.graphs.said_no_memory, "out of host "
-				      "memory: a block freed during a graph capture stays allocated "
-				      "for good");
-			return 1; /* never reused: safe, and the program's free succeeded */
-		}
-		cur->b = b;
-		cur->cap = ncap;
+	if (gp_grow((void **)&cur->b, &cur->cap, (size_t)cur->n + 1, sizeof(*cur->b)) != 0) {
+		pthread_mutex_unlock(&gp_shim.graphs.lock);
+		gp_log_capped(GP_LOG_WARN, &gp_shim.graphs.said_no_memory, "out of host "
+			      "memory: a block freed during a graph capture stays allocated "
+			      "for good");
+		return 1; /* never reused: safe, and the program's free succeeded */
 	}
 	cur->b[cur->n].ptr = ptr;
 	cur->b[cur->n].bytes = bytes;

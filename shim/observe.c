@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "observe.h"
 #include "capture.h"
+#include "clock.h"
 #include "log.h"
 #include "state.h" /* gp_shim.obs */
 #include "summary.h"
@@ -25,14 +26,6 @@
 
 _Static_assert((int)GP_STATS_NCAUSES == (int)GP_CAUSE_COUNT,
 	       "stats.h lists the pool's release causes, in its order");
-
-static uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* %p -> pid, %% -> %; a relative path is made absolute now (the program may chdir later).
  * -1 after saying so if it does not fit: a cut name would be another file. */
@@ -70,7 +63,7 @@ static void snapshot(struct gp_stats_snapshot *s)
 	memcpy(s, &gp_shim.obs.who,
 	       offsetof(struct gp_stats_snapshot, cmd) + sizeof(gp_shim.obs.who.cmd));
 	gp_stats_reset(s);
-	s->taken_ns = clock_ns(CLOCK_REALTIME);
+	s->taken_ns = gp_clock_ns(CLOCK_REALTIME);
 	s->captures = gp_capture_count();
 	for (int d = 0; mask != 0; d++, mask >>= 1) {
 		struct gp_pool_dev_stats p;
@@ -120,7 +113,7 @@ int gp_obs_start(struct gp_pool *p, const struct gp_options *o, void (*wake)(voi
 	who->pid = (int64_t)gp_shim.obs.owner;
 	who->uid = (uint64_t)geteuid();
 	who->signo = o->signo;
-	who->start_ns = clock_ns(CLOCK_REALTIME);
+	who->start_ns = gp_clock_ns(CLOCK_REALTIME);
 	gp_stats_cmdline((long)gp_shim.obs.owner, who->cmd, sizeof(who->cmd));
 	if (o->stats_file[0] != '\0' &&
 	    expand_path("GPUPOOL_STATS_FILE", o->stats_file, gp_shim.obs.stats_file,
@@ -159,7 +152,7 @@ static void publish(const char *event)
 
 void gp_obs_tick(void)
 {
-	uint64_t now = clock_ns(CLOCK_MONOTONIC), period = gp_shim.obs.period_ns;
+	uint64_t now = gp_clock_ns(CLOCK_MONOTONIC), period = gp_shim.obs.period_ns;
 
 	if (gp_shim.obs.tracing)
 		gp_trace_flush(); /* on every wake: a thread's ring may be filling up */
@@ -183,7 +176,7 @@ void gp_obs_released(enum gp_release_cause cause, const struct gp_release_result
 	gp_shim.obs.last_bytes = r->bytes;
 	gp_shim.obs.last_blocks = r->blocks;
 	gp_shim.obs.last_ns = r->duration_ns;
-	gp_shim.obs.last_at = clock_ns(CLOCK_REALTIME);
+	gp_shim.obs.last_at = gp_clock_ns(CLOCK_REALTIME);
 	gp_shim.obs.last_count++;
 	publish(gp_stats_cause_name((uint64_t)cause));
 	pthread_mutex_unlock(&gp_shim.obs.publish_lock);

@@ -1,6 +1,7 @@
 /* observe.h — what the shim tells the outside world: a statistics snapshot read from the pool,
  * published as the live view, sampled into the trace and summarised at exit. The hooks the rest
- * of the shim calls; none of them is on the allocation path (the trace's own hook is trace.h). */
+ * of the shim calls; none of them is on the allocation path (the trace's own hook is trace.h),
+ * and none drives a release (it wakes the control thread through a callback). */
 #ifndef GPUPOOL_OBSERVE_H
 #define GPUPOOL_OBSERVE_H
 

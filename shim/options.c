@@ -3,7 +3,6 @@
  * secure_getenv (ignored in setuid programs); never logs itself: the caller decides. */
 #define _GNU_SOURCE
 #include "options.h"
-#include "log.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -37,13 +36,13 @@ static const struct gp_opt_def table[] = {
 	  "Once a stream exists, a freed block is reused only after the GPU work before its cudaFree is done; a cudaMalloc that finds only such blocks of its size (at least 2, and 64 MiB) waits this long for them before asking the driver for more memory.",
 	  OPT(reuse_wait_ns), 0 },
 	{ "GPUPOOL_REUSE_POLL", GP_OPT_DURATION, "0", "a duration (20us, 100us); 0 = one look",
-	  "The same for a size with fewer such blocks: how long its cudaMalloc polls their fences before asking the driver (at most GPUPOOL_REUSE_WAIT). Matters with kernels running (on an idle GPU the fences are done at once). On the H200 with kernels on 1-4 streams, 10ms lowered peaks by 7-10% (to what the workload needs without kernels) for 5-19% more time (docs/BENCHMARKS.md).",
+	  "The same for a size with fewer such blocks: how long its cudaMalloc polls their fences before asking the driver (at most GPUPOOL_REUSE_WAIT). Matters with kernels running (on an idle GPU the fences are done at once): waiting lowers peak memory toward what the workload needs without kernels, for more time spent waiting (docs/BENCHMARKS.md).",
 	  OPT(reuse_poll_ns), 0 },
 	{ "GPUPOOL_REUSE_AGE", GP_OPT_DURATION, "20us", "a duration (20us, 1ms); 0 = off",
-	  "Such a size above 1 MiB waits as long as GPUPOOL_REUSE_WAIT all the same once the fence covering its oldest freed block was recorded at least this long ago: the GPU work queued after that fence keeps the GPU busy while the cudaMalloc waits (a wait for a fence just recorded lets it run dry). On the H200 with kernels on 1-4 streams: peaks 2-4% lower than with 0, in the same time; 5us to 50us alike (docs/BENCHMARKS.md).",
+	  "Such a size above 1 MiB waits as long as GPUPOOL_REUSE_WAIT all the same once the fence covering its oldest freed block was recorded at least this long ago: the GPU work queued after that fence keeps the GPU busy while the cudaMalloc waits (a wait for a fence just recorded lets it run dry): lower peaks without more time (docs/BENCHMARKS.md).",
 	  OPT(reuse_age_ns), 0 },
 	{ "GPUPOOL_OVERSIZE", GP_OPT_RATIO, "2", "a number from 1 to 4 (1.5, 2); 1 = off",
-	  "Above 1 MiB, a cudaMalloc that would otherwise ask the driver for more memory may take an idle cached block up to this many times its size. Lowers peaks of workloads with many sizes (on the H200: PyTorch in takeover mode 10% below its own allocator instead of 12% above); such a block stays in use, unreleasable, as long as the program holds it.",
+	  "Above 1 MiB, a cudaMalloc that would otherwise ask the driver for more memory may take an idle cached block up to this many times its size. Lowers peaks of workloads with many sizes, such as PyTorch in takeover mode (docs/BENCHMARKS.md); such a block stays in use, unreleasable, as long as the program holds it.",
 	  OPT(oversize_pct), 0 },
 	{ "GPUPOOL_REPORT_CACHED_AS_FREE", GP_OPT_BOOL, "1", "1|0|true|false|yes|no|on|off",
 	  "cudaMemGetInfo counts this process's cached blocks as free (they are, for its next cudaMalloc).",

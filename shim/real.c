@@ -56,6 +56,7 @@ static void resolve(void)
 	RESOLVE(GetLastError, "cudaGetLastError");
 	RESOLVE(MemGetInfo, "cudaMemGetInfo");
 	RESOLVE(DeviceSynchronize, "cudaDeviceSynchronize");
+	RESOLVE(IpcGetMemHandle, "cudaIpcGetMemHandle");
 	gp_shim.real.resolved_ok = gp_real.Malloc != NULL && gp_real.Free != NULL &&
 				   gp_real.GetDevice != NULL && gp_real.SetDevice != NULL &&
 				   gp_real.GetLastError != NULL;

@@ -17,6 +17,7 @@ struct gp_real {
 	cudaError_t (*GetLastError)(void);
 	cudaError_t (*MemGetInfo)(size_t *, size_t *);
 	cudaError_t (*DeviceSynchronize)(void);
+	cudaError_t (*IpcGetMemHandle)(cudaIpcMemHandle_t *, void *);
 };
 
 extern struct gp_real gp_real;

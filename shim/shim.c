@@ -24,10 +24,10 @@
 #include <stdlib.h>
 
 /* Fence batches of sizes up to 1 MiB (gp_pool_config.fence_batch, fence_batch_bytes): 16
- * blocks, or as many as fit in 4 MiB up to 64. On the H200, batches of 64 at 64 KiB and below
- * took the fenced pair from 150 to 100 ns and one size at 16 threads from 61 to 85 M pairs/s;
- * 64 for every small size also cost sizes up to 1 MiB 6% more peak memory
- * (docs/BENCHMARKS.md). Build-time, for scripts/bench-variants: -DGP_FENCE_BATCH=N. */
+ * blocks, or as many as fit in 4 MiB up to 64. Larger batches of the smallest sizes pay fewer
+ * fences for the same frees; a large batch for every small size holds more memory idle while it
+ * fills (docs/BENCHMARKS.md has the figures). Build-time, for scripts/bench-variants:
+ * -DGP_FENCE_BATCH=N. */
 #ifndef GP_FENCE_BATCH
 #define GP_FENCE_BATCH 16
 #endif
@@ -83,8 +83,8 @@ static void on_exit_handler(void)
 }
 
 /* Whether any GPUPOOL_ variable is set, read from environ without calling libc: the first
- * getenv() of a process touches a page of libc that /bin/true never does (about 20 µs on the
- * build machine). */
+ * getenv() of a process touches a page of libc that /bin/true never does, a cost every preloaded
+ * process would pay (docs/BENCHMARKS.md). */
 static int any_gpupool_variable(void)
 {
 	static const char prefix[] = "GPUPOOL_";
@@ -454,6 +454,20 @@ void gp_shim_vmm_seen(void)
 	if (!atomic_exchange(&gp_shim.life.said_vmm, 1))
 		gp_log(GP_LOG_INFO, "memory mapped with cuMemCreate (the driver's virtual memory "
 				    "API: JAX, PyTorch's expandable segments) is not pooled");
+}
+
+/* PyTorch with its cache off (takeover mode: PYTORCH_NO_CUDA_MEMORY_CACHING=1) cannot share a
+ * CUDA tensor with another process through torch.multiprocessing: the consumer never answers.
+ * That is PyTorch's own limit, with or without gpupool; said once, at the first IPC handle, so
+ * that a hang there has a name. */
+void gp_shim_ipc_seen(void)
+{
+	if (gp_shim.life.opts.torch == GP_TORCH_TAKEOVER && !atomic_exchange(&gp_shim.life.said_ipc, 1))
+		gp_log(GP_LOG_WARN, "an IPC memory handle was asked for in takeover mode "
+				    "(GPUPOOL_TORCH=takeover): PyTorch with its cache off "
+				    "(PYTORCH_NO_CUDA_MEMORY_CACHING=1) cannot share CUDA tensors with "
+				    "another process through torch.multiprocessing (the consumer never "
+				    "answers, with or without gpupool); the handle itself is the driver's");
 }
 
 void gp_shim_stream_created(CUstream s, unsigned flags)

@@ -1,7 +1,7 @@
 /* shim.h — the shim's life cycle and the logic behind both doors' entry points: the runtime's
  * (entry.c: cudaMalloc, cudaFree, ...) and the driver's (drventry.c: cuMemAlloc_v2, ...). The
  * entry points stay lists of short wrappers; everything they need is here. Its state is
- * gp_shim.life (state.h). */
+ * gp_shim.life (state.h). Never aborts the program: errors are the runtime's or driver's own. */
 #ifndef GPUPOOL_SHIM_H
 #define GPUPOOL_SHIM_H
 
@@ -64,6 +64,8 @@ CUresult gp_shim_cu_alloc(CUdeviceptr *dptr, size_t size);
 CUresult gp_shim_cu_free(CUdeviceptr dptr);
 void gp_shim_cu_meminfo(size_t *free_b, size_t *total_b);
 void gp_shim_vmm_seen(void);
+/* An IPC memory handle was asked for (either door): in takeover mode, a warning, once. */
+void gp_shim_ipc_seen(void);
 void gp_shim_stream_created(CUstream s, unsigned flags);
 void gp_shim_stream_destroying(CUstream s);
 /* A capture counts from before its begin reaches the driver: begin returns whether this call

@@ -70,6 +70,7 @@ struct gp_shim_life {
 	_Atomic(struct gp_pool *) pool_made;
 	_Atomic int said_unordered;    /* unordered() said so: exchange, once */
 	_Atomic int said_vmm;          /* gp_shim_vmm_seen said so: exchange, once */
+	_Atomic int said_ipc;          /* gp_shim_ipc_seen said so: exchange, once */
 	_Atomic int per_thread_stream; /* a per-thread default stream was used: exchange, once */
 	pthread_mutex_t init_lock;     /* one initialisation */
 	/* Read from the environment by init under init_lock; read only after (add_cached). */
@@ -116,11 +117,14 @@ struct gp_shim_ctx {
 struct gp_shim_fence {
 	pthread_mutex_t lock;       /* the registry's */
 	struct stream_ent *streams; /* streams the program created; lock */
-	int nstreams, capstreams;   /* entries, room; lock */
+	int nstreams;               /* entries; lock */
+	size_t capstreams;          /* room (gp_grow); lock */
 	struct ev *retired; /* last events of destroyed streams, not yet in a fence; lock */
-	int nretired, capretired; /* entries, room; lock */
+	int nretired;             /* entries; lock */
+	size_t capretired;        /* room (gp_grow); lock */
 	struct ev *spare;         /* recycled events; lock */
-	int nspare, capspare;     /* entries, room; lock */
+	int nspare;               /* entries; lock */
+	size_t capspare;          /* room (gp_grow); lock */
 	_Atomic uint64_t devmask; /* devices in use: fetch_or by any thread, never cleared */
 	/* Primary-context resets per device: added under lock, read relaxed by anyone. */
 	_Atomic unsigned resets[GP_MAX_DEVICES];
@@ -143,7 +147,8 @@ struct gp_shim_graphs {
 	struct hold *holds;   /* every hold not yet given to the pool; lock */
 	struct hold *cur;     /* the open one, while captures are underway; lock */
 	struct owner *owners; /* graph and executable-graph handles, and the hold each uses; lock */
-	int nowners, capowners; /* entries, room; lock */
+	int nowners;            /* entries; lock */
+	size_t capowners;       /* room (gp_grow); lock */
 	/* nowners != 0: stored under lock; read without it, to skip the lock while none. */
 	_Atomic int any_owner;
 	_Atomic uint64_t held_bytes;  /* bytes held now (statistics): added, taken off anywhere */
@@ -215,6 +220,8 @@ struct gp_shim_obs {
 
 /* trace.c: GPUPOOL_TRACE. The producers (every allocating thread) touch on, rings, lost and
  * waker (and their own rings); the rest is the flusher's. */
+struct gp_ptrmap;
+
 struct gp_shim_trace {
 	/* Recording: set by gp_trace_start, cleared by gp_trace_stop (flush_lock held); read
 	 * relaxed inline by every allocation and free (trace.h). */
@@ -241,10 +248,10 @@ struct gp_shim_trace {
 	size_t out_n; /* bytes */
 	time_t shown_sec;   /* the second whose local time is in shown_hms; -1: none yet */
 	char shown_hms[16];
-	struct gp_trace_sizes {
-		uint64_t *key, *val; /* pointer -> bytes, of the live allocations seen so far */
-		size_t cap, n;       /* slots (a power of two), entries */
-	} sizes;
+	/* pointer -> bytes asked for, of the live allocations seen so far (trace.c: the pool's
+	 * pointer map, the size stored in place of a pointer); made by gp_trace_start, kept for
+	 * the process's life */
+	struct gp_ptrmap *sizes;
 };
 
 /* real.c: the shared runtime's table (gp_real) is filled once. */

@@ -1,6 +1,7 @@
 /* summary.c — at exit: the statistics as text, one log line per line of the rendering (so each
  * keeps the `gpupool: ` prefix), and as JSON into the file the user named. Called once, from the
- * exit handler; allocates its buffers then (the program is ending; nothing else is in the way). */
+ * exit handler; allocates its buffers then (the program is ending; nothing else is in the way).
+ * Never calls CUDA: it reads a snapshot already taken. */
 #define _GNU_SOURCE
 #include "summary.h"
 #include "log.h"

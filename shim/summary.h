@@ -1,5 +1,5 @@
 /* summary.h — the statistics at exit: a one-screen summary on stderr at GPUPOOL_LOG=info, and
- * JSON to the GPUPOOL_STATS_FILE file. */
+ * JSON to the GPUPOOL_STATS_FILE file. Never calls CUDA. */
 #ifndef GPUPOOL_SUMMARY_H
 #define GPUPOOL_SUMMARY_H
 

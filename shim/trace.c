@@ -6,7 +6,10 @@
  * Stream). Pool samples go to a second file for scripts/plot-trace. Never calls CUDA. */
 #define _GNU_SOURCE
 #include "trace.h"
+#include "clock.h"
+#include "grow.h"
 #include "log.h"
+#include "ptrmap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -50,10 +53,7 @@ static _Thread_local struct ring *mine __attribute__((tls_model("initial-exec"))
 
 static uint64_t mono_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return gp_clock_ns(CLOCK_MONOTONIC);
 }
 
 /* ---- the producers' side ---------------------------------------------------------------- */
@@ -154,80 +154,39 @@ void gp_trace_free_end_slow(uint64_t ns, const void *ptr)
 
 /* ---- sizes of live allocations ---------------------------------------------------------- */
 
-/* gp_shim.trace.sizes: pointer -> size, open addressing, backward-shift delete. */
-
-static size_t slot_of(const struct gp_trace_sizes *sz, uint64_t k)
+/* gp_shim.trace.sizes: the pool's pointer map (pool/ptrmap.h) from a live allocation's address to
+ * the bytes it asked for, stored in place of a pointer. Only the flusher uses it (flush_lock), so
+ * no lock-free reader ever meets it; the shard's lock is taken all the same, as the map's writers
+ * must. Made by gp_trace_start; it lives as long as the process. */
+static void sizes_put(struct gp_ptrmap *m, uint64_t k, uint64_t v)
 {
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdULL;
-	k ^= k >> 33;
-	return (size_t)k & (sz->cap - 1);
-}
+	struct gp_ptrmap_shard *s;
 
-static int sizes_grow(struct gp_trace_sizes *sz)
-{
-	size_t old_cap = sz->cap, cap = old_cap ? old_cap * 2 : 4096;
-	uint64_t *old_key = sz->key, *old_val = sz->val;
-	uint64_t *key = calloc(cap, sizeof(*key)), *val = calloc(cap, sizeof(*val));
-
-	if (key == NULL || val == NULL) {
-		free(key);
-		free(val);
-		return -1;
-	}
-	sz->key = key;
-	sz->val = val;
-	sz->cap = cap;
-	for (size_t i = 0; i < old_cap; i++) {
-		size_t j;
-		if (old_key[i] == 0)
-			continue;
-		for (j = slot_of(sz, old_key[i]); key[j] != 0; j = (j + 1) & (cap - 1))
-			;
-		key[j] = old_key[i];
-		val[j] = old_val[i];
-	}
-	free(old_key);
-	free(old_val);
-	return 0;
-}
-
-static void sizes_put(struct gp_trace_sizes *sz, uint64_t k, uint64_t v)
-{
-	size_t i;
-
-	if (k == 0 || ((sz->n + 1) * 2 > sz->cap && sizes_grow(sz) != 0))
+	if (k == 0 || m == NULL)
 		return;
-	for (i = slot_of(sz, k); sz->key[i] != 0 && sz->key[i] != k; i = (i + 1) & (sz->cap - 1))
-		;
-	sz->n += sz->key[i] == 0;
-	sz->key[i] = k;
-	sz->val[i] = v;
+	s = gp_ptrmap_shard(m, (uintptr_t)k);
+	gp_lock(&s->lock);
+	/* An address seen again before its free's record (lost): the newer size counts. */
+	gp_ptrmap_remove(s, (uintptr_t)k);
+	/* Out of memory: this allocation's free is written with size 0, the trace goes on. */
+	(void)gp_ptrmap_insert(s, (uintptr_t)k, (void *)(uintptr_t)v);
+	gp_unlock(&s->lock);
 }
 
-static uint64_t sizes_take(struct gp_trace_sizes *sz, uint64_t k)
+/* The size of k's allocation, forgotten; 0 when unknown (allocated before tracing started, or
+ * its record was lost). */
+static uint64_t sizes_take(struct gp_ptrmap *m, uint64_t k)
 {
-	size_t mask = sz->cap - 1, i, j;
-	uint64_t v;
+	struct gp_ptrmap_shard *s;
+	void *v;
 
-	if (sz->cap == 0 || k == 0)
+	if (k == 0 || m == NULL)
 		return 0;
-	for (i = slot_of(sz, k); sz->key[i] != k; i = (i + 1) & mask)
-		if (sz->key[i] == 0)
-			return 0; /* allocated before tracing started, or its record was lost */
-	v = sz->val[i];
-	/* Close the gap: move back every later entry of the run that may not stay past it. */
-	for (j = (i + 1) & mask; sz->key[j] != 0; j = (j + 1) & mask) {
-		size_t home = slot_of(sz, sz->key[j]);
-		if (((j - home) & mask) >= ((j - i) & mask)) {
-			sz->key[i] = sz->key[j];
-			sz->val[i] = sz->val[j];
-			i = j;
-		}
-	}
-	sz->key[i] = 0;
-	sz->n--;
-	return v;
+	s = gp_ptrmap_shard(m, (uintptr_t)k);
+	gp_lock(&s->lock);
+	v = gp_ptrmap_remove(s, (uintptr_t)k);
+	gp_unlock(&s->lock);
+	return (uint64_t)(uintptr_t)v;
 }
 
 /* ---- formatting and writing (flush_lock held) -------------------------------------------- */
@@ -313,9 +272,9 @@ static void format(const struct rec *e)
 	if (gp_shim.trace.out_n > OUT_BYTES - 160)
 		out_flush();
 	if (e->action == GP_TRACE_ALLOC)
-		sizes_put(&gp_shim.trace.sizes, e->ptr, size);
+		sizes_put(gp_shim.trace.sizes, e->ptr, size);
 	else if (e->action == GP_TRACE_FREE)
-		size = sizes_take(&gp_shim.trace.sizes, e->ptr);
+		size = sizes_take(gp_shim.trace.sizes, e->ptr);
 	p = gp_shim.trace.out + gp_shim.trace.out_n;
 	p = put_dec(p, e->tid);
 	*p++ = ',';
@@ -331,35 +290,23 @@ static void format(const struct rec *e)
 	gp_shim.trace.out_n = (size_t)(p - gp_shim.trace.out);
 }
 
+/* Room for `need` records in batch and spare: they trade places at each merge, so both grow to
+ * one capacity (batch_cap is what both hold at least). */
 static int grow(struct gp_shim_trace *tr, size_t need)
 {
-	size_t cap = need * 2;
-	struct rec *b, *sp;
+	size_t cap_b = tr->batch_cap, cap_s = tr->batch_cap;
 
-	if (need <= tr->batch_cap)
-		return 0;
-	b = realloc(tr->batch, cap * sizeof(*b));
-	if (b == NULL)
+	if (gp_grow((void **)&tr->batch, &cap_b, need, sizeof(*tr->batch)) != 0 ||
+	    gp_grow((void **)&tr->spare, &cap_s, need, sizeof(*tr->spare)) != 0)
 		return -1;
-	tr->batch = b;
-	sp = realloc(tr->spare, cap * sizeof(*sp));
-	if (sp == NULL)
-		return -1;
-	tr->spare = sp;
-	tr->batch_cap = cap;
+	tr->batch_cap = cap_b;
 	return 0;
 }
 
 static int add_run(struct gp_shim_trace *tr, size_t start)
 {
-	if (tr->nruns + 2 > tr->runs_cap) {
-		size_t cap = tr->runs_cap ? tr->runs_cap * 2 : 64;
-		size_t *more = realloc(tr->runs, cap * sizeof(*more));
-		if (more == NULL)
-			return -1;
-		tr->runs = more;
-		tr->runs_cap = cap;
-	}
+	if (gp_grow((void **)&tr->runs, &tr->runs_cap, tr->nruns + 2, sizeof(*tr->runs)) != 0)
+		return -1;
 	tr->runs[tr->nruns++] = start;
 	return 0;
 }
@@ -490,7 +437,6 @@ static void samples_path(const char *path, char *buf, size_t len)
 int gp_trace_start(const char *path, void (*wake)(void))
 {
 	char spath[4096];
-	struct timespec rt;
 	int rc = -1;
 
 	gp_shim.trace.waker = wake;
@@ -510,6 +456,11 @@ int gp_trace_start(const char *path, void (*wake)(void))
 		gp_shim.trace.fd = -1;
 		goto out;
 	}
+	if (gp_shim.trace.sizes == NULL) { /* without it frees are written with size 0 */
+		gp_shim.trace.sizes = aligned_alloc(GP_LINE, sizeof(*gp_shim.trace.sizes));
+		if (gp_shim.trace.sizes != NULL)
+			gp_ptrmap_init(gp_shim.trace.sizes);
+	}
 	write_all(gp_shim.trace.fd, HEADER, strlen(HEADER));
 	samples_path(path, spath, sizeof(spath));
 	gp_shim.trace.samples = fopen(spath, "we");
@@ -518,9 +469,7 @@ int gp_trace_start(const char *path, void (*wake)(void))
 		       strerror(errno));
 	else
 		fputs(SAMPLE_HEADER, gp_shim.trace.samples);
-	clock_gettime(CLOCK_REALTIME, &rt);
-	gp_shim.trace.wall_offset = ((int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec) -
-				    (int64_t)mono_ns();
+	gp_shim.trace.wall_offset = (int64_t)gp_clock_ns(CLOCK_REALTIME) - (int64_t)mono_ns();
 	atomic_store(&gp_shim.trace.on, 1);
 	gp_log(GP_LOG_INFO, "tracing allocations to %s", path);
 	rc = 0;

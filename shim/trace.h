@@ -1,6 +1,7 @@
 /* trace.h — GPUPOOL_TRACE: every pooled allocation and free, written as CSV in the format of
  * RMM's logging_resource_adaptor. On the allocation path only gp_trace() is called: a relaxed
- * load when tracing is off; a timestamp and a 32-byte append to the thread's own ring when on. */
+ * load when tracing is off; a timestamp and an append to the thread's own ring when on: never a
+ * lock or a system call there. */
 #ifndef GPUPOOL_TRACE_H
 #define GPUPOOL_TRACE_H
 

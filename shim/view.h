@@ -1,5 +1,6 @@
 /* view.h — the shim's side of the live view (stats/view.h): create /dev/shm/gpupool.<pid> at
- * first CUDA use, publish snapshots into it, remove it at exit. Callers serialise. */
+ * first CUDA use, publish snapshots into it, remove it at exit. Callers serialise; never called
+ * from the allocation path. */
 #ifndef GPUPOOL_SHIM_VIEW_H
 #define GPUPOOL_SHIM_VIEW_H
 

@@ -1,5 +1,6 @@
 /* json.c — the statistics as JSON (RFC 8259): one object per process, keys as in stats.h, exact
- * integers (bytes, ns), the command line as a valid UTF-8 string. For scripts and dashboards. */
+ * integers (bytes, ns), the command line as a valid UTF-8 string. For scripts and dashboards.
+ * libc only: never reads the pool or the shim, only a snapshot. */
 #include "out.h"
 #include "stats.h"
 

@@ -1,5 +1,6 @@
 /* out.h — the append buffer the renderings write into (internal to stats/): snprintf semantics
- * over many appends, so a caller learns the full length even when its buffer is short. */
+ * over many appends, so a caller learns the full length even when its buffer is short; never
+ * writes past the buffer. */
 #ifndef GPUPOOL_STATS_OUT_H
 #define GPUPOOL_STATS_OUT_H
 

@@ -1,6 +1,7 @@
 /* prom.c — the statistics in the Prometheus text exposition format (0.0.4), for a textfile
  * collector or a scrape wrapper: one family per field of stats.h (counters end in _total,
- * durations and moments are in seconds), samples labelled by pid and device or cause. */
+ * durations and moments are in seconds), samples labelled by pid and device or cause. Never reads
+ * the pool or the shim, only a snapshot. */
 #include "out.h"
 #include "stats.h"
 

@@ -1,5 +1,5 @@
 /* stats.c — what every rendering shares: cause names, reset, device entries, derived figures.
- * The field lists themselves live in stats.h, once. */
+ * The field lists themselves live in stats.h, once. libc only: never the pool or the shim. */
 #include "stats.h"
 
 #include <string.h>

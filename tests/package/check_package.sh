@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # check_package.sh — proves the install and the Debian package: `cmake --install` into a fresh
 # prefix gives bin/gpupool, the library, the header, a pkg-config file whose `preload` variable
-# names the installed library, and the plotter; the installed command finds the installed
+# names the installed library and whose paths have no `..` in them, and the plotter; on Debian the
+# library is in the multiarch folder (lib/<triplet>); the installed command finds the installed
 # library by itself (`gpupool run`) and prints its help; `cpack -G DEB` builds a .deb holding the
-# same files under /usr (checked with dpkg-deb when it is there).
+# same files under /usr, the library stripped and gpupool.pc naming /usr (checked with dpkg-deb
+# when it is there).
 # Usage: check_package.sh <build dir> <libdir> <cmake> <cpack> [sanitizers of the build]
 set -u
 build=$1 libdir=$2 cmake=$3 cpack=$4 sanitize=${5:-}
@@ -20,6 +22,15 @@ for f in bin/gpupool "$libdir/libgpupool.so" include/gpupool.h "$libdir/pkgconfi
 	[[ -e $tmp/prefix/$f ]] || fail "cmake --install did not install $f"
 done
 ok "cmake --install: bin/gpupool, $libdir/libgpupool.so, include/gpupool.h, gpupool.pc, plot-trace"
+if [[ -e /etc/debian_version ]] && command -v dpkg-architecture >/dev/null; then
+	multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+	[[ $libdir == lib/$multiarch ]] || fail "on Debian the libdir is $libdir, not lib/$multiarch"
+	ok "the library goes in the multiarch folder lib/$multiarch"
+fi
+pc=$tmp/prefix/$libdir/pkgconfig/gpupool.pc
+! grep -q '\.\.' "$pc" || fail "gpupool.pc has .. in it: $(grep -F .. "$pc")"
+grep -qx "prefix=$tmp/prefix" "$pc" || fail "gpupool.pc does not name the prefix: $(grep ^prefix= "$pc")"
+ok "gpupool.pc names the prefix, no .. in its paths"
 if command -v pkg-config >/dev/null; then
 	preload=$(PKG_CONFIG_PATH=$tmp/prefix/$libdir/pkgconfig pkg-config --variable=preload gpupool)
 	cflags=$(PKG_CONFIG_PATH=$tmp/prefix/$libdir/pkgconfig pkg-config --cflags gpupool | tr -d " ")
@@ -48,5 +59,16 @@ if command -v dpkg-deb >/dev/null; then
 	done
 	[[ $(dpkg-deb -f "$deb" Package) == gpupool ]] || fail "the package is not named gpupool"
 	ok "dpkg-deb: package gpupool with the command, the library, the header and gpupool.pc"
+	dpkg-deb -x "$deb" "$tmp/x" || fail "dpkg-deb -x"
+	grep -qF "./usr/$libdir/libgpupool.so" <<<"$files" || fail "the package's library is not in /usr/$libdir"
+	# Stripped: no symbol table (.symtab), the dynamic one only.
+	if command -v readelf >/dev/null; then
+		! readelf -S "$tmp/x/usr/$libdir/libgpupool.so" | grep -q '\.symtab' ||
+			fail "the package's library is not stripped"
+		ok "the package's library is stripped"
+	fi
+	grep -qx "prefix=/usr" "$tmp/x/usr/$libdir/pkgconfig/gpupool.pc" ||
+		fail "the package's gpupool.pc does not name /usr"
+	ok "the package's library in /usr/$libdir, its gpupool.pc naming /usr"
 fi
 echo "PASS package_install"

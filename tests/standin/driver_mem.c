@@ -445,6 +445,17 @@ CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, 
 
 /* ---- pointers ---- */
 
+/* A legacy IPC handle: the address itself, for tests that check the caller gets the driver's
+ * answer unchanged. No other process can open it. */
+CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+	if (pHandle == NULL || dptr == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	memset(pHandle, 0, sizeof(*pHandle));
+	memcpy(pHandle->reserved, &dptr, sizeof(dptr));
+	return CUDA_SUCCESS;
+}
+
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
 	struct alloc *a;

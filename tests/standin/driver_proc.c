@@ -58,6 +58,7 @@ static const struct proc_entry table[] = {
 	{ "cuMemcpy", { { 4000, FN(cuMemcpy), FN(cuMemcpy_ptds) } } },
 	{ "cuMemcpyAsync", { { 4000, FN(cuMemcpyAsync), FN(cuMemcpyAsync_ptsz) } } },
 	{ "cuMemGetAddressRange", { { 3020, FN(cuMemGetAddressRange_v2), NULL } } },
+	{ "cuIpcGetMemHandle", { { 4010, FN(cuIpcGetMemHandle), NULL } } },
 	{ "cuPointerGetAttribute", { { 4000, FN(cuPointerGetAttribute), NULL } } },
 	{ "cuMemPoolTrimTo", { { 11020, FN(cuMemPoolTrimTo), NULL } } },
 	{ "cuDeviceGetDefaultMemPool", { { 11020, FN(cuDeviceGetDefaultMemPool), NULL } } },

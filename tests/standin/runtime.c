@@ -53,6 +53,7 @@ static const struct {
 	LEGACY("cuMemAlloc", MemAlloc),
 	LEGACY("cuMemFree", MemFree),
 	LEGACY("cuMemGetInfo", MemGetInfo),
+	LEGACY("cuIpcGetMemHandle", IpcGetMemHandle),
 	LEGACY("cuMemAllocAsync", MemAllocAsync),
 	LEGACY("cuMemFreeAsync", MemFreeAsync),
 	LEGACY("cuMemsetD8", MemsetD8),

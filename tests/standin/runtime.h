@@ -27,6 +27,7 @@ struct rt_driver {
 	PFN_cuMemAlloc_v3020 MemAlloc;
 	PFN_cuMemFree_v3020 MemFree;
 	PFN_cuMemGetInfo_v3020 MemGetInfo;
+	PFN_cuIpcGetMemHandle_v4010 IpcGetMemHandle;
 	PFN_cuMemAllocAsync_v11020 MemAllocAsync;
 	PFN_cuMemFreeAsync_v11020 MemFreeAsync;
 	PFN_cuMemsetD8_v3020 MemsetD8;

@@ -69,6 +69,15 @@ cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 	return cu_result(drv.MemFreeAsync(dptr(devPtr), hStream));
 }
 
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
+{
+	cudaError_t rc = use_device();
+
+	if (rc != cudaSuccess)
+		return result(rc);
+	return cu_result(drv.IpcGetMemHandle((CUipcMemHandle *)(void *)handle, dptr(devPtr)));
+}
+
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 {
 	cudaError_t rc = use_device();
