@@ -190,9 +190,7 @@ static int suspend_one(struct gp_ckpt *c, long pid, const struct opts *o, struct
 	uint64_t t0;
 	int64_t need = -1, dev_before, dev_after;
 
-	rc = check_process(cmd, pid);
-	if (rc == GP_CLI_OK)
-		rc = driver_state(cmd, c, pid, &state);
+	rc = driver_state(cmd, c, pid, &state);
 	if (rc != GP_CLI_OK)
 		return rc;
 	if (state != GP_CKPT_RUNNING) {
@@ -286,9 +284,7 @@ static int resume_one(struct gp_ckpt *c, long pid, struct report *r)
 	int state, rc;
 	uint64_t t0;
 
-	rc = check_process(cmd, pid);
-	if (rc == GP_CLI_OK)
-		rc = driver_state(cmd, c, pid, &state);
+	rc = driver_state(cmd, c, pid, &state);
 	if (rc != GP_CLI_OK)
 		return rc;
 	if (state == GP_CKPT_RUNNING) {
@@ -482,11 +478,6 @@ static int run(int argc, char **argv, int suspend)
 			return usage(suspend);
 		}
 	}
-	rc = gp_ckpt_open(&c, why, sizeof(why));
-	if (rc != GP_CLI_OK) {
-		fprintf(stderr, "%s: %s\n", cmd, why);
-		return rc;
-	}
 	for (int i = optind; i < argc; i++) {
 		struct report r = {
 			.pid = gp_cli_pid(argv[i]), .released_bytes = -1, .release_ms = -1,
@@ -495,7 +486,17 @@ static int run(int argc, char **argv, int suspend)
 			.resident_after = -1, .parked = -1,
 		};
 
-		rc = suspend ? suspend_one(c, r.pid, &o, &r) : resume_one(c, r.pid, &r);
+		/* the process first: no such process or another user's needs no driver to say so */
+		rc = check_process(cmd, r.pid);
+		if (rc == GP_CLI_OK && c == NULL) {
+			rc = gp_ckpt_open(&c, why, sizeof(why));
+			if (rc != GP_CLI_OK) {
+				fprintf(stderr, "%s: %s\n", cmd, why);
+				return rc;
+			}
+		}
+		if (rc == GP_CLI_OK)
+			rc = suspend ? suspend_one(c, r.pid, &o, &r) : resume_one(c, r.pid, &r);
 		if (rc == GP_CLI_OK)
 			print_report(&r, suspend, o.json);
 		else if (worst == GP_CLI_OK)

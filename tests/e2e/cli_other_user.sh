@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cli_other_user.sh — proves a live view is private: another user can neither read
 # /dev/shm/gpupool.<pid> (mode 0600) nor get figures or a release out of gpupool for it (exit 4,
-# "permission denied", naming the owner), and gpupool top says such processes are not shown;
+# "permission denied", naming the owner), nor suspend it (exit 4), and gpupool top says such
+# processes are not shown;
 # the owner still can. Needs root (to create a throwaway user with useradd and act as it with
 # runuser); otherwise skipped (exit 77).
 # Usage: cli_other_user.sh <gpupool> <e2e_cli> [sanitizer runtime to preload]
@@ -51,6 +52,11 @@ out=$(as_other "$cli" release "$pid" 2>&1)
 rc=$?
 [[ $rc -eq 4 ]] && grep -q "permission denied" <<<"$out" || fail "gpupool release as $user: exit $rc: $out"
 ok "gpupool release as $user: exit 4"
+out=$(as_other "$cli" suspend "$pid" 2>&1)
+rc=$?
+[[ $rc -eq 4 ]] && grep -q "permission denied: process $pid belongs to another user" <<<"$out" ||
+	fail "gpupool suspend as $user: exit $rc: $out"
+ok "gpupool suspend as $user: exit 4"
 out=$(as_other "$cli" top --once 2>&1)
 grep -q "of other users not shown: permission denied" <<<"$out" || fail "gpupool top as $user: $out"
 ok "gpupool top as $user says other users' processes are not shown"
