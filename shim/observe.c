@@ -1,6 +1,6 @@
 /* observe.c — the statistics snapshot, read from the pool's own counters (kept under the class
  * locks the hot path takes anyway, so observing adds no lock there), and what is done with it:
- * the live view (view.c), trace samples (trace.c), the exit summary (summary.c). Runs on the
+ * the live view (publish.c), trace samples (trace.c), the exit summary (summary.c). Runs on the
  * control thread, after releases and at exit; never calls CUDA. */
 #define _GNU_SOURCE
 #include "observe.h"
@@ -10,8 +10,8 @@
 #include "state.h" /* gp_shim.obs */
 #include "summary.h"
 #include "trace.h"
-#include "view.h"
-#include "../stats/view.h" /* gp_stats_cmdline (this folder has its own view.h) */
+#include "publish.h"
+#include "view.h" /* gp_stats_cmdline (stats/view.h) */
 
 #include <limits.h>
 #include <pthread.h>

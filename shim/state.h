@@ -195,7 +195,7 @@ struct gp_shim_policy {
 	uint64_t last_flush_ns, flush_gap_ns; /* ns: pressure flushes */
 };
 
-/* observe.c, and view.c (the live view, last). gp_obs_start writes the settings during init,
+/* observe.c, and publish.c (the live view, last). gp_obs_start writes the settings during init,
  * before the control thread starts; publish_lock serialises the publishers after that (the
  * control thread, a gpupool_release caller, exit). */
 struct gp_shim_obs {
@@ -213,7 +213,7 @@ struct gp_shim_obs {
 	/* The last release, under publish_lock: how many so far, cause, bytes, blocks, how long it
 	 * took (ns) and when it ended (CLOCK_REALTIME, ns). */
 	uint64_t last_count, last_cause, last_bytes, last_blocks, last_ns, last_at;
-	/* view.c: /dev/shm/gpupool.<pid> mapped (NULL: none) and its path; callers serialise. */
+	/* publish.c: /dev/shm/gpupool.<pid> mapped (NULL: none) and its path; callers serialise. */
 	struct gp_stats_view *view;
 	char view_path[64];
 };

@@ -1,8 +1,8 @@
-/* view.h — the shim's side of the live view (stats/view.h): create /dev/shm/gpupool.<pid> at
+/* publish.h — the shim's side of the live view (stats/view.h): create /dev/shm/gpupool.<pid> at
  * first CUDA use, publish snapshots into it, remove it at exit. Callers serialise; never called
  * from the allocation path. */
-#ifndef GPUPOOL_SHIM_VIEW_H
-#define GPUPOOL_SHIM_VIEW_H
+#ifndef GPUPOOL_SHIM_PUBLISH_H
+#define GPUPOOL_SHIM_PUBLISH_H
 
 #include "stats.h"
 

@@ -1,12 +1,12 @@
-/* view.c — publishes the live view: /dev/shm/gpupool.<pid>, mode 0600, created with
+/* publish.c — publishes the live view: /dev/shm/gpupool.<pid>, mode 0600, created with
  * O_CREAT|O_EXCL|O_NOFOLLOW at first CUDA use, refreshed by the control thread, removed at exit.
  * The layout and the seqlock are stats/view.c's; this file only owns the one mapping, and never
  * acts on the view's request word (the control thread does). */
 #define _GNU_SOURCE
-#include "view.h"
+#include "publish.h"
 #include "log.h"
 #include "state.h" /* gp_shim.obs: view, view_path */
-#include "../stats/view.h" /* the layout (this folder has its own view.h) */
+#include "view.h" /* the layout (stats/view.h) */
 
 #include <string.h>
 #include <unistd.h>
