@@ -1,5 +1,6 @@
 /* args.c — what every subcommand's command line shares: numbers checked and named when wrong,
- * the answer to an unknown or incomplete option, text wrapped to the terminal's 80 columns. */
+ * the answer to an unknown or incomplete option, text wrapped to the terminal's 80 columns.
+ * Never exits: callers choose the exit code. */
 #define _GNU_SOURCE
 #include "cli.h"
 

@@ -1,6 +1,7 @@
 /* run.c — `gpupool run [--OPTION VALUE]... -- CMD ARGS...`: sets the GPUPOOL_* variables named by
  * the options (one per row of the options table, checked with its parsers), puts libgpupool.so
- * in front of LD_PRELOAD and executes CMD in place (same pid, so `gpupool stats` finds it). */
+ * in front of LD_PRELOAD and executes CMD in place (same pid, so `gpupool stats` finds it).
+ * Never starts CMD with a value the shim would refuse. */
 #define _GNU_SOURCE
 #include "cli.h"
 #include "../shim/options.h" /* the table: one source for the variables and these flags */

@@ -1,6 +1,6 @@
 /* show.c — `gpupool stats PID|--all [--json|--prometheus]` (one process's figures, or every
  * one's) and `gpupool top` (every process with a live view, one row per device, refreshed like
- * top). Stale views met on the way are removed. */
+ * top). Stale views met on the way are removed. Reads only: never signals or writes a view. */
 #define _GNU_SOURCE
 #include "cli.h"
 

@@ -1,6 +1,7 @@
 /* views.c — finding and reading other processes' live views for the subcommands, and turning
  * every way that can fail into one clear sentence: no such process, not a gpupool process,
- * permission denied, stale view (removed), not trusted, another version. */
+ * permission denied, stale view (removed), not trusted, another version. Never writes a view
+ * (a stale one is removed). */
 #define _GNU_SOURCE
 #include "cli.h"
 #include "view.h"

@@ -1,7 +1,8 @@
 /* sizeclass.c — size classes with bounded waste.
  * A request is rounded up to a class; the class is at most 12.5% larger than what a native
  * allocation of the request occupies on the device, where the driver itself rounds requests
- * above 1 MiB up to 2 MiB. Pure arithmetic: no state, no locks. */
+ * above 1 MiB up to 2 MiB. Pure arithmetic: no state, no locks; never a class smaller than the
+ * request. */
 #include "pool.h"
 
 #define MIN_BYTES ((size_t)512)

@@ -4,7 +4,8 @@
  * makes no call that a capture forbids on a thread in global capture mode: fences are neither
  * recorded nor polled (fence.c), frees are held for the graph (graphs.c), releases wait
  * (control.c). Up to GP_CAPTURE_MAX at once are tracked; one beyond that is not (its begin returns
- * 0, so its end is not looked for). A stream already tracked is not counted twice. */
+ * 0, so its end is not looked for). A stream already tracked is not counted twice. Never calls
+ * CUDA and never blocks: atomics and one short lock. */
 #include "capture.h"
 #include "state.h" /* gp_shim.capture */
 
