@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""llama_generate.py — a real model client: transformers' Llama built from a config (16 layers,
+d=2048, bf16, weights from a fixed seed, no download) answering prompts of 128 to 4096 tokens
+with `generate` (greedy, 32 new tokens each), then idle.
+
+Configurations, each a fresh process, run in interleaved order (ROUNDS times each):
+  pytorch    PyTorch's own caching allocator, no shim
+  takeover   LD_PRELOAD=libgpupool.so GPUPOOL_TORCH=takeover (the pool is PyTorch's only cache)
+Measured from outside with nvidia-smi (device memory in use above what it was before the client
+started): what the idle client holds, and (takeover) what it holds after SIGUSR1 (its floor);
+from inside: tokens per second over all prompts, the first pass and a second, warm one.
+Prints `BENCH llama {json}` per run and a markdown table.
+
+Usage: python3 bench/llama_generate.py --lib build/shim/libgpupool.so [--rounds 3]
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+PROMPTS = [128, 256, 512, 1024, 2048, 4096]
+NEW_TOKENS = 32
+
+
+def smi_used_mib():
+    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.split()[0])
+
+
+def client():
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=16,
+                      num_attention_heads=16, num_key_value_heads=16, vocab_size=32000,
+                      max_position_embeddings=8192)
+    with torch.device("cuda"):
+        model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+    gen = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(0, cfg.vocab_size, (1, n), generator=gen) for n in PROMPTS]
+    rates, outputs = [], []
+    with torch.no_grad():
+        for _ in range(2):  # the first pass fills the caches, the second runs warm
+            torch.cuda.synchronize()
+            t0, tokens = time.perf_counter(), 0
+            for p in prompts:
+                out = model.generate(p.cuda(), max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                                     do_sample=False, pad_token_id=0)
+                tokens += out.shape[1] - p.shape[1]
+                outputs.append(out[0, -NEW_TOKENS:].tolist())
+            torch.cuda.synchronize()
+            rates.append(tokens / (time.perf_counter() - t0))
+    print("IDLE " + json.dumps({"tok_s": rates, "tokens": outputs[-1][:8]}), flush=True)
+    sys.stdin.readline()
+
+
+def run(name, lib):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("GPUPOOL_") and k not in ("LD_PRELOAD", "PYTORCH_NO_CUDA_MEMORY_CACHING")}
+    if name == "takeover":
+        env["LD_PRELOAD"] = lib
+        env["GPUPOOL_TORCH"] = "takeover"
+    base = smi_used_mib()
+    p = subprocess.Popen([sys.executable, __file__, "--client"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, env=env)
+    line = p.stdout.readline()
+    if not line.startswith("IDLE"):
+        p.kill()
+        return {"config": name, "error": line.strip() or "no answer"}
+    got = json.loads(line[5:])
+    time.sleep(1.0)
+    held = smi_used_mib() - base
+    floor = None
+    if name != "pytorch":
+        p.send_signal(signal.SIGUSR1)
+        time.sleep(2.0)
+        floor = smi_used_mib() - base
+    p.stdin.write("\n")
+    p.stdin.flush()
+    p.wait(timeout=60)
+    return {"config": name, "held_mib": held, "floor_mib": floor, "tok_s_first": got["tok_s"][0],
+            "tok_s_warm": got["tok_s"][1], "tokens": got["tokens"]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--client", action="store_true")
+    a = ap.parse_args()
+    if a.client:
+        return client()
+    if not a.lib:
+        ap.error("--lib LIBGPUPOOL is needed")
+    results = []
+    for r in range(a.rounds):
+        for name in ("pytorch", "takeover"):
+            res = run(name, os.path.abspath(a.lib))
+            res["round"] = r
+            print("BENCH llama " + json.dumps(res), flush=True)
+            results.append(res)
+    print("\n| config | idle held MiB | after SIGUSR1 MiB | tokens/s, first pass | tokens/s, warm |")
+    print("|---|---|---|---|---|")
+    for name in ("pytorch", "takeover"):
+        rs = [r for r in results if r["config"] == name and "error" not in r]
+        if not rs:
+            print(f"| {name} | failed | | | |")
+            continue
+
+        def span(key, fmt):
+            vals = [r[key] for r in rs if r.get(key) is not None]
+            if not vals:
+                return "-"
+            lo, hi = min(vals), max(vals)
+            return fmt.format(lo) if lo == hi else (fmt + "–" + fmt).format(lo, hi)
+        print(f"| {name} | {span('held_mib', '{}')} | {span('floor_mib', '{}')} | "
+              f"{span('tok_s_first', '{:.0f}')} | {span('tok_s_warm', '{:.0f}')} |")
+    same = len({json.dumps(r.get("tokens")) for r in results if "error" not in r}) == 1
+    print(f"\ngenerated tokens identical across runs and configs: {same}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main() or 0)
