@@ -79,10 +79,18 @@ static int check(struct target *t)
 {
 	struct gp_stats_snapshot s;
 	char human[32];
-	int rc = gp_cli_read("gpupool release", t->pid, &s, 0);
+	int rc = gp_cli_read("gpupool release", t->pid, &s, 1);
 
-	if (rc != GP_CLI_OK) {
+	if (rc == GP_CLI_NO_PROCESS || rc == GP_CLI_STALE) {
+		fprintf(stderr, "gpupool release: process %ld exited before its release was reported "
+				"(it was asked)\n", t->pid);
 		t->rc = rc;
+		return 1;
+	}
+	if (rc != GP_CLI_OK) {
+		int again = gp_cli_read("gpupool release", t->pid, &s, 0); /* says why */
+
+		t->rc = again != GP_CLI_OK ? again : rc;
 		return 1;
 	}
 	if (s.release_count <= t->before ||

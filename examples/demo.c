@@ -74,9 +74,13 @@ int main(int argc, char **argv)
 		nanosleep(&ts, NULL);
 		now_held = used_mib() - base;
 		if (now_held < held / 2) {
+			struct timespec linger = { 1, 0 };
+
 			printf("demo: released after %.1f s: %.0f MiB went back to the driver, %.0f MiB "
-			       "held now; the program kept running and exits now\n",
+			       "held now; the program kept running and exits in a second\n",
 			       now_s() - start, held - now_held, now_held);
+			fflush(stdout);
+			nanosleep(&linger, NULL); /* a `gpupool release --wait` still reads its report */
 			return 0;
 		}
 	}
