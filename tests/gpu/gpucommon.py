@@ -1,7 +1,10 @@
-"""gpucommon.py — helpers shared by the PyTorch GPU tests: is the shim loaded, and the device's
-free memory as it really is. Sets no environment."""
+"""gpucommon.py — helpers shared by the PyTorch GPU tests: is the shim loaded, the device's free
+memory as it really is (NVML), its memory in use from outside (nvidia-smi), and a child's answer
+on its stdout. Sets no environment."""
 import ctypes
 import os
+import subprocess
+import time
 
 
 def shim_loaded():
@@ -33,3 +36,23 @@ def runtime_meminfo():
         m.version = ctypes.sizeof(m) | (2 << 24)  # nvmlMemory_v2
         return m.free if nvml.nvmlDeviceGetMemoryInfo_v2(dev, ctypes.byref(m)) == 0 else 0
     return call
+
+
+def smi_used_mib():
+    """Device 0's memory in use, all processes, in MiB, as nvidia-smi sees it from outside."""
+    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.split()[0])
+
+
+def expect(p, prefix, timeout=300):
+    """The words of the first line of p's stdout that starts with `prefix`, or None (p's output
+    ended, or `timeout` seconds passed between lines)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ln = p.stdout.readline()
+        if not ln:
+            return None
+        if ln.startswith(prefix):
+            return ln.split()
+    return None

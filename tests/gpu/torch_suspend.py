@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+from gpucommon import expect, smi_used_mib
+
 GIB = 1 << 30
 MIB = 1 << 20
 failures = 0
@@ -34,12 +36,6 @@ def check(cond, what, text):
     global failures
     line("PASS" if cond else "FAIL", what, text)
     failures += 0 if cond else 1
-
-
-def smi_used_mib():
-    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, check=True).stdout
-    return int(out.split()[0])
 
 
 def role_server():
@@ -84,17 +80,6 @@ def role_taker():
     print(f"TAKEN {len(tensors)}", flush=True)
     del tensors
     torch.cuda.empty_cache()
-
-
-def expect(p, prefix, timeout=300):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ln = p.stdout.readline()
-        if not ln:
-            return None
-        if ln.startswith(prefix):
-            return ln.split()
-    return None
 
 
 def cli_json(cli, *args):
