@@ -7,10 +7,13 @@
  * was; a process without gpupool is suspended too, and `stats PID` asks the driver for its
  * state; the errors: no such process (2), not a CUDA process (3), already / not suspended and a
  * graph capture in progress (7), a busy process not locked in time (6, left running), a driver
- * without the checkpoint API (8), not enough host memory (9).
+ * without the checkpoint API (8), not enough host memory (9); a restore that fails leaves the
+ * process suspended and a second resume works; a process only locked is unlocked by resume.
  * Usage: e2e_suspend --cli GPUPOOL --standin DIR --olddriver DIR --shim PRELOAD
  *        e2e_suspend --serve (the child, steered through stdin and stdout) */
 #define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -385,6 +388,47 @@ static void plain_process(void)
 	waitpid(b.pid, NULL, 0);
 }
 
+/* A restore that fails leaves the process suspended, nothing lost, and a second resume works;
+ * a process locked but not checkpointed (a suspend cut short) is unlocked by resume. */
+static void half_done(void)
+{
+	struct child c = spawn(1, "STANDIN_CHECKPOINT_RESTORE_FAILS=1");
+	char pid[16], path[4096];
+	CUresult (*lock)(int, CUcheckpointLockArgs *);
+	CUresult (*init)(unsigned);
+	void *lib, *sym;
+
+	snprintf(pid, sizeof(pid), "%ld", (long)c.pid);
+	expect_line(&c, "ready", 10000);
+	wait_view(c.pid);
+	expect_cli(run_cli("suspend", pid, NULL), 0, "suspended", "suspend");
+	expect_cli(run_cli("resume", pid, NULL), 1, "it stays suspended, nothing lost",
+		   "a restore that fails (the device lacks the memory) says so");
+	expect_cli(run_cli("stats", pid, NULL), 0, "SUSPENDED since", "and the process stays suspended");
+	expect_cli(run_cli("resume", pid, NULL), 0, "resumed", "a second resume");
+	say(&c, "check\n");
+	expect_line(&c, "intact", 5000);
+	e2e_check(1, "after the failed restore and the second resume, every block is intact");
+
+	snprintf(path, sizeof(path), "%s/libcuda.so.1", standin_dir);
+	lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (lib == NULL)
+		e2e_fail("cannot load %s: %s", path, dlerror());
+	sym = dlsym(lib, "cuInit");
+	memcpy(&init, &sym, sizeof(init));
+	sym = dlsym(lib, "cuCheckpointProcessLock");
+	memcpy(&lock, &sym, sizeof(lock));
+	if (init == NULL || lock == NULL || init(0) != CUDA_SUCCESS || lock(c.pid, NULL) != CUDA_SUCCESS)
+		e2e_fail("cannot lock the child through the stand-in's checkpoint API");
+	expect_cli(run_cli("suspend", pid, NULL), 7, "is already locked", "suspend of a locked process");
+	expect_cli(run_cli("resume", pid, NULL), 0, "restore     not needed",
+		   "resume of a process locked but not checkpointed unlocks it");
+	say(&c, "check\n");
+	expect_line(&c, "intact", 5000);
+	close(c.in);
+	waitpid(c.pid, NULL, 0);
+}
+
 static void too_big(void)
 {
 	long long avail = -1;
@@ -468,6 +512,7 @@ int main(int argc, char **argv)
 	errors();
 	plain_process();
 	gpupool_process();
+	half_done();
 	too_big();
 	return 0;
 }

@@ -55,6 +55,7 @@ static struct {
 	CUprocessState state;
 	struct park *parked;
 	uint64_t used[STANDIN_MAX_DEVICES]; /* each device's charged bytes before the checkpoint */
+	unsigned restore_fails; /* STANDIN_CHECKPOINT_RESTORE_FAILS: restores still to refuse */
 } ck = { .once = PTHREAD_ONCE_INIT };
 
 _Atomic int st_launches_running;
@@ -181,6 +182,10 @@ static CUresult serve(uint32_t op, unsigned timeout_ms)
 	case OP_RESTORE:
 		if (ck.state != CU_PROCESS_STATE_CHECKPOINTED)
 			return CUDA_ERROR_ILLEGAL_STATE;
+		if (ck.restore_fails > 0) { /* as a device without the memory now: nothing changes */
+			ck.restore_fails--;
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
 		do_restore();
 		ck.state = CU_PROCESS_STATE_LOCKED;
 		break;
@@ -224,8 +229,12 @@ static void start(void)
 	pthread_t t;
 	int fd;
 
+	const char *fails = getenv("STANDIN_CHECKPOINT_RESTORE_FAILS");
+
 	if (on == NULL || strcmp(on, "1") != 0)
 		return;
+	if (fails != NULL)
+		ck.restore_fails = (unsigned)strtoul(fails, NULL, 10);
 	ck.owner = getpid();
 	snprintf(ck.path, sizeof(ck.path), "/dev/shm/standin-ckpt.%ld", (long)ck.owner);
 	fd = open(ck.path, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);

@@ -77,6 +77,8 @@
  *                                process; checkpoint parks the device memory in host memory (the
  *                                device's copy dropped or poisoned, its capacity free); restore puts
  *                                it back; a process without it is not a CUDA process to the API
+ *   STANDIN_CHECKPOINT_RESTORE_FAILS=n  its first n restores fail with CUDA_ERROR_OUT_OF_MEMORY
+ *                                and change nothing (a device that lacks the memory now)
  */
 #ifndef GPUPOOL_STANDIN_H
 #define GPUPOOL_STANDIN_H
