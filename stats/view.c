@@ -254,51 +254,49 @@ static int check_writer(long pid, uint64_t proc_start, uid_t file_uid)
 	return GP_VIEW_OK;
 }
 
-/* Open the view at `path` for a reader (`flags`: O_RDONLY, or O_RDWR to ask for a release):
- * the file descriptor, or -1 with *rc saying why. */
-static int open_view(const char *path, int flags, int *rc)
+/* Map the view at `path` for a reader (`writable`: to write a request or the suspension words),
+ * checked to be a regular file of this layout named after a pid: GP_VIEW_OK with *v mapped
+ * (munmap it) and *st its file's status, or why not. A file too short or of another layout whose
+ * process is gone is stale (it was killed while creating it). */
+static int map_view(const char *path, int writable, struct gp_stats_view **v, struct stat *st)
 {
-	int fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	long pid = pid_of_path(path);
+	int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	int rc = GP_VIEW_OK;
 
+	*v = MAP_FAILED;
 	if (fd < 0)
-		*rc = errno == ENOENT ? GP_VIEW_NONE
-		      : errno == EACCES || errno == EPERM ? GP_VIEW_DENIED
-		      : errno == ELOOP ? GP_VIEW_BAD : GP_VIEW_ERROR;
-	return fd;
+		return errno == ENOENT ? GP_VIEW_NONE
+		       : errno == EACCES || errno == EPERM ? GP_VIEW_DENIED
+		       : errno == ELOOP ? GP_VIEW_BAD : GP_VIEW_ERROR;
+	if (fstat(fd, st) != 0)
+		rc = GP_VIEW_ERROR;
+	else if (!S_ISREG(st->st_mode) || pid < 0)
+		rc = GP_VIEW_BAD;
+	else if ((size_t)st->st_size < sizeof(**v))
+		rc = dead(pid) ? GP_VIEW_STALE : GP_VIEW_BAD;
+	else if ((*v = mmap(NULL, sizeof(**v), writable ? PROT_READ | PROT_WRITE : PROT_READ,
+			    MAP_SHARED, fd, 0)) == MAP_FAILED)
+		rc = GP_VIEW_ERROR;
+	else if (__atomic_load_n(&(*v)->magic, __ATOMIC_ACQUIRE) != GP_STATS_VIEW_MAGIC ||
+		 (*v)->version != GP_STATS_VIEW_VERSION || (*v)->size != sizeof(**v))
+		rc = dead(pid) ? GP_VIEW_STALE : GP_VIEW_BAD;
+	close(fd); /* the mapping stays */
+	if (rc != GP_VIEW_OK && *v != MAP_FAILED) {
+		munmap(*v, sizeof(**v));
+		*v = MAP_FAILED;
+	}
+	return rc;
 }
 
 int gp_stats_view_read(const char *path, struct gp_stats_snapshot *out)
 {
-	const struct gp_stats_view *v = MAP_FAILED;
-	long pid = pid_of_path(path);
+	struct gp_stats_view *v;
 	struct stat st;
-	int fd, rc;
+	int rc = map_view(path, 0, &v, &st);
 
-	fd = open_view(path, O_RDONLY, &rc);
-	if (fd < 0)
-		goto out;
-	if (fstat(fd, &st) != 0) {
-		rc = GP_VIEW_ERROR;
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode) || pid < 0) {
-		rc = GP_VIEW_BAD;
-		goto out;
-	}
-	if ((size_t)st.st_size < sizeof(*v)) {
-		rc = dead(pid) ? GP_VIEW_STALE : GP_VIEW_BAD; /* killed while creating it */
-		goto out;
-	}
-	v = mmap(NULL, sizeof(*v), PROT_READ, MAP_SHARED, fd, 0);
-	if (v == MAP_FAILED) {
-		rc = GP_VIEW_ERROR;
-		goto out;
-	}
-	if (__atomic_load_n(&v->magic, __ATOMIC_ACQUIRE) != GP_STATS_VIEW_MAGIC ||
-	    v->version != GP_STATS_VIEW_VERSION || v->size != sizeof(*v)) {
-		rc = dead(pid) ? GP_VIEW_STALE : GP_VIEW_BAD;
-		goto out;
-	}
+	if (rc != GP_VIEW_OK)
+		return rc;
 	rc = copy_consistent(v, out);
 	if (rc == GP_VIEW_OK) {
 		out->suspended_since_ns = __atomic_load_n(&v->suspended_ns, __ATOMIC_ACQUIRE);
@@ -306,18 +304,14 @@ int gp_stats_view_read(const char *path, struct gp_stats_snapshot *out)
 					    ? __atomic_load_n(&v->parked_bytes, __ATOMIC_ACQUIRE)
 					    : 0;
 	}
-	if (rc == GP_VIEW_OK && out->pid != pid)
+	if (rc == GP_VIEW_OK && out->pid != pid_of_path(path))
 		rc = GP_VIEW_FORGED;
 	if (rc == GP_VIEW_OK || rc == GP_VIEW_BUSY) {
-		int w = check_writer(pid, v->proc_start, st.st_uid);
+		int w = check_writer(pid_of_path(path), v->proc_start, st.st_uid);
 		if (w != GP_VIEW_OK)
 			rc = w; /* a writer that died mid-update is stale, not busy */
 	}
-out:
-	if (v != MAP_FAILED)
-		munmap((void *)v, sizeof(*v));
-	if (fd >= 0)
-		close(fd);
+	munmap(v, sizeof(*v));
 	return rc;
 }
 
@@ -335,44 +329,21 @@ struct view_write {
 
 static int write_view(const char *path, const struct view_write *w)
 {
-	struct gp_stats_view *v = MAP_FAILED;
-	long pid = pid_of_path(path);
+	struct gp_stats_view *v;
 	struct stat st;
-	int fd, rc;
+	int rc = map_view(path, 1, &v, &st);
 
-	fd = open_view(path, O_RDWR, &rc);
-	if (fd < 0)
-		goto out;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || pid < 0 ||
-	    (size_t)st.st_size < sizeof(*v)) {
-		rc = GP_VIEW_BAD;
-		goto out;
-	}
-	v = mmap(NULL, sizeof(*v), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (v == MAP_FAILED) {
-		rc = GP_VIEW_ERROR;
-		goto out;
-	}
-	if (__atomic_load_n(&v->magic, __ATOMIC_ACQUIRE) != GP_STATS_VIEW_MAGIC ||
-	    v->version != GP_STATS_VIEW_VERSION || v->size != sizeof(*v)) {
-		rc = GP_VIEW_BAD;
-		goto out;
-	}
-	rc = check_writer(pid, v->proc_start, st.st_uid);
 	if (rc != GP_VIEW_OK)
-		goto out;
-	if (!w->mark) {
+		return rc;
+	rc = check_writer(pid_of_path(path), v->proc_start, st.st_uid);
+	if (rc == GP_VIEW_OK && !w->mark) {
 		__atomic_fetch_add(&v->requests, 1, __ATOMIC_RELEASE);
-		goto out;
+	} else if (rc == GP_VIEW_OK) {
+		/* parked first: a reader that sees the moment sees its bytes (or the last one's) */
+		__atomic_store_n(&v->parked_bytes, w->parked, __ATOMIC_RELEASE);
+		__atomic_store_n(&v->suspended_ns, w->since_ns, __ATOMIC_RELEASE);
 	}
-	/* parked first: a reader that sees the moment sees its bytes (or those of the last one) */
-	__atomic_store_n(&v->parked_bytes, w->parked, __ATOMIC_RELEASE);
-	__atomic_store_n(&v->suspended_ns, w->since_ns, __ATOMIC_RELEASE);
-out:
-	if (v != MAP_FAILED)
-		munmap(v, sizeof(*v));
-	if (fd >= 0)
-		close(fd);
+	munmap(v, sizeof(*v));
 	return rc;
 }
 
