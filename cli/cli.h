@@ -44,6 +44,11 @@ int gp_cli_read(const char *cmd, long pid, struct gp_stats_snapshot *out, int qu
 long *gp_cli_list(size_t *n);
 /* A pid argument: digits only, > 0; -1 otherwise. */
 long gp_cli_pid(const char *arg);
+/* The pids named after the options (argv[optind..]), or with `all` those of every view: a
+ * malloc'd array of *n (NULL when none). GP_CLI_ERROR after saying what is wrong (a bad pid,
+ * pids with --all) or, when nothing is named and not `all`, silently: the caller shows its
+ * usage either way. */
+int gp_cli_targets(const char *cmd, int argc, char **argv, int all, long **out, size_t *n);
 
 /* Option values (args.c): 0, or -1 after saying on stderr which option and value are wrong. */
 int gp_cli_seconds(const char *cmd, const char *opt, const char *val, double *out);

@@ -128,6 +128,7 @@ int gp_cli_release(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct target *t = NULL;
+	long *pids = NULL;
 	size_t n = 0, waiting = 0;
 	int all = 0, wait = 0, worst = GP_CLI_OK, c, timed = 0;
 	double timeout_s = 10;
@@ -156,41 +157,18 @@ int gp_cli_release(int argc, char **argv)
 		fprintf(stderr, "gpupool release: --timeout needs --wait\n");
 		return usage();
 	}
-	if (all && optind < argc) {
-		fprintf(stderr, "gpupool release: --all and pids: give one or the other\n");
+	if (gp_cli_targets("gpupool release", argc, argv, all, &pids, &n) != GP_CLI_OK)
 		return usage();
-	}
-	t = calloc((size_t)argc + 1, sizeof(*t));
-	if (t == NULL)
-		return GP_CLI_ERROR;
-	for (int i = optind; i < argc; i++) {
-		if (gp_cli_pid(argv[i]) <= 0) {
-			free(t);
-			fprintf(stderr, "gpupool release: not a pid: %s\n", argv[i]);
-			return usage();
-		}
-		t[n++].pid = gp_cli_pid(argv[i]);
-	}
-	if (all) {
-		size_t k;
-		long *pids = gp_cli_list(&k);
-		struct target *more = realloc(t, (n + k + 1) * sizeof(*t));
-
-		if (more == NULL) {
-			free(pids);
-			free(t);
-			return GP_CLI_ERROR;
-		}
-		t = more;
-		for (size_t j = 0; j < k; j++)
-			t[n++] = (struct target){ .pid = pids[j] };
+	t = calloc(n ? n : 1, sizeof(*t));
+	if (t == NULL) {
 		free(pids);
-		if (k == 0)
-			printf("no process has a live view\n");
-	} else if (n == 0) {
-		free(t);
-		return usage();
+		return GP_CLI_ERROR;
 	}
+	for (size_t i = 0; i < n; i++)
+		t[i].pid = pids[i];
+	free(pids);
+	if (all && n == 0)
+		printf("no process has a live view\n");
 	for (size_t i = 0; i < n; i++) {
 		t[i].rc = send(&t[i], wait);
 		t[i].done = t[i].rc != GP_CLI_OK || !wait;

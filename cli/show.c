@@ -130,28 +130,8 @@ int gp_cli_stats(int argc, char **argv)
 			return stats_usage();
 		}
 	}
-	if (all && optind < argc) {
-		fprintf(stderr, "gpupool stats: --all and pids: give one or the other\n");
+	if (gp_cli_targets("gpupool stats", argc, argv, all, &pids, &n) != GP_CLI_OK)
 		return stats_usage();
-	}
-	pids = calloc((size_t)argc + 1, sizeof(*pids));
-	if (pids == NULL)
-		return GP_CLI_ERROR;
-	for (int i = optind; i < argc; i++) {
-		if (gp_cli_pid(argv[i]) <= 0) {
-			fprintf(stderr, "gpupool stats: not a pid: %s\n", argv[i]);
-			rc = stats_usage();
-			goto out;
-		}
-		pids[n++] = gp_cli_pid(argv[i]);
-	}
-	if (all) {
-		free(pids);
-		pids = gp_cli_list(&n);
-	} else if (n == 0) {
-		rc = stats_usage();
-		goto out;
-	}
 	s = calloc(n ? n : 1, sizeof(*s));
 	if (s == NULL) {
 		rc = GP_CLI_ERROR;

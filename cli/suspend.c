@@ -449,6 +449,8 @@ static int run(int argc, char **argv, int suspend)
 	struct gp_ckpt *c = NULL;
 	char why[256];
 	int ch, worst = GP_CLI_OK, rc;
+	long *pids = NULL;
+	size_t n = 0;
 
 	optind = 1;
 	opterr = 0;
@@ -470,17 +472,11 @@ static int run(int argc, char **argv, int suspend)
 			return usage(suspend);
 		}
 	}
-	if (optind >= argc)
+	if (gp_cli_targets(cmd, argc, argv, 0, &pids, &n) != GP_CLI_OK)
 		return usage(suspend);
-	for (int i = optind; i < argc; i++) {
-		if (gp_cli_pid(argv[i]) <= 0) {
-			fprintf(stderr, "%s: not a pid: %s\n", cmd, argv[i]);
-			return usage(suspend);
-		}
-	}
-	for (int i = optind; i < argc; i++) {
+	for (size_t i = 0; i < n; i++) {
 		struct report r = {
-			.pid = gp_cli_pid(argv[i]), .released_bytes = -1, .release_ms = -1,
+			.pid = pids[i], .released_bytes = -1, .release_ms = -1,
 			.lock_ms = -1, .checkpoint_ms = -1, .restore_ms = -1, .unlock_ms = -1,
 			.device_before = -1, .device_after = -1, .resident_before = -1,
 			.resident_after = -1, .parked = -1,
@@ -492,6 +488,7 @@ static int run(int argc, char **argv, int suspend)
 			rc = gp_ckpt_open(&c, why, sizeof(why));
 			if (rc != GP_CLI_OK) {
 				fprintf(stderr, "%s: %s\n", cmd, why);
+				free(pids);
 				return rc;
 			}
 		}
@@ -504,6 +501,7 @@ static int run(int argc, char **argv, int suspend)
 		fflush(stdout);
 	}
 	gp_ckpt_close(c);
+	free(pids);
 	return worst;
 }
 

@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <getopt.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -163,4 +164,35 @@ long *gp_cli_list(size_t *n)
 	if (*n > 0)
 		qsort(pids, *n, sizeof(*pids), by_value);
 	return pids;
+}
+
+int gp_cli_targets(const char *cmd, int argc, char **argv, int all, long **out, size_t *n)
+{
+	long *pids;
+
+	*out = NULL;
+	*n = 0;
+	if (all && optind < argc) {
+		fprintf(stderr, "%s: --all and pids: give one or the other\n", cmd);
+		return GP_CLI_ERROR;
+	}
+	if (!all && optind >= argc)
+		return GP_CLI_ERROR;
+	for (int i = optind; i < argc; i++) {
+		if (gp_cli_pid(argv[i]) <= 0) {
+			fprintf(stderr, "%s: not a pid: %s\n", cmd, argv[i]);
+			return GP_CLI_ERROR;
+		}
+	}
+	if (all) {
+		*out = gp_cli_list(n);
+		return GP_CLI_OK;
+	}
+	pids = calloc((size_t)(argc - optind), sizeof(*pids));
+	if (pids == NULL)
+		return GP_CLI_ERROR;
+	for (int i = optind; i < argc; i++)
+		pids[(*n)++] = gp_cli_pid(argv[i]);
+	*out = pids;
+	return GP_CLI_OK;
 }
