@@ -166,6 +166,14 @@ GP_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *g)
 
 /* ---- graph lifetimes (graphs.h) ---- */
 
+/* After a call that made `to` from `from` (or put `from` in `to`): `to` holds what `from` holds. */
+static CUresult linked(CUresult rc, const void *from, const void *to)
+{
+	if (rc == CUDA_SUCCESS && to != NULL)
+		gp_shim_graph_link(from, to);
+	return rc;
+}
+
 GP_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph g, CUgraphNode *err,
 					 char *log, size_t len)
 {
@@ -174,9 +182,7 @@ GP_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph g, CUgraphNo
 	if (GP_MISSING(GraphInstantiate_v2))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.GraphInstantiate_v2(exec, g, err, log, len);
-	if (rc == CUDA_SUCCESS && exec != NULL)
-		gp_shim_graph_link(g, *exec);
-	return rc;
+	return linked(rc, g, rc == CUDA_SUCCESS && exec != NULL ? *exec : NULL);
 }
 
 GP_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g,
@@ -187,9 +193,7 @@ GP_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g,
 	if (GP_MISSING(GraphInstantiateWithFlags))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.GraphInstantiateWithFlags(exec, g, flags);
-	if (rc == CUDA_SUCCESS && exec != NULL)
-		gp_shim_graph_link(g, *exec);
-	return rc;
+	return linked(rc, g, rc == CUDA_SUCCESS && exec != NULL ? *exec : NULL);
 }
 
 GP_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *exec, CUgraph g,
@@ -200,9 +204,7 @@ GP_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *exec, CUgraph g,
 	if (GP_MISSING(GraphInstantiateWithParams))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.GraphInstantiateWithParams(exec, g, params);
-	if (rc == CUDA_SUCCESS && exec != NULL)
-		gp_shim_graph_link(g, *exec);
-	return rc;
+	return linked(rc, g, rc == CUDA_SUCCESS && exec != NULL ? *exec : NULL);
 }
 
 GP_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *exec, CUgraph g,
@@ -213,9 +215,7 @@ GP_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *exec, CUgraph 
 	if (GP_MISSING(GraphInstantiateWithParams_ptsz))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.GraphInstantiateWithParams_ptsz(exec, g, params);
-	if (rc == CUDA_SUCCESS && exec != NULL)
-		gp_shim_graph_link(g, *exec);
-	return rc;
+	return linked(rc, g, rc == CUDA_SUCCESS && exec != NULL ? *exec : NULL);
 }
 
 GP_EXPORT CUresult cuGraphClone(CUgraph *clone, CUgraph g)
@@ -225,9 +225,7 @@ GP_EXPORT CUresult cuGraphClone(CUgraph *clone, CUgraph g)
 	if (GP_MISSING(GraphClone))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.GraphClone(clone, g);
-	if (rc == CUDA_SUCCESS && clone != NULL)
-		gp_shim_graph_link(g, *clone);
-	return rc;
+	return linked(rc, g, rc == CUDA_SUCCESS && clone != NULL ? *clone : NULL);
 }
 
 /* Forgotten before the real destroy: a new graph may get the same handle right after it. */
@@ -251,41 +249,26 @@ GP_EXPORT CUresult cuGraphDestroy(CUgraph g)
 GP_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
 					    size_t n, CUgraph child)
 {
-	CUresult rc;
-
 	if (GP_MISSING(GraphAddChildGraphNode))
 		return CUDA_ERROR_NOT_FOUND;
-	rc = gp_cu.GraphAddChildGraphNode(node, g, deps, n, child);
-	if (rc == CUDA_SUCCESS)
-		gp_shim_graph_link(child, g);
-	return rc;
+	return linked(gp_cu.GraphAddChildGraphNode(node, g, deps, n, child), child, g);
 }
 
 GP_EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphNode node,
 						      CUgraph child)
 {
-	CUresult rc;
-
 	if (GP_MISSING(GraphExecChildGraphNodeSetParams))
 		return CUDA_ERROR_NOT_FOUND;
-	rc = gp_cu.GraphExecChildGraphNodeSetParams(exec, node, child);
-	if (rc == CUDA_SUCCESS)
-		gp_shim_graph_link(child, exec);
-	return rc;
+	return linked(gp_cu.GraphExecChildGraphNodeSetParams(exec, node, child), child, exec);
 }
 
 /* What the executable graph used before stays held too: harmless. */
 GP_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph g,
 					CUgraphExecUpdateResultInfo *info)
 {
-	CUresult rc;
-
 	if (GP_MISSING(GraphExecUpdate_v2))
 		return CUDA_ERROR_NOT_FOUND;
-	rc = gp_cu.GraphExecUpdate_v2(exec, g, info);
-	if (rc == CUDA_SUCCESS)
-		gp_shim_graph_link(g, exec);
-	return rc;
+	return linked(gp_cu.GraphExecUpdate_v2(exec, g, info), g, exec);
 }
 
 /* ---- contexts ---- */
