@@ -34,49 +34,16 @@ static char out[1 << 17];
 static int run_cli(const char *arg, ...)
 {
 	const char *argv[16] = { cli, arg };
-	int fds[2], status = -1, n = 2;
-	size_t len = 0;
-	ssize_t got;
+	static const char *const env[] = { "LD_PRELOAD", NULL };
+	int n = 2;
 	va_list ap;
-	pid_t pid;
 
 	va_start(ap, arg);
 	while (n < 15 && (argv[n] = va_arg(ap, const char *)) != NULL)
 		n++;
 	va_end(ap);
 	argv[n] = NULL;
-	if (pipe2(fds, O_CLOEXEC) != 0)
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		unsetenv("LD_PRELOAD");
-		dup2(fds[1], 1);
-		dup2(fds[1], 2);
-		execv(cli, (char *const *)argv);
-		_exit(127);
-	}
-	close(fds[1]);
-	/* Short polls, not one blocking read: the release signal the command sends us must be
-	 * handled meanwhile (thread sanitizer builds defer handlers to the next intercepted call). */
-	for (;;) {
-		struct pollfd pfd = { fds[0], POLLIN, 0 };
-
-		int ready = poll(&pfd, 1, 10);
-
-		if (ready < 0 && errno != EINTR)
-			break;
-		if (ready <= 0)
-			continue;
-		got = read(fds[0], out + len, sizeof(out) - 1 - len);
-		if (got == 0 || (got < 0 && errno != EINTR))
-			break;
-		len += got > 0 ? (size_t)got : 0;
-	}
-	out[len] = '\0';
-	close(fds[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	return e2e_run_capture(argv, env, out, sizeof(out));
 }
 
 /* The number after "key": in the JSON (the first one: device 0 for device fields), or

@@ -332,3 +332,56 @@ long e2e_report_value(const char *path, const char *key)
 	fclose(f);
 	return v;
 }
+
+int e2e_run_capture(const char *const *argv, const char *const *env, char *out, size_t len)
+{
+	char **envp = child_environ(env);
+	int fds[2], status = -1;
+	size_t used = 0;
+	ssize_t got;
+	pid_t pid;
+
+	out[0] = '\0';
+	if (envp == NULL || pipe2(fds, O_CLOEXEC) != 0) {
+		free(envp);
+		return -1;
+	}
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		dup2(fds[1], 2);
+		execve(argv[0], (char *const *)argv, envp);
+		_exit(127);
+	}
+	free(envp);
+	close(fds[1]);
+	if (pid < 0) {
+		close(fds[0]);
+		return -1;
+	}
+	/* Short polls, not one blocking read: a signal the child sends us must be handled
+	 * meanwhile (thread sanitizer builds defer handlers to the next intercepted call). */
+	for (;;) {
+		struct pollfd pfd = { fds[0], POLLIN, 0 };
+		int ready = poll(&pfd, 1, 10);
+
+		if (ready < 0 && errno != EINTR)
+			break;
+		if (ready <= 0)
+			continue;
+		got = read(fds[0], out + used, len - 1 - used);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		used += (size_t)got;
+		if (used == len - 1)
+			break;
+	}
+	out[used] = '\0';
+	close(fds[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}

@@ -63,6 +63,12 @@ long e2e_report_value(const char *path, const char *key);
 /* Threads of this process, from /proc/self/status (-1 if unreadable). */
 int e2e_threads(void);
 
+/* Run the program at argv[0] with the arguments argv (NULL-terminated) and the environment
+ * changed by `env` (as e2e_run_self); its stdout and stderr into out (NUL-terminated, cut to
+ * len - 1). Polls, so that a signal the child sends us is handled meanwhile. Returns its exit
+ * status, or -1. */
+int e2e_run_capture(const char *const *argv, const char *const *env, char *out, size_t len);
+
 /* What the e2e programs run as a child of themselves reports back. */
 struct e2e_child {
 	int status;       /* as from waitpid */

@@ -213,37 +213,21 @@ static void expect_line(struct child *c, const char *want, int timeout_ms)
 static int run_cli_in(const char *libdir, const char *arg, ...)
 {
 	const char *argv[16] = { cli, arg };
-	int fds[2], status, n = 2;
-	size_t len = 0;
-	ssize_t got;
+	char path[4200];
+	const char *env[] = { "LD_PRELOAD", "STANDIN_CHECKPOINT", path, NULL };
+	int n = 2, rc;
 	va_list ap;
-	pid_t pid;
 
 	va_start(ap, arg);
 	while (n < 15 && (argv[n] = va_arg(ap, const char *)) != NULL)
 		n++;
 	va_end(ap);
 	argv[n] = NULL;
-	if (pipe2(fds, O_CLOEXEC) != 0)
-		e2e_fail("pipe: %s", strerror(errno));
-	pid = fork();
-	if (pid == 0) {
-		unsetenv("LD_PRELOAD");
-		unsetenv("STANDIN_CHECKPOINT");
-		setenv("LD_LIBRARY_PATH", libdir, 1);
-		dup2(fds[1], 1);
-		dup2(fds[1], 2);
-		execv(cli, (char *const *)argv);
-		_exit(127);
-	}
-	close(fds[1]);
-	while (len + 1 < sizeof(out) && (got = read(fds[0], out + len, sizeof(out) - 1 - len)) > 0)
-		len += (size_t)got;
-	out[len] = '\0';
-	close(fds[0]);
-	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+	snprintf(path, sizeof(path), "LD_LIBRARY_PATH=%s", libdir);
+	rc = e2e_run_capture(argv, env, out, sizeof(out));
+	if (rc < 0)
 		e2e_fail("%s %s did not exit normally", cli, arg);
-	return WEXITSTATUS(status);
+	return rc;
 }
 
 #define run_cli(...) run_cli_in(standin_dir, __VA_ARGS__)
