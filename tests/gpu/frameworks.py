@@ -19,19 +19,11 @@ import sys
 import tempfile
 import time
 
+from gpucommon import Checks
+
 MIB = 1 << 20
-failures = 0
-
-
-def line(tag, what, text):
-    print(f"{tag} gpu_frameworks_{MODE} {what}: {text}", flush=True)
-
-
-def check(cond, what, text):
-    global failures
-    line("PASS" if cond else "FAIL", what, text)
-    failures += 0 if cond else 1
-    return cond
+CHECKS = Checks("gpu_frameworks")
+line, check = CHECKS.line, CHECKS.check
 
 
 # ---- children --------------------------------------------------------------------------------
@@ -125,11 +117,12 @@ def main(lib):
         said = "is not pooled" in r.stderr
         check(said, "not pooled, said", "GPUPOOL_LOG=info names JAX's memory as not pooled "
               f"({'said' if said else 'not said'}); pool: {t['allocs']} allocations")
-    return 1 if failures else 0
+    return 1 if CHECKS.failures else 0
 
 
 if __name__ == "__main__":
     MODE = sys.argv[2]
+    CHECKS.test = f"gpu_frameworks_{MODE}"
     if "--child" in sys.argv:
         {"cupy": child_cupy, "numba": child_numba, "jax": child_jax}[MODE]()
         sys.exit(0)

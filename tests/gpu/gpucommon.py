@@ -1,6 +1,6 @@
 """gpucommon.py — helpers shared by the PyTorch GPU tests: is the shim loaded, the device's free
-memory as it really is (NVML), its memory in use from outside (nvidia-smi), and a child's answer
-on its stdout. Sets no environment."""
+memory as it really is (NVML), its memory in use from outside (nvidia-smi), a child's answer on its
+stdout, and the PASS/FAIL lines. Sets no environment."""
 import ctypes
 import os
 import subprocess
@@ -56,3 +56,18 @@ def expect(p, prefix, timeout=300):
         if ln.startswith(prefix):
             return ln.split()
     return None
+
+
+class Checks:
+    """The PASS/FAIL/INFO lines of one test (`PASS <test> <what>: <text>`) and its failures."""
+
+    def __init__(self, test):
+        self.test, self.failures = test, 0
+
+    def line(self, tag, what, text):
+        print(f"{tag} {self.test} {what}: {text}", flush=True)
+
+    def check(self, cond, what, text):
+        self.line("PASS" if cond else "FAIL", what, text)
+        self.failures += 0 if cond else 1
+        return cond

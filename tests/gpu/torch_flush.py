@@ -11,21 +11,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpucommon import runtime_meminfo, shim_loaded  # noqa: E402
+from gpucommon import Checks, runtime_meminfo, shim_loaded  # noqa: E402
 
 GIB = 1 << 30
-failures = 0
-
-
-def line(tag, what, text):
-    print(f"{tag} gpu_torch_flush {what}: {text}", flush=True)
-
-
-def check(cond, what, text):
-    global failures
-    line("PASS" if cond else "FAIL", what, text)
-    failures += 0 if cond else 1
-    return cond
+CHECKS = Checks("gpu_torch_flush")
+line, check = CHECKS.line, CHECKS.check
 
 
 def main():
@@ -69,7 +59,7 @@ def main():
     y = torch.ones(1 << 20, device="cuda") * 2
     check(float(y.sum().item()) == 2.0 * (1 << 20), "PyTorch keeps working", "new tensor ok")
     line("INFO", "flush timing", f"release by signal took {took * 1000:.0f} ms to reach the driver")
-    return 1 if failures else 0
+    return 1 if CHECKS.failures else 0
 
 
 if __name__ == "__main__":

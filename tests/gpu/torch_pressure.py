@@ -21,21 +21,12 @@ import subprocess
 import sys
 import time
 
-from gpucommon import expect, smi_used_mib
+from gpucommon import Checks, expect, smi_used_mib
 
 GIB = 1 << 30
 MIB = 1 << 20
-failures = 0
-
-
-def line(tag, what, text):
-    print(f"{tag} gpu_torch_pressure {what}: {text}", flush=True)
-
-
-def check(cond, what, text):
-    global failures
-    line("PASS" if cond else "FAIL", what, text)
-    failures += 0 if cond else 1
+CHECKS = Checks("gpu_torch_pressure")
+line, check = CHECKS.line, CHECKS.check
 
 
 # ---- the server (A) ------------------------------------------------------------------------
@@ -201,7 +192,7 @@ def main(lib):
         b.wait()
         line("INFO", "busy", f"{label}, another process holding all but 8 GiB: "
              f"{r[1] if r else '?'} ms per forward (2048 tokens)")
-    return 1 if failures else 0
+    return 1 if CHECKS.failures else 0
 
 
 if __name__ == "__main__":

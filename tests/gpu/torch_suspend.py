@@ -17,25 +17,17 @@ Usage: python3 torch_suspend.py GPUPOOL LIBGPUPOOL [--role server|taker]
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 
-from gpucommon import expect, smi_used_mib
+from gpucommon import Checks, expect, smi_used_mib
 
 GIB = 1 << 30
 MIB = 1 << 20
-failures = 0
-
-
-def line(tag, what, text):
-    print(f"{tag} gpu_torch_suspend {what}: {text}", flush=True)
-
-
-def check(cond, what, text):
-    global failures
-    line("PASS" if cond else "FAIL", what, text)
-    failures += 0 if cond else 1
+CHECKS = Checks("gpu_torch_suspend")
+line, check = CHECKS.line, CHECKS.check
 
 
 def role_server():
@@ -95,7 +87,8 @@ def cli_json(cli, *args):
 
 def main():
     cli, lib = sys.argv[1], sys.argv[2]
-    if subprocess.run(["nvidia-smi"], capture_output=True).returncode != 0:
+    if shutil.which("nvidia-smi") is None or \
+            subprocess.run(["nvidia-smi"], capture_output=True).returncode != 0:
         print("SKIP gpu_torch_suspend: no nvidia-smi")
         return 77
     try:
@@ -168,7 +161,7 @@ def main():
     pk = mean("bare", "parked") / max(1, mean("release", "parked"))
     line("INFO", "target", f"release first: suspend {ts:.2f}x faster, {pk:.2f}x fewer bytes parked "
          f"(target: 2x and 2x)")
-    return 1 if failures else 0
+    return 1 if CHECKS.failures else 0
 
 
 if __name__ == "__main__":
