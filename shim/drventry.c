@@ -21,7 +21,7 @@ GP_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
 	if (GP_MISSING(MemFree_v2))
 		return CUDA_ERROR_NOT_FOUND;
-	if (!gp_shim_pooling())
+	if (!gp_shim_freeing())
 		return gp_cu.MemFree_v2(dptr);
 	return gp_shim_cu_free(dptr);
 }

@@ -256,7 +256,7 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size)
 	cudaError_t rc;
 	int dev;
 
-	if (ptr == NULL || size == 0 || gp_door_blind())
+	if (ptr == NULL || size == 0 || !gp_shim_serves())
 		return gp_real.Malloc(ptr, size);
 	rc = current_device(&dev);
 	if (rc != cudaSuccess)

@@ -19,7 +19,7 @@ enum gp_state { GP_UNINIT = 0, GP_ACTIVE, GP_PASSTHROUGH };
  * nothing is pooled twice. One per thread: not in gp_shim. */
 extern _Thread_local int gp_shim_in_real;
 /* The driver door cannot vouch for what it hands out (door.h), or a context of the program's own
- * is current somewhere (gp_shim.life.driver_caution): checked by gp_shim_pooling. */
+ * is current somewhere (gp_shim.life.driver_caution): checked by gp_shim_serves. */
 int gp_shim_driver_pooling_slow(void);
 
 int gp_shim_init_slow(void);
@@ -35,15 +35,30 @@ static inline int gp_shim_active(void)
 	return gp_shim_init_slow();
 }
 
+/* The pool may serve an allocation now (either door): not while the door is blind or a context
+ * of the program's own is current, which is looked at only once either has happened. */
+static inline int gp_shim_serves(void)
+{
+	if (__builtin_expect(atomic_load_explicit(&gp_shim.life.driver_caution,
+						  memory_order_relaxed), 0))
+		return gp_shim_driver_pooling_slow();
+	return 1;
+}
+
 /* For the driver door's allocation calls: the pool serves this one. */
 static inline int gp_shim_pooling(void)
 {
 	if (__builtin_expect(gp_shim_in_real, 0) || !gp_shim_active())
 		return 0;
-	if (__builtin_expect(atomic_load_explicit(&gp_shim.life.driver_caution,
-						  memory_order_relaxed), 0))
-		return gp_shim_driver_pooling_slow();
-	return 1;
+	return gp_shim_serves();
+}
+
+/* For the driver door's frees: whatever context is current and whether or not the door is
+ * blind, a block the pool handed out must come back to it (a real free of it would leave the
+ * pool's record live); the pool's map sends every other pointer to the real free. */
+static inline int gp_shim_freeing(void)
+{
+	return !__builtin_expect(gp_shim_in_real, 0) && gp_shim_active();
 }
 
 /* For streams, captures, graphs and contexts: keep track even before the first allocation

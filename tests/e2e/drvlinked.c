@@ -1,9 +1,12 @@
 /* drvlinked.c — a program linked to libcuda.so.1 itself (no runtime, no lookups): its calls bind
  * to the driver's symbols by name, and under LD_PRELOAD=libgpupool.so to gpupool's. 1000
  * cuMemAlloc+cuMemFree pairs must reach the driver once, a double free gets the driver's error
- * and leaves the pool intact, and a stream switches reuse to fences. Run natively with
+ * and leaves the pool intact, a stream switches reuse to fences, and once the door goes blind a
+ * pooled block still comes back to the pool (new ones pass through). Run natively with
  * --expect-native, every pair must reach the driver. */
+#define _POSIX_C_SOURCE 200809L
 #include <cuda.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "e2e.h"
@@ -72,5 +75,32 @@ int main(int argc, char **argv)
 		  "queries)", (unsigned long long)(c.event_records - c0.event_records),
 		  (unsigned long long)(c.stream_queries - c0.stream_queries));
 	ok(cuStreamDestroy(s), "cuStreamDestroy");
+
+	/* A lookup the door cannot vouch for makes it blind: allocations pass through from then on,
+	 * but a block the pool handed out before still comes back to the pool, and only once. */
+	ok(cuMemAlloc(&p, 64 * E2E_KIB), "cuMemAlloc before the door is blind");
+	setenv("STANDIN_PROC_HIDDEN_MEMFREE", "1", 1);
+	{
+		void *fn = NULL;
+		CUdriverProcAddressQueryResult st;
+
+		ok(cuGetProcAddress_v2("cuMemFree", &fn, 12000, 0, &st), "cuGetProcAddress");
+	}
+	unsetenv("STANDIN_PROC_HIDDEN_MEMFREE");
+	c0 = now();
+	ok(cuMemFree(p), "cuMemFree of a pooled block once blind");
+	e2e_check(cuMemFree(p) == CUDA_ERROR_INVALID_VALUE,
+		  "its second free is a double free (the pool kept its record)");
+	ok(cuMemAlloc(&q, 64 * E2E_KIB), "cuMemAlloc once blind");
+	c = now();
+	e2e_check(c.frees == c0.frees && c.bad_frees == c0.bad_frees && c.mallocs == c0.mallocs + 1,
+		  "once blind, the pooled block went back to the pool, not the driver (%llu frees, %llu "
+		  "bad frees reached it), and a new allocation passed through (%llu)",
+		  (unsigned long long)(c.frees - c0.frees),
+		  (unsigned long long)(c.bad_frees - c0.bad_frees),
+		  (unsigned long long)(c.mallocs - c0.mallocs));
+	ok(cuMemFree(q), "cuMemFree of the passed-through block");
+	c = now();
+	e2e_check(c.frees == c0.frees + 1, "which reaches the driver");
 	return 0;
 }

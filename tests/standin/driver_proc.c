@@ -5,6 +5,7 @@
  * variants this driver has are listed: an older version than the first is not sufficient. */
 #include "driver.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Any function, to be told apart by the caller: void (*)(void) converts to and from every
@@ -129,6 +130,13 @@ static int wants_per_thread(cuuint64_t flags)
 	       !(flags & CU_GET_PROC_ADDRESS_LEGACY_STREAM);
 }
 
+/* STANDIN_PROC_HIDDEN_MEMFREE=1 (read at each lookup): "cuMemFree" is answered with this
+ * forwarder, which is not an exported symbol, as a driver with internal entry points might. */
+static CUresult hidden_mem_free(CUdeviceptr dptr)
+{
+	return cuMemFree_v2(dptr);
+}
+
 static CUresult get_proc(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
 			 CUdriverProcAddressQueryResult *symbolStatus)
 {
@@ -154,6 +162,8 @@ static CUresult get_proc(const char *symbol, void **pfn, int cudaVersion, cuuint
 		status = CU_GET_PROC_ADDRESS_SUCCESS;
 		rc = CUDA_SUCCESS;
 	}
+	if (fn != NULL && strcmp(symbol, "cuMemFree") == 0 && getenv("STANDIN_PROC_HIDDEN_MEMFREE") != NULL)
+		fn = (proc_fn)hidden_mem_free;
 	memcpy(pfn, &fn, sizeof(fn)); /* a function pointer through void *: by its bytes */
 out:
 	if (symbolStatus != NULL)

@@ -70,6 +70,9 @@
  *   STANDIN_MMAP=1               device memory from mmap (always so under ASan; reserved, not
  *                                committed): a block freed and the next of its size usually share
  *                                an address, as on a GPU
+ *   STANDIN_PROC_HIDDEN_MEMFREE=1  (read at each lookup) cuGetProcAddress answers "cuMemFree" with a
+ *                                function that is not an exported symbol: a door that cannot
+ *                                vouch for it goes blind
  *   STANDIN_CHECKPOINT=1         the process answers the checkpoint API (cuCheckpointProcess*,
  *                                driver_ckpt.c) that another process calls with its pid: from its
  *                                first cuInit a thread of its own serves /dev/shm/standin-ckpt.<pid>;
