@@ -10,8 +10,10 @@
 #include "ctx.h"
 #include "cu.h"
 #include "fence.h"
+#include "policy.h"
 #include "real.h"
 #include "shim.h"
+#include "state.h"
 
 #include <time.h>
 
@@ -60,14 +62,11 @@ static void unrelax(int mode)
 		gp_cu.ThreadExchangeStreamCaptureMode(&m);
 }
 
-/* Through the runtime, on `dev`: the runtime's error codes are the driver's for the errors a
- * cudaMalloc returns. */
-static int runtime_alloc(int dev, size_t bytes, void **out)
+cudaError_t gp_backend_runtime_malloc(int dev, size_t bytes, void **out)
 {
 	cudaError_t e;
 	int prev = -1;
 
-	gp_shim_in_real = 1;
 	e = gp_real.GetDevice(&prev);
 	if (e == cudaSuccess && prev != dev)
 		e = gp_real.SetDevice(dev);
@@ -75,29 +74,52 @@ static int runtime_alloc(int dev, size_t bytes, void **out)
 		e = gp_real.Malloc(out, bytes);
 	if (prev >= 0 && prev != dev)
 		gp_real.SetDevice(prev);
+	return e;
+}
+
+/* Through the runtime, on `dev`: the runtime's error codes are the driver's for the errors a
+ * cudaMalloc returns. */
+static int runtime_alloc(int dev, size_t bytes, void **out)
+{
+	cudaError_t e;
+
+	gp_shim_in_real = 1;
+	e = gp_backend_runtime_malloc(dev, bytes, out);
 	gp_shim_in_real = 0;
 	return to_rc((CUresult)e, 1);
 }
 
+/* The first real allocation on a device (every device's first allocation is a miss): the policy
+ * learns its caps and thresholds, from its total memory, once; no cost on a hit. */
+static void first_on(int device)
+{
+	uint64_t bit = 1ULL << device;
+
+	if (!(atomic_load_explicit(&gp_shim.life.policy_devices, memory_order_relaxed) & bit) &&
+	    !(atomic_fetch_or(&gp_shim.life.policy_devices, bit) & bit))
+		gp_policy_device_seen(device);
+}
+
+/* Through the runtime when the allocation came through its door (its context is the program's
+ * current one) or the device's context is not current here; else the driver in the current
+ * context; else the driver in the device's context, entered for the call. */
 static int be_alloc(void *ctx, int device, size_t bytes, void **out)
 {
 	CUcontext cur;
 	CUdeviceptr p = 0;
-	int mode, pushed, rc;
+	int mode, pushed, rc, on;
 
 	(void)ctx;
 	mode = relax();
-	if (gp_backend_via_runtime && gp_real.Malloc != NULL) {
+	first_on(device);
+	on = gp_backend_via_runtime ? -1 : gp_ctx_current(&cur);
+	if (on != device && gp_real.Malloc != NULL) {
 		rc = runtime_alloc(device, bytes, (void **)&p);
 		if (gp_ctx_current(&cur) == device)
 			gp_ctx_note(device, cur);
-	} else if (gp_ctx_current(&cur) == device) {
+	} else if (on == device) {
 		rc = to_rc(gp_cu.MemAlloc_v2(&p, bytes), 0);
 		gp_ctx_note(device, cur);
-	} else if (gp_real.Malloc != NULL) {
-		rc = runtime_alloc(device, bytes, (void **)&p);
-		if (gp_ctx_current(&cur) == device)
-			gp_ctx_note(device, cur);
 	} else if (gp_ctx_enter(device, &pushed) == 0) {
 		rc = to_rc(gp_cu.MemAlloc_v2(&p, bytes), 0);
 		gp_ctx_leave(pushed);

@@ -7,6 +7,7 @@
 #include "pool.h"
 
 #include <cuda.h>
+#include <cuda_runtime_api.h>
 
 void gp_backend_fill(struct gp_backend *be);
 /* The driver's error behind the last GP_ENOMEM or GP_EBACKEND on this thread. */
@@ -19,5 +20,8 @@ extern _Thread_local int gp_backend_via_runtime;
 /* Whether the last failed allocation on this thread went through the runtime (it then holds
  * the runtime's sticky error, which a successful retry must clear). */
 int gp_backend_runtime_failed(void);
+/* The runtime's cudaMalloc on device `dev`, the thread's current device put back after: for the
+ * misses through the runtime and for a pass-through before the pool is ready. */
+cudaError_t gp_backend_runtime_malloc(int dev, size_t bytes, void **out);
 
 #endif

@@ -82,11 +82,6 @@ int gp_control_signal(void)
 	return gp_shim_early.control.installed_signo;
 }
 
-static uint64_t mono_ns(void)
-{
-	return gp_clock_ns(CLOCK_MONOTONIC);
-}
-
 static void log_release(const struct gp_release_result *r, enum gp_release_cause cause)
 {
 	gp_log(GP_LOG_INFO, "released %.1f MiB in %llu blocks (%s) in %.3f ms%s",
@@ -112,7 +107,7 @@ static void release(struct gp_pool *pool, int device, uint64_t target,
 		    enum gp_release_cause cause, struct gp_release_result *out)
 {
 	struct gp_release_result r;
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = gp_clock_ns(CLOCK_MONOTONIC);
 	int flushed = 0;
 
 	atomic_fetch_add(&gp_shim.control.releasing, 1);
@@ -126,7 +121,7 @@ static void release(struct gp_pool *pool, int device, uint64_t target,
 	atomic_fetch_sub(&gp_shim.control.releasing, 1);
 	if (flushed)
 		gp_log(GP_LOG_DEBUG, "framework caches flushed before the release");
-	r.duration_ns = mono_ns() - t0;
+	r.duration_ns = gp_clock_ns(CLOCK_MONOTONIC) - t0;
 	gp_obs_released(cause, &r);
 	/* Asked-for releases always say what they did; automatic ones only when they did it. */
 	if (r.blocks > 0 || cause == GP_CAUSE_SIGNAL || cause == GP_CAUSE_API)
@@ -145,14 +140,14 @@ void gp_control_release_now(struct gp_pool *pool, int device, enum gp_release_ca
 static void release_idle(struct gp_pool *pool, uint64_t before_ns)
 {
 	struct gp_release_result r;
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = gp_clock_ns(CLOCK_MONOTONIC);
 
 	atomic_fetch_add(&gp_shim.control.releasing, 1);
 	pthread_mutex_lock(&gp_shim.control.release_lock);
 	gp_pool_release_idle(pool, -1, before_ns, GP_CAUSE_IDLE, &r);
 	pthread_mutex_unlock(&gp_shim.control.release_lock);
 	atomic_fetch_sub(&gp_shim.control.releasing, 1);
-	r.duration_ns = mono_ns() - t0;
+	r.duration_ns = gp_clock_ns(CLOCK_MONOTONIC) - t0;
 	gp_obs_released(GP_CAUSE_IDLE, &r);
 	if (r.blocks > 0)
 		log_release(&r, GP_CAUSE_IDLE);
@@ -209,15 +204,7 @@ static uint64_t measure_free(uint64_t mask, uint64_t *free_bytes)
 	for (int d = 0; mask != 0; d++, mask >>= 1) {
 		size_t free_b, total_b;
 
-		if (!(mask & 1))
-			continue;
-		int pushed, ok;
-
-		if (gp_ctx_enter(d, &pushed) != 0)
-			continue;
-		ok = gp_cu.MemGetInfo_v2(&free_b, &total_b) == CUDA_SUCCESS;
-		gp_ctx_leave(pushed);
-		if (!ok)
+		if (!(mask & 1) || gp_ctx_mem_info(d, &free_b, &total_b) != 0)
 			continue;
 		free_bytes[d] = free_b;
 		read |= 1ULL << d;

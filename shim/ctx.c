@@ -121,3 +121,14 @@ int gp_ctx_in_user(void)
 	pthread_mutex_unlock(&gp_shim.ctx.user_lock);
 	return found;
 }
+
+int gp_ctx_mem_info(int device, size_t *free_b, size_t *total_b)
+{
+	int pushed, rc;
+
+	if (gp_ctx_enter(device, &pushed) != 0)
+		return -1;
+	rc = gp_cu.MemGetInfo_v2(free_b, total_b) == CUDA_SUCCESS ? 0 : -1;
+	gp_ctx_leave(pushed);
+	return rc;
+}

@@ -28,5 +28,8 @@ void gp_ctx_user_created(CUcontext c);
 void gp_ctx_user_destroyed(CUcontext c);
 /* Whether the calling thread's current context is one of them (cheap while there are none). */
 int gp_ctx_in_user(void);
+/* Device `device`'s free and total memory, asked in its context (entered and left): 0, or -1
+ * when it cannot be entered or does not answer. */
+int gp_ctx_mem_info(int device, size_t *free_b, size_t *total_b);
 
 #endif

@@ -51,16 +51,8 @@ GP_EXPORT void *gpupool_torch_alloc(ssize_t size, int device, cudaStream_t strea
 	(void)stream;
 	if (size <= 0)
 		return NULL;
-	if (!ready()) {
-		int prev = -1;
-		if (gp_real.GetDevice(&prev) == cudaSuccess && prev != device)
-			gp_real.SetDevice(device);
-		if (gp_real.Malloc(&p, (size_t)size) != cudaSuccess)
-			p = NULL;
-		if (prev >= 0 && prev != device)
-			gp_real.SetDevice(prev);
-		return p;
-	}
+	if (!ready())
+		return gp_backend_runtime_malloc(device, (size_t)size, &p) == cudaSuccess ? p : NULL;
 	return gp_shim_malloc_on(device, &p, (size_t)size) == cudaSuccess ? p : NULL;
 }
 

@@ -69,12 +69,9 @@ uint64_t gp_policy_period_ns(void)
  * program's first cudaMalloc). */
 static int device_memory(int device, size_t *free_b, size_t *total_b)
 {
-	int pushed, rc = -1;
+	int rc = gp_ctx_mem_info(device, free_b, total_b);
 
-	if (gp_ctx_enter(device, &pushed) == 0) {
-		rc = gp_cu.MemGetInfo_v2(free_b, total_b) == CUDA_SUCCESS ? 0 : -1;
-		gp_ctx_leave(pushed);
-	} else if (gp_real.MemGetInfo != NULL) {
+	if (rc != 0 && gp_real.MemGetInfo != NULL) {
 		rc = gp_real.MemGetInfo(free_b, total_b) == cudaSuccess ? 0 : -1;
 		if (rc != 0)
 			gp_real.GetLastError();

@@ -269,11 +269,9 @@ static int pool_alloc(int dev, void **ptr, size_t size)
 {
 	int retried, rc;
 
+	if (dev < 0 || dev >= GP_MAX_DEVICES)
+		return GP_EINVAL; /* not a device the pool (or a bit mask) can name: the caller's real one */
 	note_device(dev);
-	if (!(atomic_load_explicit(&gp_shim.life.policy_devices, memory_order_relaxed) &
-	      (1ULL << dev)) &&
-	    !(atomic_fetch_or(&gp_shim.life.policy_devices, 1ULL << dev) & (1ULL << dev)))
-		gp_policy_device_seen(dev); /* its caps and thresholds, from its total memory */
 	rc = gp_pool_alloc(gp_shim.life.pool, dev, size, ptr, &retried);
 	if (retried)
 		gp_obs_oom_retry(dev);

@@ -51,11 +51,6 @@ struct ring {
  * initial-exec). */
 static _Thread_local struct ring *mine __attribute__((tls_model("initial-exec")));
 
-static uint64_t mono_ns(void)
-{
-	return gp_clock_ns(CLOCK_MONOTONIC);
-}
-
 /* ---- the producers' side ---------------------------------------------------------------- */
 
 static void disown(void *arg)
@@ -126,7 +121,7 @@ void gp_trace_event(int action, const void *ptr, size_t bytes)
 		atomic_fetch_add_explicit(&gp_shim.trace.lost, 1, memory_order_relaxed);
 		return;
 	}
-	append(r, action, ptr, bytes, mono_ns());
+	append(r, action, ptr, bytes, gp_clock_ns(CLOCK_MONOTONIC));
 }
 
 /* The free's stamp is published before the pool can hand the block to another thread: a flush
@@ -138,7 +133,7 @@ uint64_t gp_trace_free_begin_slow(void)
 
 	if (r == NULL && (r = adopt()) == NULL)
 		return 0;
-	ns = mono_ns();
+	ns = gp_clock_ns(CLOCK_MONOTONIC);
 	atomic_store(&r->freeing, ns);
 	return ns;
 }
@@ -239,8 +234,8 @@ static char *put_hex(char *p, uint64_t v)
 /* Local time of day with microseconds, as RMM writes it (spdlog's %H:%M:%S.%f). */
 static char *put_time(char *p, uint64_t unix_ns)
 {
-	time_t sec = (time_t)(unix_ns / 1000000000u);
-	uint64_t us = unix_ns % 1000000000u / 1000u;
+	time_t sec = (time_t)(unix_ns / GP_NS_PER_S);
+	uint64_t us = unix_ns % GP_NS_PER_S / 1000u;
 	struct tm tm;
 
 	if (sec != gp_shim.trace.shown_sec) {
@@ -366,7 +361,7 @@ static void merge_runs(struct gp_shim_trace *tr, size_t n)
 /* The stamp of the oldest free still in flight, else now. */
 static uint64_t cutoff_now(const struct gp_shim_trace *tr)
 {
-	uint64_t cutoff = mono_ns();
+	uint64_t cutoff = gp_clock_ns(CLOCK_MONOTONIC);
 
 	for (struct ring *r = atomic_load_explicit(&tr->rings, memory_order_acquire); r;
 	     r = r->next) {
@@ -406,7 +401,7 @@ static void drain(struct gp_shim_trace *tr, int all)
 static void sample(const struct gp_stats_snapshot *s, const char *event)
 {
 	char line[256], *p;
-	uint64_t now = (uint64_t)((int64_t)mono_ns() + gp_shim.trace.wall_offset);
+	uint64_t now = (uint64_t)((int64_t)gp_clock_ns(CLOCK_MONOTONIC) + gp_shim.trace.wall_offset);
 
 	if (gp_shim.trace.samples == NULL)
 		return;
@@ -469,7 +464,7 @@ int gp_trace_start(const char *path, void (*wake)(void))
 		       strerror(errno));
 	else
 		fputs(SAMPLE_HEADER, gp_shim.trace.samples);
-	gp_shim.trace.wall_offset = (int64_t)gp_clock_ns(CLOCK_REALTIME) - (int64_t)mono_ns();
+	gp_shim.trace.wall_offset = (int64_t)gp_clock_ns(CLOCK_REALTIME) - (int64_t)gp_clock_ns(CLOCK_MONOTONIC);
 	atomic_store(&gp_shim.trace.on, 1);
 	gp_log(GP_LOG_INFO, "tracing allocations to %s", path);
 	rc = 0;
