@@ -82,7 +82,7 @@ void gp_ctx_user_created(CUcontext c)
 {
 	pthread_mutex_lock(&gp_shim.ctx.user_lock);
 	if (atomic_load(&gp_shim.ctx.nuser) < GP_CTX_MAX_USER) {
-		gp_shim.ctx.user[atomic_load(&gp_shim.ctx.nuser)] = c;
+		atomic_store(&gp_shim.ctx.user[atomic_load(&gp_shim.ctx.nuser)], c);
 		atomic_fetch_add(&gp_shim.ctx.nuser, 1);
 	} else {
 		atomic_store(&gp_shim.ctx.user_overflow, 1);
@@ -94,8 +94,8 @@ void gp_ctx_user_destroyed(CUcontext c)
 {
 	pthread_mutex_lock(&gp_shim.ctx.user_lock);
 	for (int i = 0, n = atomic_load(&gp_shim.ctx.nuser); i < n; i++) {
-		if (gp_shim.ctx.user[i] == c) {
-			gp_shim.ctx.user[i] = gp_shim.ctx.user[n - 1];
+		if (atomic_load(&gp_shim.ctx.user[i]) == c) {
+			atomic_store(&gp_shim.ctx.user[i], atomic_load(&gp_shim.ctx.user[n - 1]));
 			atomic_fetch_sub(&gp_shim.ctx.nuser, 1);
 			break;
 		}
@@ -115,10 +115,8 @@ int gp_ctx_in_user(void)
 		return 1;
 	if (gp_cu.CtxGetCurrent(&cur) != CUDA_SUCCESS || cur == NULL)
 		return 0;
-	pthread_mutex_lock(&gp_shim.ctx.user_lock);
 	for (int i = 0, n = atomic_load(&gp_shim.ctx.nuser); i < n && !found; i++)
-		found = gp_shim.ctx.user[i] == cur;
-	pthread_mutex_unlock(&gp_shim.ctx.user_lock);
+		found = atomic_load_explicit(&gp_shim.ctx.user[i], memory_order_relaxed) == cur;
 	return found;
 }
 

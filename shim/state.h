@@ -108,8 +108,11 @@ struct gp_shim_ctx {
 	/* More than GP_CTX_MAX_USER at once: every context counts as the program's (set under
 	 * user_lock, for good). */
 	_Atomic int user_overflow;
-	pthread_mutex_t user_lock; /* guards user[] and the changes of nuser */
-	CUcontext user[GP_CTX_MAX_USER]; /* the program's own contexts, [0, nuser); user_lock */
+	pthread_mutex_t user_lock; /* serialises the changes of user[] and nuser */
+	/* The program's own contexts, [0, nuser): written under user_lock, read without it (an
+	 * allocation must not wait for a lock): a destroy moves the last entry into the hole before
+	 * nuser shrinks, so a reader never misses a live context. */
+	_Atomic(CUcontext) user[GP_CTX_MAX_USER];
 };
 
 /* fence.c: the stream registry and the events fences are made of. Under lock, but the atomics;
