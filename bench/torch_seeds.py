@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""torch_seeds.py — the seed articles' PyTorch workloads, side by side in one run.
+"""torch_seeds.py — two PyTorch workloads (growing inputs; a model rebuilt per item),
+side by side in one run.
 
 Configurations (each a fresh process; the same workload, weights from a fixed seed, no download):
   default      PyTorch's caching allocator, no shim

@@ -1,4 +1,4 @@
-/* gpu_race_random.cu — gpu_race with random timing across 4 streams (issue 7), one of them
+/* gpu_race_random.cu — gpu_race with random timing across 4 streams, one of them
  * blocking (the pool records no event on it: the legacy stream's covers it), 3 non-blocking:
  * reuse stays as safe as native cudaFree however frees, new allocations and writers interleave.
  * Each round: K (1..4) blocks of random sizes (480 B .. 64 MiB, two sizes per size class)

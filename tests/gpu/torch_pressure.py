@@ -1,6 +1,6 @@
 """torch_pressure.py — thresholds reach a default PyTorch process's own cache (two processes).
 
-A: an idle seed-000 server (12 bf16 layers, d=2048, one forward at each length from 256 to 8192
+A: an idle server with growing inputs (as bench/torch_seeds.py: 12 bf16 layers, d=2048, one forward at each length from 256 to 8192
 tokens, then waiting on stdin), PyTorch in its default mode. B: another process that takes as
 much device memory as it can in 1 GiB tensors, retrying for 5 s after its first failure.
 Device memory is read from outside with nvidia-smi. Checks (PASS/FAIL/INFO lines, exit 77 =

@@ -1,6 +1,6 @@
 """torch_suspend.py — `gpupool suspend` / `gpupool resume` on a real PyTorch server (two processes).
 
-A: an idle seed-000-style server under gpupool, PyTorch in its default mode (12 bf16 layers,
+A: an idle server with growing inputs (as bench/torch_seeds.py) under gpupool, PyTorch in its default mode (12 bf16 layers,
 d=2048, a forward at each length from 256 to 8192 tokens, then waiting on stdin). Device memory
 is read from outside with nvidia-smi. Four cycles, alternating: a bare checkpoint
 (`suspend --no-release`) and one with the release first (`suspend`); before each, A runs the
