@@ -130,30 +130,23 @@ static void account_live(struct gp_dev *d, unsigned stripe, int64_t bytes)
 		raise_peak(&a->peak, v);
 }
 
-static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
-		      unsigned s0, size_t bytes, void **out)
+int gp_pool_enter_block(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
+			unsigned list, size_t bytes, void *ptr, int movable, struct gp_block **out)
 {
-	unsigned list = cls * GP_STRIPES + s0;
 	struct gp_list *c = &d->list[list];
 	size_t cbytes = gp_pool_class_bytes(cls);
 	struct gp_ptrmap_shard *s;
-	struct gp_block *b;
-	void *ptr = NULL;
+	struct gp_block *b = new_block(p);
 	int rc;
 
-	rc = p->be.alloc(p->be.ctx, device, cbytes, &ptr);
-	if (rc != GP_OK)
-		return rc == GP_ENOMEM ? GP_ENOMEM : GP_EBACKEND;
-	b = new_block(p);
-	if (b == NULL) {
-		p->be.free(p->be.ctx, device, ptr, cbytes);
+	if (b == NULL)
 		return GP_ENOMEM;
-	}
 	b->ptr = ptr;
 	b->bytes = cbytes;
 	b->requested = bytes;
 	b->device = device;
-	b->cls = cls;
+	b->cls = (uint16_t)cls;
+	b->movable = movable != 0;
 	b->list = list;
 	atomic_store(&b->state, next_live(atomic_load(&b->state)));
 	s = gp_ptrmap_shard(&p->map, (uintptr_t)ptr);
@@ -162,19 +155,40 @@ static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned 
 	gp_unlock(&s->lock);
 	if (rc != 0) {
 		retire_block(p, b);
-		p->be.free(p->be.ctx, device, ptr, cbytes);
 		return GP_ENOMEM;
 	}
-
 	gp_lock(&c->lock);
 	bump(&c->live_blocks, 1);
 	bump(&c->live_bytes, (int64_t)cbytes);
 	bump(&c->requested_bytes, (int64_t)bytes);
 	bump(&c->allocs, 1);
 	gp_unlock(&c->lock);
-	atomic_fetch_add(&d->real_allocs, 1);
 	raise_peak(&d->peak_reserved, atomic_fetch_add(&d->reserved_bytes, cbytes) + cbytes);
-	account_live(d, s0, (int64_t)cbytes);
+	if (b->movable)
+		atomic_fetch_add(&d->movable_bytes, cbytes);
+	account_live(d, list % GP_STRIPES, (int64_t)cbytes);
+	*out = b;
+	return GP_OK;
+}
+
+static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
+		      unsigned s0, size_t bytes, void **out)
+{
+	size_t cbytes = gp_pool_class_bytes(cls);
+	struct gp_block *b;
+	void *ptr = NULL;
+	int rc, movable;
+
+	rc = p->be.alloc(p->be.ctx, device, cbytes, &ptr);
+	if (rc != GP_OK)
+		return rc == GP_ENOMEM ? GP_ENOMEM : GP_EBACKEND;
+	movable = p->be.movable != NULL && p->be.movable(p->be.ctx, ptr);
+	if (gp_pool_enter_block(p, d, device, cls, cls * GP_STRIPES + s0, bytes, ptr, movable,
+				&b) != GP_OK) {
+		p->be.free(p->be.ctx, device, ptr, cbytes, 1);
+		return GP_ENOMEM;
+	}
+	atomic_fetch_add(&d->real_allocs, 1);
 	*out = ptr;
 	return GP_OK;
 }
@@ -222,6 +236,12 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 		return GP_OK;
 	}
 
+	if (p->cfg.remap_min_bytes != 0 && p->be.remap != NULL &&
+	    gp_pool_class_bytes(cls) >= p->cfg.remap_min_bytes && may_release(p) &&
+	    gp_pool_remap(p, d, device, cls, s0, bytes, out) == GP_OK) {
+		trim_to_cap(p, d, device); /* what stays cached keeps within the cap too */
+		return GP_OK;
+	}
 	trim_to_cap(p, d, device);
 	rc = real_alloc(p, d, device, cls, s0, bytes, out);
 	if (rc == GP_ENOMEM && may_release(p)) {
@@ -426,6 +446,9 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 	o->fence_waits = ld(&d->fence_waits);
 	o->fence_wait_timeouts = ld(&d->fence_wait_timeouts);
 	o->oversize_hits = ld(&d->oversize_hits);
+	o->remaps = ld(&d->remaps);
+	o->remapped_bytes = ld(&d->remapped_bytes);
+	o->movable_bytes = ld(&d->movable_bytes);
 	return GP_OK;
 }
 

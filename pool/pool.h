@@ -37,8 +37,16 @@ enum gp_release_cause {
  * 1 = complete, 0 = not yet, negative = error). None is called with a pool lock held.
  *
  * alloc        one real device allocation of exactly `bytes` on `device`.
- * free         give one allocation back to the driver; must be safe even while GPU work that
- *              was issued before the block's free may still be running (cudaFree is: it waits).
+ * free         give one allocation back to the driver. `settled`: a fence recorded after the
+ *              block's last free has completed, so no GPU work can still use it. When 0 it must
+ *              be safe all the same while such work runs (cudaFree is: it waits).
+ * movable      optional: 1 when the allocation at ptr (just made by alloc) may be handed to
+ *              remap as a source: its physical memory can move to another address range.
+ * remap        optional: one new allocation of `bytes` on `device` made of the physical memory
+ *              of the n movable source allocations src[] (at most `bytes` together, every one
+ *              settled: no GPU work uses them) plus new memory for the rest. The sources' own
+ *              address ranges are gone on success. On failure *consumed says what became of
+ *              them: 0, untouched (still allocations of their own); 1, given back to the driver.
  * fence_record record a fence: it completes once every GPU operation issued before this call,
  *              on every stream of every device, has completed. GP_EAGAIN: cannot now (capture).
  *              The fence handle is opaque to the pool.
@@ -52,10 +60,19 @@ enum gp_release_cause {
  * may_release  optional: 0 when real frees must not happen now on this thread (a CUDA graph
  *              capture is underway); the OOM path then fails instead of releasing.
  */
+/* A source of a remap: a cached allocation whose physical memory moves into a new one. */
+struct gp_piece {
+	void *ptr;
+	size_t bytes;
+};
+
 struct gp_backend {
 	void *ctx;
 	int (*alloc)(void *ctx, int device, size_t bytes, void **out);
-	int (*free)(void *ctx, int device, void *ptr, size_t bytes);
+	int (*free)(void *ctx, int device, void *ptr, size_t bytes, int settled);
+	int (*movable)(void *ctx, void *ptr);
+	int (*remap)(void *ctx, int device, size_t bytes, const struct gp_piece *src, unsigned n,
+		     void **out, int *consumed);
 	int (*fence_record)(void *ctx, void **fence);
 	int (*fence_query)(void *ctx, void *fence);
 	int (*fence_wait)(void *ctx, void *fence);
@@ -107,6 +124,15 @@ struct gp_pool_config {
 	 * A drive takes a microsecond or two; the real allocation tens, and the memory stays. (At or
 	 * below 1 MiB a new block costs little memory, and threads would take turns at the fences.) */
 	uint64_t drive_wait_ns;
+	/* A miss of a class of at least this many bytes that would make a real allocation first
+	 * remaps (backend remap) idle movable blocks of smaller classes into a block of its size,
+	 * the largest first, up to remap_max_pieces of them, so that idle memory cached under other
+	 * sizes serves it and only the rest is new (0: never; needs backend remap). Only blocks whose
+	 * fence is done and that were freed at least remap_age_ns ago (backend clock) move: a size
+	 * in use a moment ago is likely to be asked again, and a hit costs less than a remap. */
+	size_t remap_min_bytes;
+	uint64_t remap_age_ns;
+	unsigned remap_max_pieces; /* 0: REMAP_MAX_PIECES_DEFAULT */
 };
 
 /* Per-device figures, summed over size classes. Bytes are real allocation sizes. */
@@ -130,6 +156,9 @@ struct gp_pool_dev_stats {
 	uint64_t fence_waits;     /* misses that waited for fenced blocks (cfg.reuse_wait_ns, reuse_poll_ns) */
 	uint64_t fence_wait_timeouts; /* ... and gave up: a real allocation followed */
 	uint64_t oversize_hits;   /* misses served by a larger class's block (cfg.oversize_pct) */
+	uint64_t remaps;          /* misses served by remapping cached blocks (cfg.remap_min_bytes) */
+	uint64_t remapped_bytes;  /* bytes of cached blocks those remaps moved (not new memory) */
+	uint64_t movable_bytes;   /* of live + cached bytes, those in movable blocks */
 };
 
 /* What one release did. */

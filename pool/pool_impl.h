@@ -61,7 +61,9 @@ struct gp_block {
 	uint64_t freed_ns;    /* when freed (backend clock) */
 	struct gp_block *next; /* class free list, oldest first; the spare list */
 	int device;
-	unsigned cls;
+	uint16_t cls;
+	uint8_t movable;      /* backend movable: a remap may take its physical memory */
+	uint8_t unused_;
 	unsigned list;        /* index of its home list in the device (class and stripe) */
 	_Atomic uint32_t state; /* generation and block_state, above */
 } GP_BLOCK_ALIGN;
@@ -110,12 +112,15 @@ struct gp_dev {
 	_Atomic uint64_t peak_reserved;
 	_Atomic uint64_t real_allocs, real_frees, failed_allocs, bad_frees;
 	_Atomic uint64_t fence_waits, fence_wait_timeouts, oversize_hits; /* misses only */
+	_Atomic uint64_t remaps, remapped_bytes, movable_bytes;
 	_Atomic uint64_t cap;      /* bytes of cache allowed, 0 = no cap */
 	_Atomic int cap_notified;  /* over_cap was called and no release ran since */
 };
 
 /* What threads write starts on a GP_LINE boundary (lock.h): the allocations round up to it. */
 _Static_assert(_Alignof(struct gp_block) == GP_LINE, "block records are GP_LINE units");
+_Static_assert(sizeof(struct gp_block) == GP_LINE, "a block record fills one GP_LINE unit");
+_Static_assert(MAX_CLASSES <= UINT16_MAX, "a class fits gp_block.cls");
 _Static_assert(_Alignof(struct gp_list) == GP_LINE, "lists are GP_LINE units");
 _Static_assert(_Alignof(struct gp_stripe_acct) == GP_LINE, "stripe counters are GP_LINE units");
 
@@ -385,5 +390,22 @@ static inline struct gp_block *take_cached(struct gp_pool *p, struct gp_list *c,
  * gp_pool_alloc only calls it. */
 struct gp_block *gp_pool_take_missed(struct gp_pool *p, struct gp_dev *d, unsigned cls,
 				     unsigned s0, size_t bytes, int own_fenced);
+
+/* A block's record made and entered: in the pointer map, counted live on list `list` (pool.c).
+ * GP_ENOMEM: no record or map room (the caller gives ptr back). */
+int gp_pool_enter_block(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
+			unsigned list, size_t bytes, void *ptr, int movable, struct gp_block **out);
+
+/* A miss of class cls served by remapping cached movable blocks of smaller classes (remap.c):
+ * GP_OK with *out, else the caller makes a real allocation. */
+int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
+		  size_t bytes, void **out);
+
+/* Whether a cached block's GPU work is known to be over: a fence after its free completed
+ * (ordered mode alone is not enough for memory that is unmapped at once). */
+static inline int settled(struct gp_pool *p, const struct gp_block *b)
+{
+	return b->epoch < atomic_load_explicit(&p->done_epoch, memory_order_acquire);
+}
 
 #endif

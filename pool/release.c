@@ -67,10 +67,12 @@ static void free_blocks(struct gp_pool *p, struct gp_dev *d, struct gp_block *b,
 		gp_lock(&s->lock);
 		gp_ptrmap_remove(s, (uintptr_t)b->ptr);
 		gp_unlock(&s->lock);
-		if (p->be.free(p->be.ctx, b->device, b->ptr, b->bytes) != GP_OK)
+		if (p->be.free(p->be.ctx, b->device, b->ptr, b->bytes, settled(p, b)) != GP_OK)
 			r->errors++;
 		atomic_fetch_add(&d->real_frees, 1);
 		atomic_fetch_sub(&d->reserved_bytes, b->bytes);
+		if (b->movable)
+			atomic_fetch_sub(&d->movable_bytes, b->bytes);
 		r->bytes += b->bytes;
 		r->blocks++;
 		retire_block(p, b);
@@ -301,4 +303,5 @@ void gp_pool_forget_device(struct gp_pool *p, int device)
 		atomic_store(&d->acct[i].remote, 0);
 	}
 	atomic_store(&d->reserved_bytes, 0);
+	atomic_store(&d->movable_bytes, 0);
 }

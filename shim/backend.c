@@ -149,12 +149,13 @@ static int runtime_free(int dev, void *ptr)
 	return to_rc((CUresult)e, 1);
 }
 
-static int be_free(void *ctx, int device, void *ptr, size_t bytes)
+static int be_free(void *ctx, int device, void *ptr, size_t bytes, int settled)
 {
 	int pushed = 0, rc;
 
 	(void)ctx;
 	(void)bytes;
+	(void)settled;
 	if (gp_backend_via_runtime && gp_real.Free != NULL)
 		return runtime_free(device, ptr);
 	gp_ctx_enter(device, &pushed);

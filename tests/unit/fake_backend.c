@@ -12,6 +12,8 @@ struct fake_block {
 	void *ptr;
 	size_t bytes;
 	int device;
+	int movable;
+	unsigned pieces; /* physical pieces: 1, or those of a remap's sources plus its new rest */
 };
 
 struct fake_fence {
@@ -83,6 +85,8 @@ static int fake_alloc(void *ctx, int device, size_t bytes, void **out)
 	b->ptr = mem;
 	b->bytes = bytes;
 	b->device = device;
+	b->movable = f->movable_min != 0 && bytes >= f->movable_min;
+	b->pieces = 1;
 	b->next = f->buckets[bucket_of(f, mem)];
 	f->buckets[bucket_of(f, mem)] = b;
 	f->used[device] += bytes;
@@ -94,7 +98,7 @@ out:
 	return rc;
 }
 
-static int fake_free(void *ctx, int device, void *ptr, size_t bytes)
+static int fake_free(void *ctx, int device, void *ptr, size_t bytes, int settled)
 {
 	struct fake_backend *f = ctx;
 	struct fake_block **pp, *b = NULL;
@@ -119,6 +123,8 @@ static int fake_free(void *ctx, int device, void *ptr, size_t bytes)
 	f->used[b->device] -= b->bytes;
 	f->blocks--;
 	f->counts.frees_ok++;
+	if (!settled)
+		f->counts.frees_unsettled++;
 	f->counts.frees_by_dev[b->device]++;
 	if (f->free_log_len < f->free_log_cap) {
 		f->free_log[f->free_log_len] = ptr;
@@ -271,6 +277,154 @@ static int fake_quiet(void *ctx)
 	return v;
 }
 
+/* Unlink the block at ptr (f->lock held), or NULL. */
+static struct fake_block *unlink_block(struct fake_backend *f, const void *ptr)
+{
+	struct fake_block **pp, *b;
+
+	for (pp = &f->buckets[bucket_of(f, ptr)]; *pp; pp = &(*pp)->next) {
+		if ((*pp)->ptr == ptr) {
+			b = *pp;
+			*pp = b->next;
+			return b;
+		}
+	}
+	return NULL;
+}
+
+static struct fake_block *find_block(struct fake_backend *f, const void *ptr)
+{
+	struct fake_block *b;
+
+	for (b = f->buckets[bucket_of(f, ptr)]; b; b = b->next)
+		if (b->ptr == ptr)
+			return b;
+	return NULL;
+}
+
+static int fake_movable(void *ctx, void *ptr)
+{
+	struct fake_backend *f = ctx;
+	struct fake_block *b;
+	int yes;
+
+	pthread_mutex_lock(&f->lock);
+	b = find_block(f, ptr);
+	yes = b != NULL && b->movable;
+	pthread_mutex_unlock(&f->lock);
+	return yes;
+}
+
+/* New host memory for the block; each source's bytes are copied in at its offset (as physical
+ * memory keeps its contents when it moves), and its own memory goes. */
+static int fake_remap(void *ctx, int device, size_t bytes, const struct gp_piece *src, unsigned n,
+		      void **out, int *consumed)
+{
+	struct fake_backend *f = ctx;
+	struct fake_block *b, *s;
+	size_t have = 0, off = 0;
+	unsigned pieces = 0;
+	int rc = GP_OK;
+
+	run_hook(f, FAKE_OP_REMAP);
+	*consumed = 0;
+	pthread_mutex_lock(&f->lock);
+	for (unsigned i = 0; i < n; i++) {
+		s = find_block(f, src[i].ptr);
+		if (s == NULL || !s->movable || s->device != device || s->bytes != src[i].bytes) {
+			f->counts.misuse++;
+			rc = GP_EINVAL;
+			goto out;
+		}
+		have += s->bytes;
+		pieces += s->pieces;
+	}
+	if (!valid_device(device) || have > bytes || n == 0) {
+		f->counts.misuse++;
+		rc = GP_EINVAL;
+		goto out;
+	}
+	if (f->remap_rc != GP_OK) {
+		rc = f->remap_rc;
+		*consumed = f->remap_consumes;
+		if (*consumed)
+			goto drop;
+		goto out;
+	}
+	if (f->capacity[device] != UINT64_MAX && f->used[device] + (bytes - have) > f->capacity[device]) {
+		f->counts.allocs_nomem++;
+		rc = GP_ENOMEM;
+		goto out;
+	}
+	b = malloc(sizeof(*b));
+	if (b == NULL || (b->ptr = malloc(bytes)) == NULL) {
+		free(b);
+		rc = GP_ENOMEM;
+		goto out;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		s = find_block(f, src[i].ptr);
+		memcpy((char *)b->ptr + off, s->ptr, s->bytes);
+		off += s->bytes;
+	}
+	b->bytes = bytes;
+	b->device = device;
+	b->movable = 1;
+	b->pieces = pieces + (have < bytes);
+	b->next = f->buckets[bucket_of(f, b->ptr)];
+	f->buckets[bucket_of(f, b->ptr)] = b;
+	f->used[device] += bytes;
+	f->blocks++;
+	f->counts.remaps_ok++;
+	f->counts.remapped_bytes += have;
+	*out = b->ptr;
+	*consumed = 1;
+drop:
+	for (unsigned i = 0; i < n; i++) {
+		s = unlink_block(f, src[i].ptr);
+		f->used[device] -= s->bytes;
+		f->blocks--;
+		free(s->ptr);
+		free(s);
+	}
+	if (rc != GP_OK)
+		f->counts.remap_dropped += n;
+	else
+		*consumed = 0; /* success: the contract's *consumed speaks of failures only */
+out:
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+void fake_set_movable(struct fake_backend *f, size_t min_bytes)
+{
+	pthread_mutex_lock(&f->lock);
+	f->movable_min = min_bytes;
+	f->be.movable = min_bytes ? fake_movable : NULL;
+	f->be.remap = min_bytes ? fake_remap : NULL;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fake_set_remap_rc(struct fake_backend *f, int rc, int consumes)
+{
+	pthread_mutex_lock(&f->lock);
+	f->remap_rc = rc;
+	f->remap_consumes = consumes;
+	pthread_mutex_unlock(&f->lock);
+}
+
+unsigned fake_pieces(struct fake_backend *f, const void *ptr)
+{
+	struct fake_block *b;
+	unsigned n;
+
+	pthread_mutex_lock(&f->lock);
+	b = find_block(f, ptr);
+	n = b ? b->pieces : 0;
+	pthread_mutex_unlock(&f->lock);
+	return n;
+}
+
 void fake_init(struct fake_backend *f)
 {
 	int i;
@@ -289,6 +443,7 @@ void fake_init(struct fake_backend *f)
 	f->clock_ns = 1000000000ull;
 	f->fence_record_rc = GP_OK;
 	f->free_rc = GP_OK;
+	f->remap_rc = GP_OK;
 	f->may_release = 1;
 	f->be.ctx = f;
 	f->be.alloc = fake_alloc;

@@ -22,6 +22,7 @@ enum fake_op {
 	FAKE_OP_NOW,
 	FAKE_OP_MAY_RELEASE,
 	FAKE_OP_QUIET,
+	FAKE_OP_REMAP,
 	FAKE_OP_COUNT
 };
 
@@ -35,6 +36,10 @@ struct fake_counts {
 	uint64_t allocs_nomem;         /* alloc calls answered GP_ENOMEM */
 	uint64_t frees_ok;             /* free calls of a block the fake had handed out */
 	uint64_t frees_by_dev[GP_MAX_DEVICES];
+	uint64_t frees_unsettled;      /* free calls told the block may still be in use */
+	uint64_t remaps_ok;            /* remap calls that made a block */
+	uint64_t remapped_bytes;       /* bytes of sources they moved */
+	uint64_t remap_dropped;        /* sources a failed remap gave back (fake_set_remap_rc) */
 	uint64_t misuse;               /* contract breaches seen: unknown or double free, wrong
 					* device or size on free, use of a destroyed fence, bad device */
 };
@@ -56,6 +61,9 @@ struct fake_backend {
 	int fence_record_rc;    /* what fence_record answers; GP_OK records a fence */
 	unsigned fence_auto;    /* >0: a fence completes on its fence_auto-th query */
 	int free_rc;            /* what free answers (the memory is freed either way) */
+	size_t movable_min;     /* blocks of at least this many bytes are movable (0: none) */
+	int remap_rc;           /* what remap answers; GP_OK remaps */
+	int remap_consumes;     /* with remap_rc set: whether the failure gives the sources back */
 	int may_release;        /* what may_release answers; 1 unless a test sets it */
 	int quiet;              /* what quiet answers: 0 (the GPU is never idle) unless set; 1 also
 				 * completes every fence recorded so far */
@@ -101,6 +109,16 @@ void fake_set_fence_record_rc(struct fake_backend *f, int rc);
 void fake_set_fence_auto(struct fake_backend *f, unsigned polls);
 
 void fake_set_free_rc(struct fake_backend *f, int rc);
+/* Blocks of at least min_bytes are movable and the backend offers remap (0: neither, the
+ * default). A remap checks its sources (movable blocks of the fake, of the device, at most the
+ * size together; misuse otherwise), charges only the rest against the capacity, and copies each
+ * source's bytes to its offset in the new block. */
+void fake_set_movable(struct fake_backend *f, size_t min_bytes);
+/* remap fails with rc (GP_OK: works again); consumes: the failure gives the sources back. */
+void fake_set_remap_rc(struct fake_backend *f, int rc, int consumes);
+/* Physical pieces of the block at ptr: 1 for an allocation, the sum of its sources' plus one
+ * for the new rest for a remap; 0 for a pointer the fake does not hold. */
+unsigned fake_pieces(struct fake_backend *f, const void *ptr);
 void fake_set_may_release(struct fake_backend *f, int yes);
 void fake_set_quiet(struct fake_backend *f, int idle);
 uint64_t fake_quiet_yes(struct fake_backend *f);

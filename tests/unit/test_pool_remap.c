@@ -1,0 +1,334 @@
+/* test_pool_remap.c — cfg.remap_min_bytes: a miss that would make a real allocation first moves
+ * the physical memory of cached movable blocks of smaller classes into its new block (backend
+ * remap), the largest first, and only the rest is new memory. Never a block still fenced, too
+ * young (cfg.remap_age_ns), not movable, of another device, or that does not fit; at most
+ * cfg.remap_max_pieces sources; a failed remap leaves the sources cached or counts them given
+ * back; bytes stay exact through the OOM retry and releases; frees say whether they are settled. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "pool_fixture.h"
+
+/* A pool whose fake backend makes blocks of at least `movable` bytes movable. */
+static int setup_remap(void **state, int ordered, size_t movable, uint64_t age, unsigned pieces)
+{
+	struct gp_pool_config cfg = { .ordered = ordered, .remap_min_bytes = 4 * MiB,
+				      .remap_age_ns = age, .remap_max_pieces = pieces };
+	struct fx *fx;
+
+	if (fx_setup_cfg(state, &cfg) != 0)
+		return -1;
+	fx = *state;
+	gp_pool_destroy(fx->pool);
+	fake_set_movable(&fx->fake, movable);
+	return gp_pool_create(&fx->fake.be, &cfg, &fx->pool) == GP_OK ? 0 : -1;
+}
+
+static int setup_default(void **state)
+{
+	return setup_remap(state, 0, 4 * MiB, 0, 0);
+}
+
+static int setup_ordered(void **state)
+{
+	return setup_remap(state, 1, 4 * MiB, 0, 0);
+}
+
+static int setup_aged(void **state)
+{
+	return setup_remap(state, 0, 4 * MiB, 1000000000ull, 0);
+}
+
+static int setup_two_pieces(void **state)
+{
+	return setup_remap(state, 0, 4 * MiB, 0, 2);
+}
+
+static int setup_movable_8(void **state)
+{
+	return setup_remap(state, 0, 8 * MiB, 0, 0);
+}
+
+/* Allocate and free one block of each size, then let the fences complete: all idle. */
+static void cache_sizes(struct fx *fx, int device, const size_t *sizes, void **ptrs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ptrs[i] = fx_alloc(fx, device, sizes[i]);
+	for (size_t i = 0; i < n; i++) {
+		memset(ptrs[i], (int)(0x10 + i), sizes[i]);
+		fx_free(fx, ptrs[i]);
+	}
+	fx_settle(fx);
+}
+
+/* Proves: a 16 MiB miss takes the idle 8 and 4 MiB blocks (12 MiB moved, their bytes at their
+ * offsets) and only 4 MiB is new: the footprint is 16 MiB, not 28; three pieces; no real
+ * allocation; the stats count one remap of 12 MiB and 16 movable bytes; a release gives it all
+ * back, settled. */
+static void test_remap_serves_miss(void **state)
+{
+	struct fx *fx = *state;
+	size_t sizes[] = { 8 * MiB, 4 * MiB };
+	void *ptrs[2], *p;
+	struct gp_pool_dev_stats s;
+	struct fake_counts fc;
+
+	cache_sizes(fx, 0, sizes, ptrs, 2);
+	p = fx_alloc(fx, 0, 15 * MiB);
+	assert_int_equal(fake_used(&fx->fake, 0), 16 * MiB);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_REMAP), 1);
+	assert_int_equal(fake_pieces(&fx->fake, p), 3);
+	assert_int_equal(((unsigned char *)p)[0], 0x10);
+	assert_int_equal(((unsigned char *)p)[8 * MiB], 0x11);
+	s = fx_stats(fx, 0);
+	assert_int_equal(s.remaps, 1);
+	assert_int_equal(s.remapped_bytes, 12 * MiB);
+	assert_int_equal(s.live_bytes, 16 * MiB);
+	assert_int_equal(s.requested_bytes, 15 * MiB);
+	assert_int_equal(s.idle_bytes + s.pending_bytes, 0);
+	assert_int_equal(s.movable_bytes, 16 * MiB);
+	assert_int_equal(s.real_allocs, 2);
+	assert_int_equal(s.peak_reserved_bytes, 16 * MiB);
+	assert_int_equal(gp_pool_block_size(fx->pool, p, NULL), 16 * MiB);
+	assert_int_equal(gp_pool_block_size(fx->pool, ptrs[0], NULL), 0);
+	fx_free(fx, p);
+	fx_settle(fx);
+	assert_int_equal(gp_pool_release(fx->pool, 0, 0, GP_CAUSE_API, NULL), GP_OK);
+	s = fx_stats(fx, 0);
+	assert_int_equal(s.movable_bytes, 0);
+	assert_int_equal(fake_used(&fx->fake, 0), 0);
+	fake_get_counts(&fx->fake, &fc);
+	assert_int_equal(fc.frees_ok, 1);
+	assert_int_equal(fc.frees_unsettled, 0);
+}
+
+/* Proves: blocks whose fence is not done do not move (a real allocation instead), and a release
+ * of such a block tells the backend it may still be in use. */
+static void test_fenced_not_moved(void **state)
+{
+	struct fx *fx = *state;
+	void *a = fx_alloc(fx, 0, 8 * MiB), *p;
+	struct fake_counts fc;
+
+	fx_free(fx, a);
+	p = fx_alloc(fx, 0, 16 * MiB);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_REMAP), 0);
+	assert_int_equal(fake_used(&fx->fake, 0), 24 * MiB);
+	assert_int_equal(fx_stats(fx, 0).remaps, 0);
+	assert_int_equal(gp_pool_release(fx->pool, 0, 0, GP_CAUSE_API, NULL), GP_OK);
+	fake_get_counts(&fx->fake, &fc);
+	assert_int_equal(fc.frees_unsettled, 1);
+	fx_free(fx, p);
+}
+
+/* Proves: in ordered mode a free is reused at once, but a block moves only once a fence says the
+ * GPU is done with it (the miss records one); an idle GPU (quiet) says so without a fence. */
+static void test_ordered_needs_quiet(void **state)
+{
+	struct fx *fx = *state;
+	void *a = fx_alloc(fx, 0, 8 * MiB), *b = fx_alloc(fx, 0, 4 * MiB), *p, *q;
+
+	fx_free(fx, a);
+	fx_free(fx, b);
+	p = fx_alloc(fx, 0, 16 * MiB); /* a fence is recorded, not complete: no move */
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_REMAP), 0);
+	assert_int_equal(fake_fences_recorded(&fx->fake), 1);
+	fake_complete_all_fences(&fx->fake);
+	q = fx_alloc(fx, 0, 14 * MiB);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_REMAP), 1);
+	assert_int_equal(fx_stats(fx, 0).remapped_bytes, 12 * MiB);
+	fx_free(fx, p);
+	fx_free(fx, q);
+}
+
+/* Proves: on an idle GPU (quiet) an ordered pool moves a block just freed, with no fence. */
+static void test_ordered_idle_gpu(void **state)
+{
+	struct fx *fx = *state;
+	void *a = fx_alloc(fx, 0, 8 * MiB), *p;
+
+	fake_set_quiet(&fx->fake, 1);
+	fx_free(fx, a);
+	p = fx_alloc(fx, 0, 16 * MiB);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_REMAP), 1);
+	assert_int_equal(fake_fences_recorded(&fx->fake), 0);
+	assert_int_equal(fake_used(&fx->fake, 0), 16 * MiB);
+	fx_free(fx, p);
+}
+
+/* Proves: with cfg.remap_age_ns a block moves only once it has been idle that long. */
+static void test_age(void **state)
+{
+	struct fx *fx = *state;
+	size_t sizes[] = { 8 * MiB };
+	void *ptrs[1], *p, *q;
+
+	cache_sizes(fx, 0, sizes, ptrs, 1);
+	p = fx_alloc(fx, 0, 16 * MiB);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_REMAP), 0);
+	fake_advance_clock(&fx->fake, 1000000000ull);
+	q = fx_alloc(fx, 0, 16 * MiB);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_REMAP), 1);
+	assert_int_equal(fake_used(&fx->fake, 0), 32 * MiB);
+	fx_free(fx, p);
+	fx_free(fx, q);
+}
+
+/* Proves: only blocks that fit what is left move, the largest first: for 16 MiB, the idle 32 MiB
+ * block stays (it does not fit), then 12 and 4 MiB move and 2 MiB does not (nothing left). */
+static void test_largest_that_fit(void **state)
+{
+	struct fx *fx = *state;
+	size_t sizes[] = { 32 * MiB, 12 * MiB, 4 * MiB, 2 * MiB };
+	void *ptrs[4], *p;
+	struct gp_pool_dev_stats s;
+
+	cache_sizes(fx, 0, sizes, ptrs, 4);
+	p = fx_alloc(fx, 0, 16 * MiB);
+	s = fx_stats(fx, 0);
+	assert_int_equal(s.remapped_bytes, 16 * MiB);
+	assert_int_equal(s.idle_bytes, 34 * MiB);
+	assert_int_equal(fake_pieces(&fx->fake, p), 2);
+	assert_int_equal(fake_used(&fx->fake, 0), 50 * MiB);
+	assert_int_equal(gp_pool_block_size(fx->pool, ptrs[0], NULL), 0);
+	fx_free(fx, p);
+	fx_settle(fx);
+	/* The 32 MiB block is still the cached one of its class. */
+	p = fx_alloc(fx, 0, 32 * MiB);
+	assert_ptr_equal(p, ptrs[0]);
+	fx_free(fx, p);
+}
+
+/* Proves: at most cfg.remap_max_pieces sources (2 of five idle 4 MiB blocks). */
+static void test_max_pieces(void **state)
+{
+	struct fx *fx = *state;
+	size_t sizes[] = { 4 * MiB, 4 * MiB, 4 * MiB, 4 * MiB, 4 * MiB };
+	void *ptrs[5], *p;
+
+	cache_sizes(fx, 0, sizes, ptrs, 5);
+	p = fx_alloc(fx, 0, 32 * MiB);
+	assert_int_equal(fx_stats(fx, 0).remapped_bytes, 8 * MiB);
+	assert_int_equal(fx_stats(fx, 0).idle_blocks, 3);
+	fx_free(fx, p);
+}
+
+/* Proves: a block the backend did not call movable stays (4 MiB, below the fake's 8 MiB), as do
+ * the blocks of another device. */
+static void test_not_movable_or_other_device(void **state)
+{
+	struct fx *fx = *state;
+	size_t small[] = { 4 * MiB }, big[] = { 8 * MiB };
+	void *ptrs[1], *others[1], *p;
+
+	cache_sizes(fx, 0, small, ptrs, 1);
+	cache_sizes(fx, 1, big, others, 1);
+	p = fx_alloc(fx, 0, 16 * MiB);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_REMAP), 0);
+	assert_int_equal(fx_stats(fx, 0).idle_bytes, 4 * MiB);
+	assert_int_equal(fx_stats(fx, 1).idle_bytes, 8 * MiB);
+	assert_int_equal(fx_stats(fx, 0).movable_bytes, 16 * MiB);
+	fx_free(fx, p);
+}
+
+/* Proves: a remap that fails and keeps its sources leaves them cached as they were (a real
+ * allocation serves the miss, the next 8 MiB request is a hit on the old block); one that fails
+ * and gives them back counts them freed. */
+static void test_failed_remap(void **state)
+{
+	struct fx *fx = *state;
+	size_t sizes[] = { 8 * MiB, 4 * MiB };
+	void *ptrs[2], *p, *q, *r;
+	struct gp_pool_dev_stats s;
+
+	cache_sizes(fx, 0, sizes, ptrs, 2);
+	fake_set_remap_rc(&fx->fake, GP_EBACKEND, 0);
+	p = fx_alloc(fx, 0, 16 * MiB);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_REMAP), 1);
+	s = fx_stats(fx, 0);
+	assert_int_equal(s.remaps, 0);
+	assert_int_equal(s.idle_bytes, 12 * MiB);
+	assert_int_equal(s.real_allocs, 3);
+	q = fx_alloc(fx, 0, 8 * MiB);
+	assert_ptr_equal(q, ptrs[0]);
+	fx_free(fx, q);
+	fx_settle(fx);
+	fake_set_remap_rc(&fx->fake, GP_EBACKEND, 1);
+	r = fx_alloc(fx, 0, 16 * MiB);
+	s = fx_stats(fx, 0);
+	assert_int_equal(s.idle_bytes, 0);
+	assert_int_equal(s.real_frees, 2);
+	assert_int_equal(s.live_bytes, 32 * MiB);
+	assert_int_equal(fake_used(&fx->fake, 0), 32 * MiB);
+	assert_int_equal(s.movable_bytes, 32 * MiB);
+	fx_free(fx, p);
+	fx_free(fx, r);
+}
+
+/* Proves: a remap whose new rest does not fit the device leaves its sources; the OOM retry then
+ * gives the cache back and allocates: the footprint is the new block's bytes exactly. */
+static void test_oom_retry(void **state)
+{
+	struct fx *fx = *state;
+	size_t sizes[] = { 8 * MiB, 10 * MiB };
+	void *ptrs[2], *p;
+	int retried = 0;
+
+	cache_sizes(fx, 0, sizes, ptrs, 2);
+	fake_set_capacity(&fx->fake, 0, 20 * MiB);
+	assert_int_equal(gp_pool_alloc(fx->pool, 0, 16 * MiB, &p, &retried), GP_OK);
+	assert_int_equal(retried, 1);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_REMAP), 1);
+	assert_int_equal(fake_used(&fx->fake, 0), 16 * MiB);
+	assert_int_equal(fx_stats(fx, 0).live_bytes, 16 * MiB);
+	assert_int_equal(fx_stats(fx, 0).idle_bytes, 0);
+	assert_int_equal(fx_stats(fx, 0).movable_bytes, 16 * MiB);
+	fx_free(fx, p);
+}
+
+/* Proves: under a cap the footprint stays within live bytes plus the cap, and a remapped block
+ * is released by age like any other. */
+static void test_cap_and_age_release(void **state)
+{
+	struct fx *fx = *state;
+	size_t sizes[] = { 8 * MiB, 8 * MiB, 6 * MiB };
+	void *ptrs[3], *p;
+
+	cache_sizes(fx, 0, sizes, ptrs, 3);
+	gp_pool_set_cap(fx->pool, 0, 4 * MiB);
+	p = fx_alloc(fx, 0, 16 * MiB);
+	assert_true(fake_used(&fx->fake, 0) <= 16 * MiB + 4 * MiB);
+	assert_int_equal(fx_stats(fx, 0).remapped_bytes, 16 * MiB);
+	fx_free(fx, p);
+	fx_settle(fx);
+	fake_advance_clock(&fx->fake, 5000000000ull);
+	assert_int_equal(gp_pool_release_idle(fx->pool, 0, fake_clock(&fx->fake), GP_CAUSE_IDLE, NULL),
+			 GP_OK);
+	assert_int_equal(fake_used(&fx->fake, 0), 0);
+	assert_int_equal(fx_stats(fx, 0).movable_bytes, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_remap_serves_miss, setup_default, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_fenced_not_moved, setup_default, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_ordered_needs_quiet, setup_ordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_ordered_idle_gpu, setup_ordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_age, setup_aged, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_largest_that_fit, setup_default, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_max_pieces, setup_two_pieces, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_not_movable_or_other_device, setup_movable_8,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_failed_remap, setup_default, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_oom_retry, setup_default, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_cap_and_age_release, setup_default, fx_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
