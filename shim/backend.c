@@ -14,6 +14,7 @@
 #include "real.h"
 #include "shim.h"
 #include "state.h"
+#include "vmm.h"
 
 #include <time.h>
 
@@ -100,19 +101,43 @@ static void first_on(int device)
 		gp_policy_device_seen(device);
 }
 
+/* A VMM-backed block (GPUPOOL_VMM), in the device's context: the current one, else entered for
+ * the call. 1 when it was tried (*rc says how it went), 0 when the device's context is not
+ * there to enter (the program has not used the device yet): an ordinary allocation then. */
+static int vmm_alloc(int device, int on, size_t bytes, CUdeviceptr *p, int *rc)
+{
+	int pushed = 0;
+
+	if (on != device && gp_ctx_enter(device, &pushed) != 0)
+		return 0;
+	*rc = to_rc(gp_vmm_alloc(device, bytes, p), 0);
+	gp_ctx_leave(pushed);
+	return 1;
+}
+
 /* Through the runtime when the allocation came through its door (its context is the program's
  * current one) or the device's context is not current here; else the driver in the current
- * context; else the driver in the device's context, entered for the call. */
+ * context; else the driver in the device's context, entered for the call. A block above 2 MiB
+ * is VMM-backed while GPUPOOL_VMM is on (an error other than memory turns that off: the block is
+ * then made the ordinary way). */
 static int be_alloc(void *ctx, int device, size_t bytes, void **out)
 {
 	CUcontext cur;
 	CUdeviceptr p = 0;
-	int mode, pushed, rc, on;
+	int mode, pushed, rc = GP_EBACKEND, on;
 
 	(void)ctx;
 	mode = relax();
 	first_on(device);
 	on = gp_backend_via_runtime ? -1 : gp_ctx_current(&cur);
+	if (gp_vmm_wanted(device, bytes)) {
+		if (gp_backend_via_runtime)
+			on = gp_ctx_current(&cur);
+		if (vmm_alloc(device, on, bytes, &p, &rc) &&
+		    (rc == GP_OK || rc == GP_ENOMEM || gp_vmm_wanted(device, bytes)))
+			goto out;
+		on = gp_backend_via_runtime ? -1 : on;
+	}
 	if (on != device && gp_real.Malloc != NULL) {
 		rc = runtime_alloc(device, bytes, (void **)&p);
 		if (gp_ctx_current(&cur) == device)
@@ -126,6 +151,7 @@ static int be_alloc(void *ctx, int device, size_t bytes, void **out)
 	} else {
 		rc = to_rc(CUDA_ERROR_INVALID_CONTEXT, 0);
 	}
+out:
 	unrelax(mode);
 	*out = (void *)(uintptr_t)p;
 	return rc;
@@ -155,12 +181,39 @@ static int be_free(void *ctx, int device, void *ptr, size_t bytes, int settled)
 
 	(void)ctx;
 	(void)bytes;
-	(void)settled;
+	if (gp_vmm_owns(ptr)) {
+		gp_ctx_enter(device, &pushed);
+		rc = to_rc(gp_vmm_free(ptr, settled), 0);
+		gp_ctx_leave(pushed);
+		return rc;
+	}
 	if (gp_backend_via_runtime && gp_real.Free != NULL)
 		return runtime_free(device, ptr);
 	gp_ctx_enter(device, &pushed);
 	rc = to_rc(gp_cu.MemFree_v2((CUdeviceptr)(uintptr_t)ptr), 0);
 	gp_ctx_leave(pushed);
+	return rc;
+}
+
+static int be_movable(void *ctx, void *ptr)
+{
+	(void)ctx;
+	return gp_vmm_owns(ptr);
+}
+
+static int be_remap(void *ctx, int device, size_t bytes, const struct gp_piece *src, unsigned n,
+		    void **out, int *consumed)
+{
+	CUdeviceptr p = 0;
+	int pushed = 0, rc;
+
+	(void)ctx;
+	*consumed = 0;
+	if (gp_ctx_enter(device, &pushed) != 0)
+		return GP_EBACKEND;
+	rc = to_rc(gp_vmm_remap(device, bytes, src, n, &p, consumed), 0);
+	gp_ctx_leave(pushed);
+	*out = (void *)(uintptr_t)p;
 	return rc;
 }
 
@@ -190,4 +243,8 @@ void gp_backend_fill(struct gp_backend *be)
 	be->quiet = gp_fence_quiet;
 	be->now_ns = be_now;
 	be->may_release = be_may_release;
+	if (atomic_load(&gp_shim.vmm.on)) {
+		be->movable = be_movable;
+		be->remap = be_remap;
+	}
 }

@@ -88,6 +88,15 @@ static const struct {
 	F(EventSynchronize),
 	F(StreamQuery),
 	F(StreamSynchronize),
+	F(MemRelease),
+	F(MemAddressReserve),
+	F(MemAddressFree),
+	F(MemMap),
+	F(MemUnmap),
+	F(MemSetAccess),
+	F(MemGetAllocationGranularity),
+	F(DeviceGetAttribute),
+	F(DeviceCanAccessPeer),
 };
 #undef F
 

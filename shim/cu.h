@@ -89,6 +89,19 @@ struct gp_cu {
 	CUresult (*EventSynchronize)(CUevent);
 	CUresult (*StreamQuery)(CUstream);
 	CUresult (*StreamSynchronize)(CUstream);
+	/* The virtual memory API, for VMM-backed blocks (vmm.c). */
+	CUresult (*MemRelease)(CUmemGenericAllocationHandle);
+	CUresult (*MemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr,
+				      unsigned long long);
+	CUresult (*MemAddressFree)(CUdeviceptr, size_t);
+	CUresult (*MemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+			   unsigned long long);
+	CUresult (*MemUnmap)(CUdeviceptr, size_t);
+	CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+	CUresult (*MemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *,
+						CUmemAllocationGranularity_flags);
+	CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+	CUresult (*DeviceCanAccessPeer)(int *, CUdevice, CUdevice);
 };
 
 extern struct gp_cu gp_cu;

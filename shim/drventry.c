@@ -52,7 +52,7 @@ GP_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
 	if (GP_MISSING(IpcGetMemHandle))
 		return CUDA_ERROR_NOT_FOUND;
 	if (gp_shim_active())
-		gp_shim_ipc_seen();
+		gp_shim_ipc_seen((const void *)(uintptr_t)dptr);
 	return gp_cu.IpcGetMemHandle(handle, dptr);
 }
 

@@ -36,7 +36,7 @@ GP_EXPORT cudaError_t cudaFree(void *devPtr)
 GP_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
 {
 	if (ready())
-		gp_shim_ipc_seen();
+		gp_shim_ipc_seen(devPtr);
 	if (gp_real.IpcGetMemHandle == NULL)
 		return cudaErrorInitializationError;
 	return gp_real.IpcGetMemHandle(handle, devPtr);

@@ -91,6 +91,9 @@ static void snapshot(struct gp_stats_snapshot *s)
 						      memory_order_relaxed);
 		e->bad_frees = p.bad_frees;
 		e->oversize_hits = p.oversize_hits;
+		e->remaps = p.remaps;
+		e->remapped_bytes = p.remapped_bytes;
+		e->vmm_bytes = p.movable_bytes;
 		e->fence_waits = p.fence_waits;
 		e->fence_wait_timeouts = p.fence_wait_timeouts;
 	}

@@ -23,6 +23,7 @@ enum gp_opt_type {
 
 enum gp_torch_mode { GP_TORCH_DEFAULT = 0, GP_TORCH_TAKEOVER };
 enum gp_flush_mode { GP_FLUSH_AUTO = 0, GP_FLUSH_OFF };
+enum gp_vmm_mode { GP_VMM_OFF = 0, GP_VMM_ON, GP_VMM_AUTO };
 
 /* A size as given: bytes, or a share of the device's total memory. */
 struct gp_size {
@@ -42,6 +43,8 @@ struct gp_options {
 	uint64_t reuse_poll_ns;       /* GPUPOOL_REUSE_POLL */
 	uint64_t reuse_age_ns;        /* GPUPOOL_REUSE_AGE */
 	int oversize_pct;              /* GPUPOOL_OVERSIZE, percent */
+	int vmm;                       /* GPUPOOL_VMM: enum gp_vmm_mode */
+	uint64_t vmm_age_ns;           /* GPUPOOL_VMM_AGE */
 	int report_cached_as_free;
 	int framework_flush; /* enum gp_flush_mode */
 	int torch;           /* enum gp_torch_mode */

@@ -19,6 +19,7 @@
 #include "policy.h"
 #include "real.h"
 #include "trace.h"
+#include "vmm.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -49,6 +50,7 @@ struct gp_shim_state gp_shim = {
 	.control = { .release_lock = PTHREAD_MUTEX_INITIALIZER },
 	.obs = { .publish_lock = PTHREAD_MUTEX_INITIALIZER },
 	.real = { .once = PTHREAD_ONCE_INIT },
+	.vmm = { .lock = PTHREAD_MUTEX_INITIALIZER },
 };
 
 /* What the constructor (or the handler, in a process that never uses CUDA) touches lives apart
@@ -164,6 +166,7 @@ static int init_locked(void)
 	if (find_driver(&ndev) != 0)
 		return GP_PASSTHROUGH;
 	atomic_store_explicit(&gp_shim.life.single_device, ndev == 1, memory_order_relaxed);
+	gp_vmm_init(o->vmm);
 	gp_backend_fill(&be);
 	cfg.reuse_wait_ns = o->reuse_wait_ns;
 	cfg.reuse_poll_ns = o->reuse_poll_ns;
@@ -171,6 +174,10 @@ static int init_locked(void)
 	cfg.oversize_pct = (unsigned)o->oversize_pct;
 	cfg.fence_batch = GP_FENCE_BATCH;
 	cfg.fence_batch_bytes = GP_FENCE_BATCH_BYTES;
+	if (be.remap != NULL) {
+		cfg.remap_min_bytes = GP_VMM_MIN_BYTES + 1;
+		cfg.remap_age_ns = o->vmm_age_ns;
+	}
 	if (gp_pool_create(&be, &cfg, &gp_shim.life.pool) != GP_OK) {
 		gp_log(GP_LOG_ERROR, "cannot create the pool; passing through");
 		return GP_PASSTHROUGH;
@@ -458,8 +465,9 @@ void gp_shim_vmm_seen(void)
  * CUDA tensor with another process through torch.multiprocessing: the consumer never answers.
  * That is PyTorch's own limit, with or without gpupool; said once, at the first IPC handle, so
  * that a hang there has a name. */
-void gp_shim_ipc_seen(void)
+void gp_shim_ipc_seen(const void *ptr)
 {
+	gp_vmm_ipc_seen(ptr);
 	if (gp_shim.life.opts.torch == GP_TORCH_TAKEOVER && !atomic_exchange(&gp_shim.life.said_ipc, 1))
 		gp_log(GP_LOG_WARN, "an IPC memory handle was asked for in takeover mode "
 				    "(GPUPOOL_TORCH=takeover): PyTorch with its cache off "

@@ -79,8 +79,9 @@ CUresult gp_shim_cu_alloc(CUdeviceptr *dptr, size_t size);
 CUresult gp_shim_cu_free(CUdeviceptr dptr);
 void gp_shim_cu_meminfo(size_t *free_b, size_t *total_b);
 void gp_shim_vmm_seen(void);
-/* An IPC memory handle was asked for (either door): in takeover mode, a warning, once. */
-void gp_shim_ipc_seen(void);
+/* An IPC memory handle was asked for ptr (either door): in takeover mode, a warning, once; in
+ * GPUPOOL_VMM=auto, no VMM-backed blocks from now on (vmm.c). */
+void gp_shim_ipc_seen(const void *ptr);
 void gp_shim_stream_created(CUstream s, unsigned flags);
 void gp_shim_stream_destroying(CUstream s);
 /* A capture counts from before its begin reaches the driver: begin returns whether this call

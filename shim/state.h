@@ -257,6 +257,28 @@ struct gp_shim_trace {
 	struct gp_ptrmap *sizes;
 };
 
+/* vmm.c: blocks made with the driver's virtual memory API (GPUPOOL_VMM). */
+struct gp_vmm_block;
+struct gp_vmm_dev {
+	int known;        /* 1: looked at (under lock) */
+	int usable;       /* the device supports the API, with 2 MiB granules */
+	int rdma;         /* ... and GPUDirect RDMA on such memory */
+	int npeers;
+	int peer[GP_MAX_DEVICES]; /* devices that can access this one's memory */
+};
+struct gp_shim_vmm {
+	/* 1 while new blocks above 2 MiB are made with the API: set by init (GPUPOOL_VMM on or
+	 * auto), cleared for good at the first IPC call in auto mode or when a call of the API
+	 * fails for a reason other than memory (any thread; relaxed: one more legacy or VMM block
+	 * is harmless). */
+	_Atomic int on;
+	_Atomic int said_broken, said_ipc; /* exchange, once each */
+	pthread_mutex_t lock; /* the registry and dev[]; never held across a driver call */
+	struct gp_vmm_block **bucket; /* base address -> block, chained; allocated at first use */
+	size_t count;
+	struct gp_vmm_dev dev[GP_MAX_DEVICES];
+};
+
 /* real.c: the shared runtime's table (gp_real) is filled once. */
 struct gp_shim_real {
 	pthread_once_t once; /* resolve() runs once, on the first thread that asks */
@@ -276,6 +298,7 @@ struct gp_shim_state {
 	_Alignas(GP_SHIM_LINE) struct gp_shim_policy policy;
 	_Alignas(GP_SHIM_LINE) struct gp_shim_obs obs;
 	_Alignas(GP_SHIM_LINE) struct gp_shim_real real;
+	_Alignas(GP_SHIM_LINE) struct gp_shim_vmm vmm;
 };
 
 /* What the constructor (gp_shim_load) and the signal handler touch: every process the library

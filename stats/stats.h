@@ -41,6 +41,8 @@ enum gp_stats_unit {
 	  "Bytes freed by the program, cached until the GPU is done with them.")                   \
 	X(pending_blocks, GP_STATS_GAUGE, GP_STATS_COUNT, "  blocks",                             \
 	  "Blocks freed, waiting for the GPU.")                                                    \
+	X(vmm_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "VMM-backed",                                \
+	  "Of in use + idle + pending, bytes in blocks made with the virtual memory API (GPUPOOL_VMM).") \
 	X(peak_in_use_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "peak in use",                       \
 	  "Highest in-use bytes since start (threads: an upper bound, at most peak reserved).")    \
 	X(peak_reserved_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "peak reserved",                   \
@@ -51,6 +53,10 @@ enum gp_stats_unit {
 	  "Allocations served from the cache, with no cudaMalloc.")                                \
 	X(oversize_hits, GP_STATS_COUNTER, GP_STATS_COUNT, "    a larger class",                  \
 	  "Cache hits served by a block of a larger size class (GPUPOOL_OVERSIZE).")               \
+	X(remaps, GP_STATS_COUNTER, GP_STATS_COUNT, "  remapped",                                \
+	  "Misses served by moving idle blocks of other sizes into a new block (GPUPOOL_VMM).")   \
+	X(remapped_bytes, GP_STATS_COUNTER, GP_STATS_BYTES, "    moved",                          \
+	  "Bytes of idle blocks those moves reused instead of new memory.")                        \
 	X(fence_waits, GP_STATS_COUNTER, GP_STATS_COUNT, "  waited for a fence",                  \
 	  "Misses that waited for a freed block's GPU work to end (GPUPOOL_REUSE_WAIT).")          \
 	X(fence_wait_timeouts, GP_STATS_COUNTER, GP_STATS_COUNT, "    gave up",                    \

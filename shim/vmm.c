@@ -1,0 +1,420 @@
+/* vmm.c — VMM-backed blocks (vmm.h): a registry of blocks (base address -> range and handles)
+ * under one mutex, never held across a driver call, and the driver calls that make, move and give
+ * back their physical memory. Only the backend calls it, on misses and releases: never on a hit.
+ * Never legacy IPC on such memory (the driver refuses it): auto mode stops making such blocks at
+ * the first IPC call. */
+#define _GNU_SOURCE
+#include "vmm.h"
+#include "cu.h"
+#include "log.h"
+#include "options.h"
+#include "state.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GRANULE ((size_t)2 << 20)
+#define NBUCKETS 1024u
+
+struct gp_vmm_piece {
+	CUmemGenericAllocationHandle h;
+	size_t bytes;
+};
+
+struct gp_vmm_block {
+	struct gp_vmm_block *next;
+	CUdeviceptr va;
+	size_t bytes;
+	int device;
+	unsigned n;
+	struct gp_vmm_piece piece[];
+};
+
+#define V (gp_shim.vmm)
+
+void gp_vmm_init(int mode)
+{
+	atomic_store(&V.on, mode != GP_VMM_OFF && gp_cu.MemCreate != NULL &&
+				    gp_cu.MemAddressReserve != NULL && gp_cu.MemMap != NULL &&
+				    gp_cu.MemSetAccess != NULL && gp_cu.MemUnmap != NULL &&
+				    gp_cu.MemRelease != NULL && gp_cu.MemAddressFree != NULL);
+	if (mode != GP_VMM_OFF && !atomic_load(&V.on))
+		gp_log(GP_LOG_WARN, "GPUPOOL_VMM: this driver lacks the virtual memory API; "
+				    "blocks are ordinary allocations");
+}
+
+static size_t bucket_of(CUdeviceptr va)
+{
+	return (size_t)((va >> 21) ^ (va >> 31)) % NBUCKETS;
+}
+
+/* Off for good: a call of the API failed for a reason other than memory. */
+static void broken(const char *what, CUresult e)
+{
+	atomic_store(&V.on, 0);
+	if (!atomic_exchange(&V.said_broken, 1))
+		gp_log(GP_LOG_WARN, "GPUPOOL_VMM: %s failed (CUDA error %d); new blocks are ordinary "
+				    "allocations from now on", what, (int)e);
+}
+
+static CUmemAllocationProp prop_of(int device, int rdma)
+{
+	CUmemAllocationProp p;
+
+	memset(&p, 0, sizeof(p));
+	p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	p.location.id = device;
+	p.allocFlags.gpuDirectRDMACapable = (unsigned char)rdma;
+	return p;
+}
+
+/* What the device offers, looked at once (no lock across the driver calls: two threads may both
+ * look, and find the same). */
+static const struct gp_vmm_dev *dev_facts(int device)
+{
+	struct gp_vmm_dev f, *d = &V.dev[device];
+	CUmemAllocationProp p;
+	size_t gran = 0;
+	int yes = 0, n = 0, can;
+
+	pthread_mutex_lock(&V.lock);
+	f = *d;
+	pthread_mutex_unlock(&V.lock);
+	if (f.known)
+		return d;
+	memset(&f, 0, sizeof(f));
+	f.known = 1;
+	if (gp_cu.DeviceGetAttribute != NULL &&
+	    gp_cu.DeviceGetAttribute(&yes, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+				     device) == CUDA_SUCCESS && yes) {
+		yes = 0;
+		gp_cu.DeviceGetAttribute(&yes,
+					 CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+					 device);
+		f.rdma = yes != 0;
+		p = prop_of(device, f.rdma);
+		f.usable = gp_cu.MemGetAllocationGranularity == NULL ||
+			   (gp_cu.MemGetAllocationGranularity(&gran, &p,
+							      CU_MEM_ALLOC_GRANULARITY_MINIMUM) ==
+				    CUDA_SUCCESS &&
+			    gran != 0 && GRANULE % gran == 0);
+	}
+	if (gp_cu.DeviceGetCount != NULL && gp_cu.DeviceGetCount(&n) == CUDA_SUCCESS &&
+	    gp_cu.DeviceCanAccessPeer != NULL) {
+		for (int o = 0; o < n && o < GP_MAX_DEVICES; o++)
+			if (o != device && gp_cu.DeviceCanAccessPeer(&can, o, device) == CUDA_SUCCESS &&
+			    can)
+				f.peer[f.npeers++] = o;
+	}
+	pthread_mutex_lock(&V.lock);
+	*d = f;
+	pthread_mutex_unlock(&V.lock);
+	return d;
+}
+
+int gp_vmm_wanted(int device, size_t bytes)
+{
+	if (bytes <= GP_VMM_MIN_BYTES || bytes % GRANULE != 0 || device < 0 ||
+	    device >= GP_MAX_DEVICES || !atomic_load_explicit(&V.on, memory_order_relaxed))
+		return 0;
+	return dev_facts(device)->usable;
+}
+
+/* Read and write for the device and the devices that can reach its memory (as cudaMalloc's
+ * memory is, once peer access is enabled); the device alone if the driver refuses the peers. */
+static CUresult grant(CUdeviceptr va, size_t bytes, int device)
+{
+	const struct gp_vmm_dev *f = &V.dev[device];
+	CUmemAccessDesc desc[GP_MAX_DEVICES];
+	size_t n = 0;
+	CUresult e;
+
+	desc[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	desc[n].location.id = device;
+	desc[n++].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	for (int i = 0; i < f->npeers; i++) {
+		desc[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		desc[n].location.id = f->peer[i];
+		desc[n++].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	}
+	e = gp_cu.MemSetAccess(va, bytes, desc, n);
+	if (e != CUDA_SUCCESS && n > 1)
+		e = gp_cu.MemSetAccess(va, bytes, desc, 1);
+	return e;
+}
+
+static void registry_add(struct gp_vmm_block *b)
+{
+	pthread_mutex_lock(&V.lock);
+	if (V.bucket == NULL)
+		V.bucket = calloc(NBUCKETS, sizeof(*V.bucket));
+	if (V.bucket != NULL) {
+		b->next = V.bucket[bucket_of(b->va)];
+		V.bucket[bucket_of(b->va)] = b;
+		V.count++;
+	}
+	pthread_mutex_unlock(&V.lock);
+}
+
+/* Unlinks and returns the block whose base is va (NULL: none). Lock held. */
+static struct gp_vmm_block *unlink_locked(CUdeviceptr va)
+{
+	struct gp_vmm_block **pp, *b;
+
+	if (V.bucket == NULL)
+		return NULL;
+	for (pp = &V.bucket[bucket_of(va)]; (b = *pp) != NULL; pp = &b->next) {
+		if (b->va == va) {
+			*pp = b->next;
+			b->next = NULL;
+			V.count--;
+			return b;
+		}
+	}
+	return NULL;
+}
+
+static struct gp_vmm_block *find_locked(CUdeviceptr va)
+{
+	struct gp_vmm_block *b;
+
+	if (V.bucket == NULL)
+		return NULL;
+	for (b = V.bucket[bucket_of(va)]; b != NULL && b->va != va; b = b->next)
+		;
+	return b;
+}
+
+int gp_vmm_owns(const void *ptr)
+{
+	int yes;
+
+	pthread_mutex_lock(&V.lock);
+	yes = find_locked((CUdeviceptr)(uintptr_t)ptr) != NULL;
+	pthread_mutex_unlock(&V.lock);
+	return yes;
+}
+
+size_t gp_vmm_blocks(void)
+{
+	size_t n;
+
+	pthread_mutex_lock(&V.lock);
+	n = V.count;
+	pthread_mutex_unlock(&V.lock);
+	return n;
+}
+
+/* A fresh range for `bytes`, aligned to the granule. */
+static CUresult reserve(size_t bytes, CUdeviceptr *va)
+{
+	return gp_cu.MemAddressReserve(va, bytes, GRANULE, 0, 0);
+}
+
+/* Map the pieces of b one after another from b->va, then grant access. On failure every piece
+ * mapped here is unmapped again. */
+static CUresult map_all(struct gp_vmm_block *b, const char **what)
+{
+	size_t off = 0;
+	unsigned i;
+	CUresult e = CUDA_SUCCESS;
+
+	for (i = 0; i < b->n; i++) {
+		e = gp_cu.MemMap(b->va + off, b->piece[i].bytes, 0, b->piece[i].h, 0);
+		if (e != CUDA_SUCCESS) {
+			*what = "cuMemMap";
+			break;
+		}
+		off += b->piece[i].bytes;
+	}
+	if (e == CUDA_SUCCESS) {
+		e = grant(b->va, b->bytes, b->device);
+		if (e == CUDA_SUCCESS)
+			return e;
+		*what = "cuMemSetAccess";
+	}
+	while (i-- > 0) {
+		off -= b->piece[i].bytes;
+		gp_cu.MemUnmap(b->va + off, b->piece[i].bytes);
+	}
+	return e;
+}
+
+/* Unmap every piece of b from its range (one call per mapping, as each was mapped). */
+static void unmap_all(const struct gp_vmm_block *b)
+{
+	size_t off = 0;
+
+	for (unsigned i = 0; i < b->n; i++) {
+		gp_cu.MemUnmap(b->va + off, b->piece[i].bytes);
+		off += b->piece[i].bytes;
+	}
+}
+
+CUresult gp_vmm_alloc(int device, size_t bytes, CUdeviceptr *out)
+{
+	const struct gp_vmm_dev *f = dev_facts(device);
+	CUmemAllocationProp p = prop_of(device, f->rdma);
+	struct gp_vmm_block *b = malloc(sizeof(*b) + sizeof(b->piece[0]));
+	const char *what = "cuMemAddressReserve";
+	CUresult e;
+
+	if (b == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	memset(b, 0, sizeof(*b));
+	b->bytes = bytes;
+	b->device = device;
+	b->n = 1;
+	b->piece[0].bytes = bytes;
+	e = gp_cu.MemCreate(&b->piece[0].h, bytes, &p, 0);
+	if (e != CUDA_SUCCESS) {
+		if (e != CUDA_ERROR_OUT_OF_MEMORY)
+			broken("cuMemCreate", e);
+		free(b);
+		return e;
+	}
+	e = reserve(bytes, &b->va);
+	if (e == CUDA_SUCCESS) {
+		e = map_all(b, &what);
+		if (e != CUDA_SUCCESS)
+			gp_cu.MemAddressFree(b->va, bytes);
+	}
+	if (e != CUDA_SUCCESS) {
+		gp_cu.MemRelease(b->piece[0].h);
+		if (e != CUDA_ERROR_OUT_OF_MEMORY)
+			broken(what, e);
+		free(b);
+		return e;
+	}
+	registry_add(b);
+	*out = b->va;
+	return CUDA_SUCCESS;
+}
+
+CUresult gp_vmm_free(const void *ptr, int settled)
+{
+	struct gp_vmm_block *b;
+	CUresult e = CUDA_SUCCESS;
+
+	pthread_mutex_lock(&V.lock);
+	b = unlink_locked((CUdeviceptr)(uintptr_t)ptr);
+	pthread_mutex_unlock(&V.lock);
+	if (b == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!settled && gp_cu.CtxSynchronize != NULL)
+		gp_cu.CtxSynchronize(); /* what cudaFree would wait for */
+	unmap_all(b);
+	for (unsigned i = 0; i < b->n; i++)
+		if (gp_cu.MemRelease(b->piece[i].h) != CUDA_SUCCESS)
+			e = CUDA_ERROR_INVALID_VALUE;
+	if (gp_cu.MemAddressFree(b->va, b->bytes) != CUDA_SUCCESS)
+		e = CUDA_ERROR_INVALID_VALUE;
+	free(b);
+	return e;
+}
+
+/* The registry's blocks for src[], in order, checked: all there, of the device, their sizes. */
+static int sources(int device, const struct gp_piece *src, unsigned n, struct gp_vmm_block **sb,
+		   unsigned *pieces)
+{
+	int ok = 1;
+
+	*pieces = 0;
+	pthread_mutex_lock(&V.lock);
+	for (unsigned i = 0; i < n && ok; i++) {
+		sb[i] = find_locked((CUdeviceptr)(uintptr_t)src[i].ptr);
+		ok = sb[i] != NULL && sb[i]->device == device && sb[i]->bytes == src[i].bytes;
+		if (ok)
+			*pieces += sb[i]->n;
+	}
+	pthread_mutex_unlock(&V.lock);
+	return ok;
+}
+
+CUresult gp_vmm_remap(int device, size_t bytes, const struct gp_piece *src, unsigned n,
+		      CUdeviceptr *out, int *consumed)
+{
+	const struct gp_vmm_dev *f = dev_facts(device);
+	CUmemAllocationProp p = prop_of(device, f->rdma);
+	struct gp_vmm_block *sb[64], *b;
+	const char *what = "cuMemAddressReserve";
+	unsigned pieces, k = 0;
+	size_t have = 0;
+	CUresult e;
+
+	*consumed = 0;
+	if (n == 0 || n > 64 || !sources(device, src, n, sb, &pieces))
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < n; i++)
+		have += sb[i]->bytes;
+	if (have > bytes || (bytes - have) % GRANULE != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	b = malloc(sizeof(*b) + (pieces + 1) * sizeof(b->piece[0]));
+	if (b == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	memset(b, 0, sizeof(*b));
+	b->bytes = bytes;
+	b->device = device;
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned j = 0; j < sb[i]->n; j++)
+			b->piece[k++] = sb[i]->piece[j];
+	b->n = k;
+	if (have < bytes) {
+		b->piece[k].bytes = bytes - have;
+		e = gp_cu.MemCreate(&b->piece[k].h, bytes - have, &p, 0);
+		if (e != CUDA_SUCCESS) {
+			free(b);
+			return e;
+		}
+		b->n++;
+	}
+	/* The sources' handles are mapped here as well as where they are: their old ranges stay
+	 * whole until the new one works. */
+	e = reserve(bytes, &b->va);
+	if (e == CUDA_SUCCESS) {
+		e = map_all(b, &what);
+		if (e != CUDA_SUCCESS)
+			gp_cu.MemAddressFree(b->va, bytes);
+	}
+	if (e != CUDA_SUCCESS) {
+		if (have < bytes)
+			gp_cu.MemRelease(b->piece[k].h);
+		if (e != CUDA_ERROR_OUT_OF_MEMORY)
+			broken(what, e);
+		free(b);
+		return e;
+	}
+	pthread_mutex_lock(&V.lock);
+	for (unsigned i = 0; i < n; i++)
+		unlink_locked(sb[i]->va);
+	pthread_mutex_unlock(&V.lock);
+	for (unsigned i = 0; i < n; i++) {
+		unmap_all(sb[i]);
+		gp_cu.MemAddressFree(sb[i]->va, sb[i]->bytes);
+		free(sb[i]);
+	}
+	registry_add(b);
+	*out = b->va;
+	return CUDA_SUCCESS;
+}
+
+void gp_vmm_ipc_seen(const void *ptr)
+{
+	CUdeviceptr v = (CUdeviceptr)(uintptr_t)ptr;
+	int inside = 0;
+
+	if (gp_shim.life.opts.vmm == GP_VMM_AUTO && atomic_exchange(&V.on, 0))
+		gp_log(GP_LOG_INFO, "GPUPOOL_VMM=auto: an IPC handle was asked for; new blocks are "
+				    "ordinary allocations from now on");
+	pthread_mutex_lock(&V.lock);
+	for (size_t i = 0; V.bucket != NULL && i < NBUCKETS && !inside; i++)
+		for (struct gp_vmm_block *b = V.bucket[i]; b != NULL && !inside; b = b->next)
+			inside = v >= b->va && v - b->va < b->bytes;
+	pthread_mutex_unlock(&V.lock);
+	if (inside && !atomic_exchange(&V.said_ipc, 1))
+		gp_log(GP_LOG_WARN, "an IPC handle was asked for memory of a VMM-backed block, which "
+				    "the driver refuses; run with GPUPOOL_VMM=off (or auto, which keeps "
+				    "blocks made after the first IPC call ordinary) to share memory this way");
+}

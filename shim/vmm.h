@@ -1,0 +1,51 @@
+/* vmm.h — VMM-backed blocks (GPUPOOL_VMM): device memory made with the driver's virtual memory
+ * API (cuMemCreate, cuMemAddressReserve, cuMemMap, cuMemSetAccess), one physical handle per block
+ * when made, several once a remap has moved the handles of idle blocks into a new range. The
+ * backend's calls for such blocks; every one runs in the block's device's context (the caller
+ * enters it) and never with a pool lock held. Never on the hit path. */
+#ifndef GPUPOOL_VMM_H
+#define GPUPOOL_VMM_H
+
+#include "pool.h"
+
+#include <cuda.h>
+#include <stddef.h>
+
+/* Requests above this are VMM-backed while VMM is on: at or below it, one 2 MiB granule would
+ * hold a block that the driver packs with others. */
+#define GP_VMM_MIN_BYTES ((size_t)2 << 20)
+
+/* Set up from GPUPOOL_VMM (enum gp_vmm_mode) at init. */
+void gp_vmm_init(int mode);
+
+/* Whether a new block of `bytes` on `device` should be VMM-backed now (cheap after the first
+ * look at the device). */
+int gp_vmm_wanted(int device, size_t bytes);
+
+/* A new block of `bytes` (a multiple of 2 MiB): one handle, a range, mapped, read/write for the
+ * device and its peers. A failure leaves nothing behind. */
+CUresult gp_vmm_alloc(int device, size_t bytes, CUdeviceptr *out);
+
+/* Whether ptr is the base of a VMM-backed block. */
+int gp_vmm_owns(const void *ptr);
+
+/* Give a block back: its range unmapped and freed, its handles released. `settled`: no GPU work
+ * uses it any more; else the device's context is synchronised first, as cudaFree would (an
+ * unmap does not wait for the device). */
+CUresult gp_vmm_free(const void *ptr, int settled);
+
+/* One block of `bytes` made of the handles of the blocks src[] (settled, at most `bytes`
+ * together) plus a new handle for the rest: the handles are mapped into a new range first, and
+ * only then unmapped from their old ones, so a failure leaves the sources as they were
+ * (*consumed = 0). */
+CUresult gp_vmm_remap(int device, size_t bytes, const struct gp_piece *src, unsigned n,
+		      CUdeviceptr *out, int *consumed);
+
+/* The first IPC handle asked for: in auto mode, no new VMM-backed blocks from now on. Says once
+ * (warn) when ptr lies in a VMM-backed block, whose IPC handle the driver refuses. */
+void gp_vmm_ipc_seen(const void *ptr);
+
+/* Bytes of VMM-backed blocks and their handles now (for tests and the log). */
+size_t gp_vmm_blocks(void);
+
+#endif
