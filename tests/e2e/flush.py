@@ -21,11 +21,14 @@ MIB = 1 << 20
 
 
 class Counters(ctypes.Structure):
+    """struct standin_counters (tests/standin/standin.h), with room to spare: standin_get writes
+    the whole C struct, which may have grown since."""
     _fields_ = [(n, ctypes.c_uint64) for n in (
         "mallocs", "frees", "failed_mallocs", "bad_frees", "async_mallocs", "async_frees",
         "live_allocs", "live_bytes", "event_records", "event_queries", "syncs",
         "stream_creates", "stream_destroys", "mem_get_info", "pool_trims", "frees_off_device",
         "stream_queries", "launches")]
+    _fields_ += [("spare", ctypes.c_uint64 * 32)]
 
 
 def check(ok, what):

@@ -4,11 +4,14 @@
  * rules, the injected faults (every n-th call fails; unloading); and the driver as the runtime
  * and any other library reach it: cuGetProcAddress (base names, versions, per-thread flavours,
  * unknown names, itself), the context rules, and that a program calling the driver directly
- * and the runtime are counted alike. If this fails, the e2e results say nothing about the shim. */
+ * and the runtime are counted alike; and VMM (cuMemCreate, cuMemAddressReserve, cuMemMap...):
+ * accounting, strict checks, copies across mappings, what the pointer queries answer, and
+ * physical memory that keeps its bytes when mapped at a new address. If this fails, the e2e results say nothing about the shim. */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "e2e.h"
@@ -378,7 +381,9 @@ static const char *const base_names[] = {
 	"cuEventQuery", "cuEventSynchronize", "cuGraphCreate", "cuGraphDestroy",
 	"cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams", "cuGraphExecDestroy",
 	"cuGraphClone", "cuGraphAddChildGraphNode", "cuGraphExecChildGraphNodeSetParams",
-	"cuGraphExecUpdate", "cuGraphLaunch", "cuLaunchKernel",
+	"cuGraphExecUpdate", "cuGraphLaunch", "cuLaunchKernel", "cuPointerGetAttributes",
+	"cuMemGetAllocationGranularity", "cuMemCreate", "cuMemRelease", "cuMemAddressReserve",
+	"cuMemAddressFree", "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemGetAccess",
 };
 
 static void get_proc_address(void)
@@ -655,6 +660,234 @@ static void driver_callers(void)
 		  (unsigned long long)(c.launches - c0.launches));
 }
 
+/* ---- virtual memory management ---- */
+
+static struct {
+	CUresult (*granularity)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+	CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+			   unsigned long long);
+	CUresult (*release)(CUmemGenericAllocationHandle);
+	CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+	CUresult (*address_free)(CUdeviceptr, size_t);
+	CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+	CUresult (*unmap)(CUdeviceptr, size_t);
+	CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+	CUresult (*get_access)(unsigned long long *, const CUmemLocation *, CUdeviceptr);
+	CUresult (*get_range)(CUdeviceptr *, size_t *, CUdeviceptr);
+	CUresult (*memcpy)(CUdeviceptr, CUdeviceptr, size_t);
+	CUresult (*memset)(CUdeviceptr, unsigned char, size_t);
+	CUresult (*attrs)(unsigned, CUpointer_attribute *, void **, CUdeviceptr);
+} vm;
+
+static void resolve_vmm(void)
+{
+	get(&vm.granularity, "cuMemGetAllocationGranularity", 0);
+	get(&vm.create, "cuMemCreate", 0);
+	get(&vm.release, "cuMemRelease", 0);
+	get(&vm.reserve, "cuMemAddressReserve", 0);
+	get(&vm.address_free, "cuMemAddressFree", 0);
+	get(&vm.map, "cuMemMap", 0);
+	get(&vm.unmap, "cuMemUnmap", 0);
+	get(&vm.set_access, "cuMemSetAccess", 0);
+	get(&vm.get_access, "cuMemGetAccess", 0);
+	get(&vm.get_range, "cuMemGetAddressRange", 0);
+	get(&vm.memcpy, "cuMemcpy", 0);
+	get(&vm.memset, "cuMemsetD8", 0);
+	get(&vm.attrs, "cuPointerGetAttributes", 0);
+}
+
+static void *at(CUdeviceptr d)
+{
+	return (void *)(uintptr_t)d;
+}
+
+static void expect_cu(CUresult got, CUresult want, const char *what)
+{
+	e2e_check(got == want, "%s -> %d (want %d)", what, (int)got, (int)want);
+}
+
+/* A pattern of n bytes that differs with the seed. */
+static void fill(unsigned char *buf, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		buf[i] = (unsigned char)(i * 31u + seed);
+}
+
+static void vmm(void)
+{
+	const size_t M2 = 2 * E2E_MIB, M4 = 4 * E2E_MIB, M6 = 6 * E2E_MIB;
+	CUmemAllocationProp prop = { 0 }, bad = { 0 };
+	CUmemAccessDesc rw = { { CU_MEM_LOCATION_TYPE_DEVICE, 0 }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	CUmemGenericAllocationHandle h1 = 0, h2 = 0, h3 = 0;
+	CUdeviceptr base = 0, base2 = 0, rbase = 0;
+	CUpointer_attribute which[3] = { CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+					  CU_POINTER_ATTRIBUTE_MAPPING_SIZE,
+					  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL };
+	struct cudaPointerAttributes pa;
+	struct standin_counters c0, c;
+	cudaIpcMemHandle_t ipc;
+	unsigned long long flags = 0;
+	uint64_t rs = 0, rz = 0, hb = 0;
+	size_t g = 0, rsize = 0, msize = 0;
+	unsigned char *buf = malloc(M2), *back = malloc(M2);
+	unsigned mem_type = 0;
+	void *data[3];
+	int ord = -1;
+	uint64_t failed_creates;
+
+	if (buf == NULL || back == NULL)
+		e2e_fail("out of host memory");
+	resolve_vmm();
+	e2e_cuda(cudaSetDevice(0), "cudaSetDevice(0)");
+	e2e_cuda(cudaFree(NULL), "cudaFree(NULL)");
+	c0 = e2e_counters();
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = 0;
+	bad = prop;
+	bad.location.id = 2;
+
+	e2e_check(vm.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS && g == M2 &&
+			  vm.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) == CUDA_SUCCESS && g == M2,
+		  "cuMemGetAllocationGranularity: 2 MiB, minimum and recommended");
+	expect_cu(vm.granularity(&g, &bad, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_ERROR_INVALID_VALUE,
+		  "granularity of device 2 of 2");
+
+	e2e_check(vm.create(&h1, M2, &prop, 0) == CUDA_SUCCESS && vm.create(&h2, M4, &prop, 0) == CUDA_SUCCESS,
+		  "cuMemCreate 2 MiB and 4 MiB");
+	expect_cu(vm.create(&h3, 3 * E2E_MIB, &prop, 0), CUDA_ERROR_INVALID_VALUE, "cuMemCreate(3 MiB)");
+	expect_cu(vm.create(&h3, M2, &bad, 0), CUDA_ERROR_INVALID_VALUE, "cuMemCreate on device 2 of 2");
+	c = e2e_counters();
+	e2e_check(c.live_bytes == c0.live_bytes + M6 && c.live_allocs == c0.live_allocs + 2 &&
+			  c.vmm_creates == c0.vmm_creates + 2 &&
+			  c.vmm_failed_creates == c0.vmm_failed_creates + 2 && c.mallocs == c0.mallocs &&
+			  standin_vmm_handles(0) == 2 && standin_vmm_handles(1) == 0,
+		  "handles are charged as allocations, counted apart (live +%llu B)",
+		  (unsigned long long)(c.live_bytes - c0.live_bytes));
+
+	expect_cu(vm.reserve(&rbase, 3 * E2E_MIB, 0, 0, 0), CUDA_ERROR_INVALID_VALUE,
+		  "cuMemAddressReserve(3 MiB)");
+	e2e_check(vm.reserve(&base, M6, 0, 0, 0) == CUDA_SUCCESS && base % M2 == 0,
+		  "cuMemAddressReserve(6 MiB): 2 MiB aligned");
+	e2e_check(e2e_counters().live_bytes == c.live_bytes, "a reservation costs nothing");
+	e2e_check(!standin_vmm_mapped(at(base), NULL, NULL, NULL), "nothing mapped yet");
+	expect_cu(vm.memset(base, 1, 16), CUDA_ERROR_INVALID_VALUE, "cuMemsetD8 on unmapped space");
+	expect_cu(vm.map(base + 1 * E2E_MIB, M2, 0, h1, 0), CUDA_ERROR_INVALID_VALUE, "cuMemMap misaligned");
+	expect_cu(vm.map(base + M4, M4, 0, h2, 0), CUDA_ERROR_INVALID_VALUE, "cuMemMap past the reservation");
+	expect_cu(vm.map(base, M4, 0, h1, 0), CUDA_ERROR_INVALID_VALUE, "cuMemMap more than the handle");
+	e2e_check(vm.map(base, M2, 0, h1, 0) == CUDA_SUCCESS && vm.map(base + M2, M4, 0, h2, 0) == CUDA_SUCCESS,
+		  "cuMemMap both handles back to back");
+	expect_cu(vm.map(base + M2, M2, 0, h1, 0), CUDA_ERROR_INVALID_VALUE, "cuMemMap over a mapping");
+	expect_rc(cudaMemcpy(at(base), buf, 64, cudaMemcpyHostToDevice), cudaErrorInvalidValue,
+		  "cudaMemcpy before cuMemSetAccess");
+	(void)cudaGetLastError();
+	expect_cu(vm.set_access(base, E2E_MIB, &rw, 1), CUDA_ERROR_INVALID_VALUE,
+		  "cuMemSetAccess on part of a mapping");
+	expect_cu(vm.set_access(base, M6, &rw, 1), CUDA_SUCCESS, "cuMemSetAccess over both mappings");
+	e2e_check(vm.get_access(&flags, &rw.location, base + M4) == CUDA_SUCCESS &&
+			  flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+		  "cuMemGetAccess: read-write");
+
+	fill(buf, M2, 7);
+	e2e_cuda(cudaMemcpy(at(base + E2E_MIB), buf, M2, cudaMemcpyHostToDevice),
+		 "cudaMemcpy HtoD across the two mappings");
+	memset(back, 0, M2);
+	e2e_check(vm.memcpy((CUdeviceptr)(uintptr_t)back, base + E2E_MIB, M2) == CUDA_SUCCESS &&
+			  memcmp(buf, back, M2) == 0,
+		  "cuMemcpy DtoH across the two mappings reads the bytes back");
+	e2e_cuda(cudaMemcpy(at(base + M4), at(base), 4096, cudaMemcpyDeviceToDevice), "cudaMemcpy DtoD");
+	e2e_check(memcmp(at(base + M4), at(base), 4096) == 0, "mapped memory is readable by the host");
+	expect_rc(cudaMemcpy(at(base + M4), at(base), M4, cudaMemcpyDeviceToDevice), cudaErrorInvalidValue,
+		  "cudaMemcpy running past the reservation");
+	(void)cudaGetLastError();
+
+	e2e_check(vm.get_range(&rbase, &rsize, base + 1) == CUDA_SUCCESS && rbase == base && rsize == M2,
+		  "cuMemGetAddressRange in handle 1: its 2 MiB only");
+	e2e_check(vm.get_range(&rbase, &rsize, base + M2 + 5) == CUDA_SUCCESS && rbase == base + M2 &&
+			  rsize == M4,
+		  "cuMemGetAddressRange in handle 2: its 4 MiB only");
+	e2e_check(cu.pointer_attribute(&rsize, CU_POINTER_ATTRIBUTE_RANGE_SIZE, base + 3 * E2E_MIB) == CUDA_SUCCESS &&
+			  rsize == M6 &&
+			  cu.pointer_attribute(&rbase, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, base + 3 * E2E_MIB) == CUDA_SUCCESS &&
+			  rbase == base &&
+			  cu.pointer_attribute(&mem_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, base + 3 * E2E_MIB) == CUDA_SUCCESS &&
+			  mem_type == CU_MEMORYTYPE_DEVICE,
+		  "cuPointerGetAttribute: the whole 6 MiB reservation, device memory");
+	rsize = 0;
+	data[0] = &rsize;
+	data[1] = &msize;
+	data[2] = &ord;
+	e2e_check(vm.attrs(3, which, data, base + M2) == CUDA_SUCCESS && rsize == M6 && msize == M4 && ord == 0,
+		  "cuPointerGetAttributes: range 6 MiB, mapping 4 MiB, device 0");
+	e2e_check(vm.attrs(3, which, data, (CUdeviceptr)(uintptr_t)buf) == CUDA_SUCCESS && rsize == 0 && ord == 0,
+		  "cuPointerGetAttributes of host memory: zeros, no error");
+	e2e_cuda(cudaPointerGetAttributes(&pa, at(base + M2)), "cudaPointerGetAttributes");
+	e2e_check(pa.type == cudaMemoryTypeDevice && pa.device == 0, "cudaPointerGetAttributes: device 0");
+	e2e_check(standin_vmm_mapped(at(base + 3 * E2E_MIB), &rs, &rz, &hb) && rs == base && rz == M6 && hb == M4,
+		  "standin_vmm_mapped: the reservation and the handle's 4 MiB");
+	e2e_check(!standin_owns(at(base)) && standin_size(at(base)) == 0,
+		  "standin_owns / standin_size do not claim VMM memory");
+
+	expect_rc(cudaFree(at(base)), cudaErrorInvalidValue, "cudaFree of VMM memory");
+	(void)cudaGetLastError();
+	e2e_check(e2e_counters().bad_frees == c0.bad_frees + 1, "counted as a bad free");
+	expect_rc(cudaIpcGetMemHandle(&ipc, at(base)), cudaErrorInvalidValue, "cudaIpcGetMemHandle of VMM memory");
+	(void)cudaGetLastError();
+
+	failed_creates = e2e_counters().vmm_failed_creates;
+	standin_set_capacity(0, 8 * E2E_MIB);
+	expect_cu(vm.create(&h3, M4, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY, "cuMemCreate(4 MiB) with 2 MiB free");
+	e2e_check(vm.create(&h3, M2, &prop, 0) == CUDA_SUCCESS && vm.release(h3) == CUDA_SUCCESS,
+		  "cuMemCreate(2 MiB) fits, cuMemRelease of an unmapped handle");
+	standin_set_capacity(0, 1024 * E2E_MIB);
+	standin_set_fault(STANDIN_FAULT_MALLOC, 1, 0);
+	expect_cu(vm.create(&h3, M2, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY, "cuMemCreate fails by injection");
+	standin_set_fault(STANDIN_FAULT_MALLOC, 0, 0);
+	e2e_check(e2e_counters().vmm_failed_creates == failed_creates + 2, "failed creates are counted");
+	expect_cu(vm.release(h3), CUDA_ERROR_INVALID_VALUE, "cuMemRelease twice");
+
+	expect_cu(vm.address_free(base, M6), CUDA_ERROR_INVALID_VALUE, "cuMemAddressFree while mapped");
+	expect_cu(vm.unmap(base, E2E_MIB), CUDA_ERROR_INVALID_VALUE, "cuMemUnmap of part of a mapping");
+	expect_cu(vm.release(h2), CUDA_SUCCESS, "cuMemRelease of a mapped handle");
+	e2e_check(e2e_counters().live_bytes == c0.live_bytes + M6 && standin_vmm_handles(0) == 2,
+		  "its memory stays while mapped");
+	expect_cu(vm.map(base + M2, M2, 0, h2, 0), CUDA_ERROR_INVALID_VALUE, "a released handle cannot be mapped");
+	e2e_check(memcmp(at(base + M2), buf + E2E_MIB, E2E_MIB) == 0, "and its bytes are still there");
+	expect_cu(vm.unmap(base + M2, M4), CUDA_SUCCESS, "cuMemUnmap of the released handle's mapping");
+	e2e_check(e2e_counters().live_bytes == c0.live_bytes + M2 && standin_vmm_handles(0) == 1,
+		  "its last mapping gone, its memory goes");
+	expect_cu(vm.get_range(&rbase, &rsize, base + M2), CUDA_ERROR_NOT_FOUND, "cuMemGetAddressRange of unmapped space");
+
+	/* physical memory moves: handle 1 leaves its range and keeps its bytes in a new one */
+	expect_cu(vm.unmap(base, M2), CUDA_SUCCESS, "cuMemUnmap handle 1");
+	e2e_check(vm.reserve(&base2, M4, 0, 0, 0) == CUDA_SUCCESS && base2 != base, "a second reservation");
+	e2e_check(vm.map(base2 + M2, M2, 0, h1, 0) == CUDA_SUCCESS && vm.set_access(base2 + M2, M2, &rw, 1) == CUDA_SUCCESS,
+		  "handle 1 mapped into it, access granted");
+	memset(back, 0, M2);
+	e2e_cuda(cudaMemcpy(back, at(base2 + M2 + E2E_MIB), E2E_MIB, cudaMemcpyDeviceToHost),
+		 "cudaMemcpy DtoH from the new address");
+	e2e_check(memcmp(back, buf, E2E_MIB) == 0, "the bytes written at the old address are there");
+	e2e_check(standin_vmm_mapped(at(base2 + M2), &rs, &rz, &hb) && rs == base2 && rz == M4 && hb == M2,
+		  "standin_vmm_mapped: the new reservation");
+	e2e_check(vm.unmap(base2 + M2, M2) == CUDA_SUCCESS && vm.release(h1) == CUDA_SUCCESS &&
+			  vm.address_free(base, M6) == CUDA_SUCCESS,
+		  "unmap, release, cuMemAddressFree");
+	expect_cu(vm.address_free(base2, M2), CUDA_ERROR_INVALID_VALUE, "cuMemAddressFree of the wrong size");
+	expect_cu(vm.address_free(base2, M4), CUDA_SUCCESS, "cuMemAddressFree");
+	c = e2e_counters();
+	e2e_check(c.live_bytes == c0.live_bytes && c.live_allocs == c0.live_allocs && standin_vmm_handles(-1) == 0 &&
+			  c.vmm_creates == c0.vmm_creates + 3 && c.vmm_releases == c0.vmm_releases + 3 &&
+			  c.vmm_maps == c0.vmm_maps + 3 && c.vmm_unmaps == c0.vmm_unmaps + 3 &&
+			  c.vmm_reserves == c0.vmm_reserves + 2 &&
+			  c.vmm_address_frees == c0.vmm_address_frees + 2 &&
+			  c.vmm_set_access == c0.vmm_set_access + 2,
+		  "all gone; creates 3, releases 3, maps 3, unmaps 3, reserves 2, address frees 2, set access 2");
+	free(buf);
+	free(back);
+}
+
 int main(void)
 {
 	e2e_start("e2e_standin_selftest");
@@ -671,6 +904,7 @@ int main(void)
 	get_proc_address();
 	contexts();
 	driver_callers();
+	vmm();
 	printf("PASS e2e_standin_selftest\n");
 	return 0;
 }

@@ -130,6 +130,20 @@ int here(int fallback);                /* the device a call is counted on */
 struct alloc *map_find(const void *p);
 void free_device_memory(int device);
 
+/* driver_vmm.c (st.lock held): where a pointer lies in VMM memory, and whether a copy or memset
+ * may touch [p, p + n) (CUDA_ERROR_INVALID_VALUE if it reaches into a reservation where it is not
+ * all mapped with the access it needs; CUDA_SUCCESS if it touches none). */
+struct vmm_where {
+	uint64_t range_start, range_size; /* the reservation */
+	uint64_t map_start, map_size;     /* the one mapping p lies in */
+	uint64_t handle, handle_size;
+	int device;                       /* the handle's */
+	int prot;                         /* PROT_* the host has on it (the union over devices) */
+};
+int vmm_find(const void *p, struct vmm_where *w); /* 1 if p lies in a mapping */
+int vmm_reserved(const void *p);                   /* p lies in a reservation, mapped or not */
+CUresult vmm_check(const void *p, size_t n, int write);
+
 /* driver_stream.c: streams and the capture rules (st.lock held). */
 CUresult check_unsafe_call(const char *fn);
 CUresult capture_error(const char *fn, int device, CUresult rc);

@@ -1,7 +1,10 @@
 /* driver_mem.c — the stand-in driver's "device" memory: host memory behind a pointer map, charged
  * against each device's capacity as the real driver rounds allocations, with the allocation and
  * free entry points (fault injection and the free delay included), memset and copy, pointer
- * attributes and the default memory pools. Test-only. */
+ * attributes and the default memory pools. VMM memory (driver_vmm.c) is no allocation here: a
+ * free or an IPC handle of it fails with CUDA_ERROR_INVALID_VALUE, copies and memsets check that
+ * the range they touch is mapped with access, and its pointer attributes are a mapping's.
+ * Test-only. */
 #define _GNU_SOURCE
 #include "driver.h"
 
@@ -372,6 +375,10 @@ static CUresult sync_op(const char *fn, void *dst, const void *src, int value, s
 		rc = capture_error(fn, dev, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
 	if (rc == CUDA_SUCCESS && (dst == NULL || (src == NULL && value < 0)) && n > 0)
 		rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc == CUDA_SUCCESS)
+		rc = vmm_check(dst, n, 1);
+	if (rc == CUDA_SUCCESS && value < 0)
+		rc = vmm_check(src, n, 0);
 	if (rc == CUDA_SUCCESS && value < 0)
 		memmove(dst, src, n);
 	else if (rc == CUDA_SUCCESS)
@@ -413,6 +420,10 @@ static CUresult async_op(const char *fn, void *dst, const void *src, int value, 
 	rc = stream_work(fn, s, &dev, &run);
 	if (rc == CUDA_SUCCESS && (dst == NULL || (src == NULL && value < 0)) && n > 0)
 		rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc == CUDA_SUCCESS)
+		rc = vmm_check(dst, n, 1);
+	if (rc == CUDA_SUCCESS && value < 0)
+		rc = vmm_check(src, n, 0);
 	if (rc == CUDA_SUCCESS && run && value < 0)
 		memmove(dst, src, n);
 	else if (rc == CUDA_SUCCESS && run)
@@ -446,24 +457,40 @@ CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, 
 /* ---- pointers ---- */
 
 /* A legacy IPC handle: the address itself, for tests that check the caller gets the driver's
- * answer unchanged. No other process can open it. */
+ * answer unchanged. No other process can open it. VMM memory has none (as on a GPU). */
 CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
+	int vmm;
+
 	if (pHandle == NULL || dptr == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	lock_state();
+	vmm = vmm_reserved(ptr_of(dptr));
+	leave();
+	if (vmm)
 		return CUDA_ERROR_INVALID_VALUE;
 	memset(pHandle, 0, sizeof(*pHandle));
 	memcpy(pHandle->reserved, &dptr, sizeof(dptr));
 	return CUDA_SUCCESS;
 }
 
+/* For VMM memory, as on a GPU: the one mapping dptr lies in, not the whole reservation. */
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
+	struct vmm_where w;
 	struct alloc *a;
 	CUresult rc = enter();
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	a = map_containing(ptr_of(dptr));
+	if (a == NULL && vmm_find(ptr_of(dptr), &w)) {
+		if (pbase != NULL)
+			*pbase = (CUdeviceptr)w.map_start;
+		if (psize != NULL)
+			*psize = (size_t)w.map_size;
+		goto out;
+	}
 	if (a == NULL) {
 		rc = CUDA_ERROR_NOT_FOUND;
 		goto out;
@@ -505,19 +532,127 @@ static CUresult attribute(void *data, CUpointer_attribute attr, const struct all
 	}
 }
 
-/* A pointer that is not the driver's (host memory): CUDA_ERROR_INVALID_VALUE, as on a GPU. */
+/* One attribute of the VMM mapping ptr lies in (st.lock held). The range is the whole
+ * reservation (as cuPointerGetAttribute answers on a GPU), the mapping its own attributes; VMM
+ * memory belongs to no context and has no legacy IPC handle. */
+static CUresult vmm_attribute(void *data, CUpointer_attribute attr, const struct vmm_where *w,
+			      CUdeviceptr ptr)
+{
+	switch (attr) {
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
+		*(CUcontext *)data = NULL;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+		*(unsigned int *)data = CU_MEMORYTYPE_DEVICE;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+		*(CUdeviceptr *)data = ptr;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+		*(int *)data = w->device;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+		*(CUdeviceptr *)data = (CUdeviceptr)w->range_start;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+		*(size_t *)data = (size_t)w->range_size;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+		*(void **)data = (void *)(uintptr_t)w->map_start;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+		*(size_t *)data = (size_t)w->map_size;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_MAPPED:
+		*(int *)data = 1;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+		*(int *)data = 0;
+		return CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+/* One attribute of whatever ptr points into; CUDA_ERROR_NOT_FOUND if nothing (st.lock held). */
+static CUresult any_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
+{
+	struct alloc *a = map_containing(ptr_of(ptr));
+	struct vmm_where w;
+
+	if (a != NULL)
+		return attribute(data, attr, a, ptr);
+	if (vmm_find(ptr_of(ptr), &w))
+		return vmm_attribute(data, attr, &w, ptr);
+	return CUDA_ERROR_NOT_FOUND;
+}
+
+/* A pointer that is not the driver's (host memory, or VMM space not mapped):
+ * CUDA_ERROR_INVALID_VALUE, as on a GPU. */
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute_, CUdeviceptr ptr)
 {
-	struct alloc *a;
 	CUresult rc = enter();
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	a = map_containing(ptr_of(ptr));
-	if (data == NULL || a == NULL)
+	rc = data == NULL ? CUDA_ERROR_INVALID_VALUE : any_attribute(data, attribute_, ptr);
+	if (rc == CUDA_ERROR_NOT_FOUND)
 		rc = CUDA_ERROR_INVALID_VALUE;
-	else
-		rc = attribute(data, attribute_, a, ptr);
+	leave();
+	return rc;
+}
+
+/* The size of what an attribute writes, 0 for those the stand-in does not answer. */
+static size_t attribute_size(CUpointer_attribute attr)
+{
+	switch (attr) {
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
+	case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+		return sizeof(void *);
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+		return sizeof(unsigned int);
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+	case CU_POINTER_ATTRIBUTE_MAPPED:
+	case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+		return sizeof(int);
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+		return sizeof(CUdeviceptr);
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+	case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+		return sizeof(size_t);
+	default:
+		return 0;
+	}
+}
+
+/* As the real one: a pointer the driver does not know is no error, each attribute then reads as
+ * zero. An attribute the stand-in does not answer, or one that does not apply to the memory,
+ * fails the call. */
+CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
+				void **data, CUdeviceptr ptr)
+{
+	unsigned int i;
+	CUresult rc = enter();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (attributes == NULL || data == NULL || numAttributes == 0) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	for (i = 0; i < numAttributes && rc == CUDA_SUCCESS; i++) {
+		if (data[i] == NULL || attribute_size(attributes[i]) == 0) {
+			rc = CUDA_ERROR_INVALID_VALUE;
+			break;
+		}
+		rc = any_attribute(data[i], attributes[i], ptr);
+		if (rc != CUDA_ERROR_NOT_FOUND)
+			continue;
+		memset(data[i], 0, attribute_size(attributes[i]));
+		rc = CUDA_SUCCESS;
+	}
+out:
 	leave();
 	return rc;
 }

@@ -289,6 +289,14 @@ static const struct {
 	{ "frees_off_device", offsetof(struct standin_counters, frees_off_device) },
 	{ "stream_queries", offsetof(struct standin_counters, stream_queries) },
 	{ "launches", offsetof(struct standin_counters, launches) },
+	{ "vmm_creates", offsetof(struct standin_counters, vmm_creates) },
+	{ "vmm_failed_creates", offsetof(struct standin_counters, vmm_failed_creates) },
+	{ "vmm_releases", offsetof(struct standin_counters, vmm_releases) },
+	{ "vmm_maps", offsetof(struct standin_counters, vmm_maps) },
+	{ "vmm_unmaps", offsetof(struct standin_counters, vmm_unmaps) },
+	{ "vmm_reserves", offsetof(struct standin_counters, vmm_reserves) },
+	{ "vmm_address_frees", offsetof(struct standin_counters, vmm_address_frees) },
+	{ "vmm_set_access", offsetof(struct standin_counters, vmm_set_access) },
 };
 
 #define NFIELDS (sizeof(counter_fields) / sizeof(counter_fields[0]))

@@ -25,6 +25,8 @@ static struct {
 	void (*set_free_delay_us)(unsigned);
 	int (*unloading)(void);
 	int (*inject)(enum standin_fault);
+	int (*vmm_mapped)(const void *, uint64_t *, uint64_t *, uint64_t *);
+	uint64_t (*vmm_handles)(int);
 } ctl;
 
 static void find(void *h, const char *name, void *slot)
@@ -50,6 +52,8 @@ void ctl_resolve(void *h)
 	find(h, "standin_set_free_delay_us", &ctl.set_free_delay_us);
 	find(h, "standin_unloading", &ctl.unloading);
 	find(h, "standin_inject", &ctl.inject);
+	find(h, "standin_vmm_mapped", &ctl.vmm_mapped);
+	find(h, "standin_vmm_handles", &ctl.vmm_handles);
 }
 
 int ctl_unloading(void)
@@ -144,4 +148,17 @@ void standin_set_free_delay_us(unsigned us)
 	(void)ready();
 	if (ctl.set_free_delay_us != NULL)
 		ctl.set_free_delay_us(us);
+}
+
+int standin_vmm_mapped(const void *p, uint64_t *range_start, uint64_t *range_size,
+		       uint64_t *handle_bytes)
+{
+	(void)ready();
+	return ctl.vmm_mapped != NULL ? ctl.vmm_mapped(p, range_start, range_size, handle_bytes) : 0;
+}
+
+uint64_t standin_vmm_handles(int device)
+{
+	(void)ready();
+	return ctl.vmm_handles != NULL ? ctl.vmm_handles(device) : 0;
 }

@@ -34,6 +34,39 @@
  * Graphs: capture yields a graph object; instantiate, clone, child nodes, exec update and launch
  * give handles and record nothing; work issued to a capturing stream (a launch, an asynchronous
  * memset or copy) is captured, not run.
+ * Virtual memory management (driver_vmm.c): cuMemGetAllocationGranularity (2 MiB, minimum and
+ * recommended), cuMemCreate, cuMemRelease, cuMemAddressReserve, cuMemAddressFree, cuMemMap,
+ * cuMemUnmap, cuMemSetAccess, cuMemGetAccess; pinned memory on a device location only, flags 0.
+ *   A handle (cuMemCreate) is a memfd of its size, which must be a multiple of 2 MiB; it needs
+ *       no current context; it is charged against its device's capacity as cuMemAlloc_v2 of that
+ *       size (CUDA_ERROR_OUT_OF_MEMORY beyond it; the MALLOC fault kind fails it too), and while
+ *       its memory lives it counts in live_allocs (one) and live_bytes (its size). cuMemRelease
+ *       invalidates the handle at once; its memory (and charge) goes then if it is not mapped,
+ *       else with its last mapping. A second release fails.
+ *   A reservation (cuMemAddressReserve) is PROT_NONE anonymous memory, a multiple of 2 MiB,
+ *       aligned to 2 MiB or the alignment asked (the address hint is ignored); it costs no
+ *       capacity. cuMemAddressFree needs the exact start and size and nothing of it mapped.
+ *   cuMemMap maps [offset, offset + size) of a live handle, all 2 MiB aligned, into one
+ *       reservation where nothing is mapped yet: the memfd MAP_SHARED | MAP_FIXED, PROT_NONE,
+ *       so touching it before cuMemSetAccess faults, as on a GPU. cuMemUnmap takes whole
+ *       mappings only (one or several back to back). cuMemSetAccess takes whole mappings
+ *       only, descriptors of valid devices with PROT_NONE, READ or READWRITE; the host's
+ *       protection is the union over devices. A physical allocation keeps its bytes when
+ *       unmapped and mapped again elsewhere.
+ *   The rest of the driver: copies and memsets (cuMemcpy*, cuMemsetD8*, so every cudaMemcpy
+ *       and cudaMemset) that reach into a reservation must lie in one and be all mapped, with
+ *       write access for the destination and read for the source, else
+ *       CUDA_ERROR_INVALID_VALUE; they may span several mappings. cuMemGetAddressRange_v2
+ *       answers the one mapping the pointer lies in (as measured on an H200: not the range
+ *       made of several handles); cuPointerGetAttribute(s) answers RANGE_START_ADDR/RANGE_SIZE
+ *       with the whole reservation (as measured), MAPPING_BASE_ADDR/MAPPING_SIZE with the
+ *       mapping, MEMORY_TYPE device, DEVICE_ORDINAL the handle's device, CONTEXT NULL, MAPPED
+ *       1, IS_LEGACY_CUDA_IPC_CAPABLE 0; reserved but unmapped space is unknown to them.
+ *       cuMemFree_v2 / cuMemFreeAsync (cudaFree...) of VMM memory fails with
+ *       CUDA_ERROR_INVALID_VALUE and counts a bad free; cuIpcGetMemHandle of reserved space
+ *       fails with CUDA_ERROR_INVALID_VALUE (both as measured). Not modelled: shareable
+ *       handles, cuMemRetainAllocationHandle, per-device access for copies, the capture
+ *       rules, cudaDeviceReset and checkpoints of VMM memory; a forked child shares the memfds.
  * The capture rules (cuThreadExchangeStreamCaptureMode, per thread): during a global-mode
  * capture, allocation, free, event and stream queries and synchronisation from a thread not in
  * relaxed mode fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, touching the legacy stream fails
@@ -49,7 +82,7 @@
  *   STANDIN_TRACE=1          name on stderr every call that broke the stream-capture rules
  * Fault injection (see standin_set_fault; read once, changeable at run time):
  *   STANDIN_FAIL_<KIND>_EVERY=n  every n-th call of that kind fails (1: all), KIND one of MALLOC
- *                                (cuMemAlloc_v2), FREE (cuMemFree_v2 of a live allocation),
+ *                                (cuMemAlloc_v2 and a valid cuMemCreate), FREE (cuMemFree_v2 of a live allocation),
  *                                EVENT_RECORD (cuEventRecord), EVENT_QUERY (cuEventQuery), all in
  *                                the driver, so runtime and direct driver callers both see them;
  *                                GETDEVICE (cudaGetDevice) in the runtime
@@ -98,8 +131,9 @@ struct standin_counters {
 	uint64_t bad_frees;       /* cuMemFree_v2/cuMemFreeAsync of a pointer that is not a live allocation */
 	uint64_t async_mallocs;   /* successful cuMemAllocAsync calls */
 	uint64_t async_frees;     /* successful cuMemFreeAsync calls on a non-NULL pointer */
-	uint64_t live_allocs;     /* allocations now live (both kinds) */
-	uint64_t live_bytes;      /* bytes the live allocations cost on the "device" (see standin_charge) */
+	uint64_t live_allocs;     /* allocations now live (both kinds, and VMM handles whose memory lives) */
+	uint64_t live_bytes;      /* bytes the live allocations cost on the "device" (see standin_charge),
+				   * VMM handles' included */
 	uint64_t event_records;   /* cuEventRecord calls */
 	uint64_t event_queries;   /* cuEventQuery calls */
 	uint64_t syncs;           /* cuCtxSynchronize, cuStreamSynchronize, cuEventSynchronize */
@@ -112,6 +146,16 @@ struct standin_counters {
 	uint64_t stream_queries;  /* cuStreamQuery calls */
 	uint64_t launches;        /* successful cuLaunchKernel calls (flush.py and mp.py in tests/e2e
 				   * mirror this layout) */
+	/* VMM (driver_vmm.c), appended. A call is counted on its handle's device; a reservation, its
+	 * free and cuMemSetAccess on the current context's device, else device 0. */
+	uint64_t vmm_creates;       /* successful cuMemCreate calls (also in live_allocs/live_bytes) */
+	uint64_t vmm_failed_creates; /* cuMemCreate calls that returned an error (not failed_mallocs) */
+	uint64_t vmm_releases;      /* successful cuMemRelease calls */
+	uint64_t vmm_maps;          /* successful cuMemMap calls */
+	uint64_t vmm_unmaps;        /* mappings removed by cuMemUnmap (one call may remove several) */
+	uint64_t vmm_reserves;      /* successful cuMemAddressReserve calls */
+	uint64_t vmm_address_frees; /* successful cuMemAddressFree calls */
+	uint64_t vmm_set_access;    /* successful cuMemSetAccess calls */
 };
 
 /* A copy of the counters of `device`; device -1 sums all devices. An invalid device gives zeros. */
@@ -135,6 +179,18 @@ int standin_owns(const void *p);
 
 /* The size that was asked of the driver for the live allocation that starts at p, else 0. */
 uint64_t standin_size(const void *p);
+/* (standin_owns and standin_size know cuMemAlloc_v2/cuMemAllocAsync allocations only: for VMM
+ * memory, mapped or not, they answer 0; ask standin_vmm_mapped.) */
+
+/* 1 if p lies in a mapped VMM range (cuMemMap), else 0 (then nothing is written). *range_start and
+ * *range_size: the reservation it lies in (cuMemAddressReserve); *handle_bytes: the size of the
+ * physical allocation (cuMemCreate) whose mapping p lies in. Any of them may be NULL. */
+int standin_vmm_mapped(const void *p, uint64_t *range_start, uint64_t *range_size,
+		       uint64_t *handle_bytes);
+
+/* VMM physical allocations of `device` (-1: all) whose memory is live: created and not yet
+ * released, or released but still mapped. */
+uint64_t standin_vmm_handles(int device);
 
 /* What an allocation of `bytes` costs on the device, as the driver accounts it: up to 1 MiB the
  * request rounded up to 512 B, above 1 MiB the request rounded up to a multiple of 2 MiB. */
@@ -142,7 +198,7 @@ uint64_t standin_charge(uint64_t bytes);
 
 /* Fault kinds, with the error each fails with unless told otherwise. */
 enum standin_fault {
-	STANDIN_FAULT_MALLOC = 0,  /* cuMemAlloc_v2: cudaErrorMemoryAllocation */
+	STANDIN_FAULT_MALLOC = 0,  /* cuMemAlloc_v2, cuMemCreate: cudaErrorMemoryAllocation */
 	STANDIN_FAULT_FREE,        /* cuMemFree_v2 of a live allocation: cudaErrorLaunchFailure */
 	STANDIN_FAULT_EVENT_RECORD, /* cuEventRecord (nothing recorded): cudaErrorUnknown */
 	STANDIN_FAULT_EVENT_QUERY, /* cuEventQuery (the event is unchanged): cudaErrorUnknown */
