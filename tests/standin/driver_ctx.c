@@ -4,6 +4,9 @@
  * Test-only. */
 #include "driver.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #define CTX_STACK 16
 
 static _Thread_local struct CUctx_st *ctx_stack[CTX_STACK];
@@ -89,6 +92,39 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal)
 	if (ordinal < 0 || ordinal >= st.ndevices)
 		return CUDA_ERROR_INVALID_DEVICE;
 	*device = ordinal;
+	return CUDA_SUCCESS;
+}
+
+/* The attributes gpupool asks about: the virtual memory API (supported unless STANDIN_NO_VMM=1,
+ * read at each call) and GPUDirect RDMA on such memory (not); every other attribute reads 0. */
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+	CUresult rc = check_call();
+	const char *no = getenv("STANDIN_NO_VMM");
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (pi == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= st.ndevices)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*pi = attrib == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED &&
+	      !(no != NULL && strcmp(no, "1") == 0);
+	return CUDA_SUCCESS;
+}
+
+/* Every device's memory is host memory: each can reach every other's. */
+CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
+{
+	CUresult rc = check_call();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (canAccessPeer == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= st.ndevices || peerDev < 0 || peerDev >= st.ndevices)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*canAccessPeer = dev != peerDev;
 	return CUDA_SUCCESS;
 }
 

@@ -34,6 +34,8 @@ static const struct proc_entry table[] = {
 	{ "cuDriverGetVersion", { { 2020, FN(cuDriverGetVersion), NULL } } },
 	{ "cuDeviceGet", { { 2000, FN(cuDeviceGet), NULL } } },
 	{ "cuDeviceGetCount", { { 2000, FN(cuDeviceGetCount), NULL } } },
+	{ "cuDeviceGetAttribute", { { 2000, FN(cuDeviceGetAttribute), NULL } } },
+	{ "cuDeviceCanAccessPeer", { { 4000, FN(cuDeviceCanAccessPeer), NULL } } },
 	{ "cuDeviceTotalMem", { { 3020, FN(cuDeviceTotalMem_v2), NULL } } },
 	/* contexts */
 	{ "cuCtxGetCurrent", { { 4000, FN(cuCtxGetCurrent), NULL } } },

@@ -100,6 +100,8 @@
  *                                and cuStreamQuery never finds a stream idle
  *   STANDIN_FREE_DELAY_US=n      cuMemFree_v2 sleeps n µs first (outside the driver's lock): a slow
  *                                device, to catch a release in progress
+ *   STANDIN_NO_VMM=1             (read at each call) cuDeviceGetAttribute says the device lacks the
+ *                                virtual memory API (the driver's calls still work)
  *   STANDIN_MMAP=1               device memory from mmap (always so under ASan; reserved, not
  *                                committed): a block freed and the next of its size usually share
  *                                an address, as on a GPU

@@ -1,0 +1,265 @@
+/* vmm.c — GPUPOOL_VMM on the stand-in (STANDIN_CAPACITY=64 MiB). Modes (argv[1]):
+ *   on     blocks above 2 MiB are VMM-backed (cuMemCreate, not cuMemAlloc), smaller ones are not;
+ *          a miss moves idle blocks of other sizes into its block: their bytes come along, the
+ *          device holds no more than before; through the driver door too; a release gives every
+ *          handle and range back; the OOM retry works on handles; cudaIpcGetMemHandle of such a
+ *          block is refused by the driver (invalid value) and the program goes on.
+ *   auto   VMM-backed until the first IPC call, ordinary blocks after it.
+ *   novmm  a device without the API: ordinary blocks, nothing else changes. */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
+#include <string.h>
+
+#include "e2e.h"
+
+static int vmm_backed(const void *p, uint64_t *range, uint64_t *handle)
+{
+	uint64_t start = 0, size = 0, hb = 0;
+	int yes = standin_vmm_mapped(p, &start, &size, &hb);
+
+	if (range)
+		*range = size;
+	if (handle)
+		*handle = hb;
+	return yes && start == (uint64_t)(uintptr_t)p;
+}
+
+static void *alloc(size_t bytes)
+{
+	void *p = NULL;
+
+	e2e_cuda(cudaMalloc(&p, bytes), "cudaMalloc");
+	return p;
+}
+
+/* Idle 8 and 4 MiB blocks become one 12 MiB block: their bytes at offsets 0 and 8 MiB, no new
+ * handle, no new device memory. */
+static void remap(void)
+{
+	struct standin_counters c0, c;
+	void *a = alloc(8 * E2E_MIB), *b = alloc(4 * E2E_MIB), *p;
+	uint64_t range = 0, hb = 0, live0;
+	int ok;
+
+	e2e_fill(a, 8 * E2E_MIB, 81);
+	e2e_fill(b, 4 * E2E_MIB, 41);
+	e2e_cuda(cudaFree(a), "cudaFree(8 MiB)");
+	e2e_cuda(cudaFree(b), "cudaFree(4 MiB)");
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	c0 = e2e_counters();
+	live0 = c0.live_bytes;
+	p = alloc(12 * E2E_MIB);
+	c = e2e_counters();
+	ok = vmm_backed(p, &range, &hb);
+	e2e_check(ok && range == 12 * E2E_MIB && hb == 8 * E2E_MIB,
+		  "a 12 MiB miss is one 12 MiB range whose first piece is the idle 8 MiB handle "
+		  "(range %llu, piece %llu)", (unsigned long long)range, (unsigned long long)hb);
+	ok = standin_vmm_mapped((char *)p + 8 * E2E_MIB, NULL, NULL, &hb);
+	e2e_check(ok && hb == 4 * E2E_MIB,
+		  "its second piece is the idle 4 MiB handle (%llu)", (unsigned long long)hb);
+	e2e_check(c.vmm_creates == c0.vmm_creates && c.mallocs == c0.mallocs &&
+			  c.live_bytes == live0,
+		  "no new memory: %llu handles made, %llu allocations, %llu -> %llu bytes on the device",
+		  (unsigned long long)(c.vmm_creates - c0.vmm_creates),
+		  (unsigned long long)(c.mallocs - c0.mallocs), (unsigned long long)live0,
+		  (unsigned long long)c.live_bytes);
+	e2e_check(e2e_verify(p, 8 * E2E_MIB, 81) && e2e_verify((char *)p + 8 * E2E_MIB, 4 * E2E_MIB, 41),
+		  "the physical memory moved with its bytes");
+	e2e_check(!standin_vmm_mapped(a, NULL, NULL, NULL) || a == p,
+		  "the old 8 MiB range is unmapped");
+	e2e_fill(p, 12 * E2E_MIB, 12);
+	e2e_check(e2e_verify(p, 12 * E2E_MIB, 12), "the block is written and read across its pieces");
+	c0 = e2e_counters();
+	e2e_cuda(cudaMemset(p, 0, 12 * E2E_MIB), "cudaMemset across the pieces");
+	e2e_cuda(cudaFree(p), "cudaFree(12 MiB)");
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	/* A 16 MiB miss takes the 12 MiB block and makes one 4 MiB handle for the rest. */
+	p = alloc(16 * E2E_MIB);
+	c = e2e_counters();
+	ok = vmm_backed(p, &range, NULL);
+	e2e_check(ok && range == 16 * E2E_MIB &&
+			  c.vmm_creates - c0.vmm_creates == 1 && c.live_bytes - c0.live_bytes == 4 * E2E_MIB,
+		  "a 16 MiB miss reuses the idle 12 MiB and makes 4 MiB (%llu handle, %llu bytes more)",
+		  (unsigned long long)(c.vmm_creates - c0.vmm_creates),
+		  (unsigned long long)(c.live_bytes - c0.live_bytes));
+	e2e_cuda(cudaFree(p), "cudaFree(16 MiB)");
+}
+
+static void release_all_but_live(void)
+{
+	unsigned long long bytes = 0;
+	int rc = e2e_shim_release()(-1, &bytes);
+
+	e2e_check(rc == 0, "gpupool_release gave %llu B back", bytes);
+}
+
+static void release_all(void)
+{
+	unsigned long long bytes = 0;
+	struct standin_counters c;
+	int rc = e2e_shim_release()(-1, &bytes);
+
+	e2e_check(rc == 0 && bytes > 0, "gpupool_release gave %llu B back", bytes);
+	c = e2e_counters();
+	e2e_check(standin_vmm_handles(-1) == 0 && c.vmm_reserves == c.vmm_address_frees &&
+			  c.live_bytes == 0,
+		  "a release gives back every handle (%llu left) and range (%llu reserved, %llu freed); "
+		  "the device holds %llu B",
+		  (unsigned long long)standin_vmm_handles(-1), (unsigned long long)c.vmm_reserves,
+		  (unsigned long long)c.vmm_address_frees, (unsigned long long)c.live_bytes);
+}
+
+/* 40 MiB idle in 8 MiB handles, 8 MiB live: 48 MiB of the device's 64 used. A 56 MiB miss moves
+ * the 40 MiB and adds 16: the device is full, and nothing had to be given back first. Then an
+ * idle 48 MiB block that no smaller request can use: a 16 MiB miss does not fit beside it, and
+ * the OOM retry gives it back and makes the block. */
+static void oom(void)
+{
+	void *blocks[6], *big;
+	struct standin_counters c0, c;
+	cudaError_t rc;
+
+	for (int i = 0; i < 6; i++)
+		blocks[i] = alloc(8 * E2E_MIB);
+	e2e_fill(blocks[0], 8 * E2E_MIB, 5);
+	for (int i = 1; i < 6; i++)
+		e2e_cuda(cudaFree(blocks[i]), "cudaFree(8 MiB)");
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	c0 = e2e_counters();
+	rc = cudaMalloc(&big, 56 * E2E_MIB);
+	c = e2e_counters();
+	e2e_check(rc == cudaSuccess && c.live_bytes == 64 * E2E_MIB &&
+			  standin_vmm_handles(-1) == 7 && c.vmm_failed_creates == c0.vmm_failed_creates,
+		  "cudaMalloc(56 MiB) beside 8 MiB live and 40 idle on a 64 MiB device: the idle "
+		  "handles move, 16 MiB is new, the device is full (%s, %llu B, %llu handles, %llu "
+		  "failed creates)", cudaGetErrorName(rc), (unsigned long long)c.live_bytes,
+		  (unsigned long long)standin_vmm_handles(-1),
+		  (unsigned long long)(c.vmm_failed_creates - c0.vmm_failed_creates));
+	e2e_cuda(cudaFree(big), "cudaFree(56 MiB)");
+	release_all_but_live();
+	big = alloc(48 * E2E_MIB);
+	e2e_cuda(cudaFree(big), "cudaFree(48 MiB)");
+	c0 = e2e_counters();
+	rc = cudaMalloc(&big, 16 * E2E_MIB);
+	c = e2e_counters();
+	e2e_check(rc == cudaSuccess && cudaGetLastError() == cudaSuccess,
+		  "cudaMalloc(16 MiB) beside 8 MiB live and an idle 48 MiB block succeeds (%s)",
+		  cudaGetErrorName(rc));
+	e2e_check(c.vmm_failed_creates - c0.vmm_failed_creates == 1 &&
+			  c.live_bytes == 24 * E2E_MIB && standin_vmm_handles(-1) == 2,
+		  "... after one failed cuMemCreate and the retry: 24 MiB in 2 handles (%llu B, %llu)",
+		  (unsigned long long)c.live_bytes, (unsigned long long)standin_vmm_handles(-1));
+	e2e_check(e2e_verify(blocks[0], 8 * E2E_MIB, 5), "the live block kept its bytes");
+	e2e_cuda(cudaFree(big), "cudaFree(16 MiB)");
+	e2e_cuda(cudaFree(blocks[0]), "cudaFree(8 MiB)");
+}
+
+/* The driver door's allocations are VMM-backed too, and one pool with the runtime's. */
+static void driver_door(void)
+{
+	CUresult (*drv_alloc)(CUdeviceptr *, size_t);
+	CUresult (*drv_free)(CUdeviceptr);
+	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD), *r;
+	CUdeviceptr q = 0;
+
+	if (h == NULL)
+		e2e_fail("the runtime has not loaded libcuda.so.1");
+	*(void **)&drv_alloc = dlsym(h, "cuMemAlloc_v2");
+	*(void **)&drv_free = dlsym(h, "cuMemFree_v2");
+	e2e_check(drv_alloc(&q, 6 * E2E_MIB) == CUDA_SUCCESS && vmm_backed((void *)(uintptr_t)q, NULL, NULL),
+		  "cuMemAlloc(6 MiB) gets a VMM-backed block");
+	e2e_check(drv_free(q) == CUDA_SUCCESS, "cuMemFree takes it back");
+	r = alloc(6 * E2E_MIB);
+	e2e_check(r == (void *)(uintptr_t)q, "cudaMalloc(6 MiB) gets that block from the cache");
+	e2e_cuda(cudaFree(r), "cudaFree");
+	dlclose(h);
+}
+
+static void ipc_refused(void)
+{
+	cudaIpcMemHandle_t handle;
+	void *p = alloc(8 * E2E_MIB), *q;
+	cudaError_t rc = cudaIpcGetMemHandle(&handle, p);
+
+	e2e_check(rc == cudaErrorInvalidValue,
+		  "cudaIpcGetMemHandle of a VMM-backed block: the driver's invalid value (%s)",
+		  cudaGetErrorName(rc));
+	(void)cudaGetLastError();
+	q = alloc(8 * E2E_MIB);
+	e2e_check(vmm_backed(q, NULL, NULL), "with GPUPOOL_VMM=on later blocks are still VMM-backed");
+	e2e_cuda(cudaFree(p), "cudaFree");
+	e2e_cuda(cudaFree(q), "cudaFree");
+}
+
+static void mode_on(void)
+{
+	struct standin_counters c0 = e2e_counters(), c;
+	void *big = alloc(8 * E2E_MIB), *two = alloc(2 * E2E_MIB), *small = alloc(E2E_MIB);
+
+	c = e2e_counters();
+	e2e_check(vmm_backed(big, NULL, NULL) && c.vmm_creates - c0.vmm_creates == 1,
+		  "an 8 MiB block is made with cuMemCreate");
+	e2e_check(standin_owns(two) && standin_owns(small) && c.mallocs - c0.mallocs == 2,
+		  "2 MiB and 1 MiB blocks are ordinary allocations");
+	e2e_cuda(cudaFree(big), "cudaFree");
+	e2e_cuda(cudaFree(two), "cudaFree");
+	e2e_cuda(cudaFree(small), "cudaFree");
+	release_all();
+	remap();
+	release_all();
+	oom();
+	release_all();
+	driver_door();
+	ipc_refused();
+	release_all();
+}
+
+static void mode_auto(void)
+{
+	cudaIpcMemHandle_t handle;
+	void *before = alloc(8 * E2E_MIB), *small = alloc(E2E_MIB), *after;
+	cudaError_t rc;
+
+	e2e_check(vmm_backed(before, NULL, NULL), "auto: VMM-backed before any IPC call");
+	rc = cudaIpcGetMemHandle(&handle, small);
+	e2e_check(rc == cudaSuccess, "an IPC handle of an ordinary block (%s)", cudaGetErrorName(rc));
+	after = alloc(16 * E2E_MIB);
+	e2e_check(standin_owns(after) && !vmm_backed(after, NULL, NULL),
+		  "auto: after the first IPC call a new block is an ordinary allocation");
+	rc = cudaIpcGetMemHandle(&handle, after);
+	e2e_check(rc == cudaSuccess, "... whose IPC handle works (%s)", cudaGetErrorName(rc));
+	e2e_cuda(cudaFree(before), "cudaFree");
+	e2e_cuda(cudaFree(small), "cudaFree");
+	e2e_cuda(cudaFree(after), "cudaFree");
+	release_all();
+}
+
+static void mode_novmm(void)
+{
+	struct standin_counters c0 = e2e_counters(), c;
+	void *big = alloc(8 * E2E_MIB);
+
+	c = e2e_counters();
+	e2e_check(standin_owns(big) && c.vmm_creates == c0.vmm_creates,
+		  "a device without the API: an ordinary 8 MiB allocation");
+	e2e_cuda(cudaFree(big), "cudaFree");
+	release_all();
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "on";
+
+	e2e_start("e2e_vmm");
+	e2e_cuda(cudaFree(NULL), "cudaFree(0)");
+	if (strcmp(mode, "on") == 0)
+		mode_on();
+	else if (strcmp(mode, "auto") == 0)
+		mode_auto();
+	else if (strcmp(mode, "novmm") == 0)
+		mode_novmm();
+	else
+		e2e_fail("mode: on, auto or novmm, not %s", mode);
+	return 0;
+}
