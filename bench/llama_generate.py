@@ -4,11 +4,13 @@ d=2048, bf16, weights from a fixed seed, no download) answering prompts of 128 t
 with `generate` (greedy, 32 new tokens each), then idle.
 
 Configurations, each a fresh process, run in interleaved order (ROUNDS times each):
-  pytorch    PyTorch's own caching allocator, no shim
-  takeover   LD_PRELOAD=libgpupool.so GPUPOOL_TORCH=takeover (the pool is PyTorch's only cache)
+  pytorch       PyTorch's own caching allocator, no shim
+  takeover      LD_PRELOAD=libgpupool.so GPUPOOL_TORCH=takeover (the pool is PyTorch's only cache)
+  takeover-vmm  the same with GPUPOOL_VMM=on (idle blocks of other sizes move into a miss's block)
 Measured from outside with nvidia-smi (device memory in use above what it was before the client
-started): what the idle client holds, and (takeover) what it holds after SIGUSR1 (its floor);
-from inside: tokens per second over all prompts, the first pass and a second, warm one.
+started): what the idle client holds, and (the shim) what it holds after SIGUSR1 (its floor);
+from inside: tokens per second over all prompts, the first pass and the best of WARM_PASSES warm
+ones; from the shim's statistics at exit (GPUPOOL_STATS_FILE): real allocations and remaps.
 Prints `BENCH llama {json}` per run and a markdown table.
 
 Usage: python3 bench/llama_generate.py --lib build/shim/libgpupool.so [--rounds 3]
@@ -23,6 +25,8 @@ import time
 
 PROMPTS = [128, 256, 512, 1024, 2048, 4096]
 NEW_TOKENS = 32
+WARM_PASSES = 3
+CONFIGS = ("pytorch", "takeover", "takeover-vmm")
 
 
 def smi_used_mib():
@@ -44,7 +48,7 @@ def client():
     prompts = [torch.randint(0, cfg.vocab_size, (1, n), generator=gen) for n in PROMPTS]
     rates, outputs = [], []
     with torch.no_grad():
-        for _ in range(2):  # the first pass fills the caches, the second runs warm
+        for _ in range(1 + WARM_PASSES):  # the first pass fills the caches, the rest run warm
             torch.cuda.synchronize()
             t0, tokens = time.perf_counter(), 0
             for p in prompts:
@@ -58,12 +62,28 @@ def client():
     sys.stdin.readline()
 
 
+def shim_stats(path):
+    """Real allocations, remaps and bytes moved, summed over devices, from the exit statistics."""
+    try:
+        with open(path) as f:
+            st = json.load(f)
+        os.unlink(path)
+    except (OSError, ValueError):
+        return {}
+    devs = st.get("devices", [])
+    return {k: sum(d.get(k, 0) or 0 for d in devs) for k in ("real_mallocs", "remaps", "remapped_bytes")}
+
+
 def run(name, lib):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("GPUPOOL_") and k not in ("LD_PRELOAD", "PYTORCH_NO_CUDA_MEMORY_CACHING")}
-    if name == "takeover":
+    stats = f"/tmp/llama-generate-stats.{os.getpid()}.json"
+    if name != "pytorch":
         env["LD_PRELOAD"] = lib
         env["GPUPOOL_TORCH"] = "takeover"
+        env["GPUPOOL_STATS_FILE"] = stats
+    if name == "takeover-vmm":
+        env["GPUPOOL_VMM"] = "on"
     base = smi_used_mib()
     p = subprocess.Popen([sys.executable, __file__, "--client"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True, env=env)
@@ -82,8 +102,11 @@ def run(name, lib):
     p.stdin.write("\n")
     p.stdin.flush()
     p.wait(timeout=60)
-    return {"config": name, "held_mib": held, "floor_mib": floor, "tok_s_first": got["tok_s"][0],
-            "tok_s_warm": got["tok_s"][1], "tokens": got["tokens"]}
+    res = {"config": name, "held_mib": held, "floor_mib": floor, "tok_s_first": got["tok_s"][0],
+           "tok_s_warm": max(got["tok_s"][1:]), "tokens": got["tokens"]}
+    if name != "pytorch":
+        res.update(shim_stats(stats))
+    return res
 
 
 def main():
@@ -98,17 +121,18 @@ def main():
         ap.error("--lib LIBGPUPOOL is needed")
     results = []
     for r in range(a.rounds):
-        for name in ("pytorch", "takeover"):
+        for name in CONFIGS:
             res = run(name, os.path.abspath(a.lib))
             res["round"] = r
             print("BENCH llama " + json.dumps(res), flush=True)
             results.append(res)
-    print("\n| config | idle held MiB | after SIGUSR1 MiB | tokens/s, first pass | tokens/s, warm |")
-    print("|---|---|---|---|---|")
-    for name in ("pytorch", "takeover"):
+    print("\n| config | idle held MiB | after SIGUSR1 MiB | tokens/s, first pass | tokens/s, warm "
+          "(best of 3) | real allocations | remaps |")
+    print("|---|---|---|---|---|---|---|")
+    for name in CONFIGS:
         rs = [r for r in results if r["config"] == name and "error" not in r]
         if not rs:
-            print(f"| {name} | failed | | | |")
+            print(f"| {name} | failed | | | | | |")
             continue
 
         def span(key, fmt):
@@ -118,7 +142,8 @@ def main():
             lo, hi = min(vals), max(vals)
             return fmt.format(lo) if lo == hi else (fmt + "–" + fmt).format(lo, hi)
         print(f"| {name} | {span('held_mib', '{}')} | {span('floor_mib', '{}')} | "
-              f"{span('tok_s_first', '{:.0f}')} | {span('tok_s_warm', '{:.0f}')} |")
+              f"{span('tok_s_first', '{:.1f}')} | {span('tok_s_warm', '{:.1f}')} | "
+              f"{span('real_mallocs', '{}')} | {span('remaps', '{}')} |")
     same = len({json.dumps(r.get("tokens")) for r in results if "error" not in r}) == 1
     print(f"\ngenerated tokens identical across runs and configs: {same}")
     return 0

@@ -1,0 +1,134 @@
+/* gpu_vmm.cu — GPUPOOL_VMM=on on the GPU (run with it set; the test says so if it is not).
+ *   - a miss moves idle blocks of other sizes into its block: the device's free memory does not
+ *     drop, the kernels' bytes come along at their offsets, and kernels, memcpy of every kind,
+ *     memcpy2D and memset work across the pieces;
+ *   - what the driver answers about such a block (pointer attributes, cuMemGetAddressRange,
+ *     legacy IPC), as figures;
+ *   - a block freed while a kernel still writes it is not moved under the kernel: the kernel ends
+ *     without error and the block that the miss got holds only what the host wrote;
+ *   - a release gives the memory back (NVML's free memory rises by it). */
+#include "gpu_common.cuh"
+
+#include <cuda.h>
+
+static int smi_free_mib(void)
+{
+	return (int)(gt_mem_free(NULL) >> 20);
+}
+
+static void moves(void)
+{
+	void *a = NULL, *b = NULL, *p = NULL, *h = NULL;
+	size_t free0, free1;
+	cudaPointerAttributes attr;
+	CUdeviceptr base = 0;
+	size_t size = 0;
+	cudaIpcMemHandle_t ipc;
+	cudaError_t e;
+
+	gt_ok(cudaMalloc(&a, 64 * GT_MIB), "cudaMalloc(64 MiB)");
+	gt_ok(cudaMalloc(&b, 32 * GT_MIB), "cudaMalloc(32 MiB)");
+	gt_fill(a, 64 * GT_MIB, 0xAAAA0001u, 0);
+	gt_fill(b, 32 * GT_MIB, 0xBBBB0002u, 0);
+	gt_ok(cudaFree(a), "cudaFree(64 MiB)");
+	gt_ok(cudaFree(b), "cudaFree(32 MiB)");
+	gt_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	free0 = gt_mem_free(NULL);
+	gt_ok(cudaMalloc(&p, 96 * GT_MIB), "cudaMalloc(96 MiB)");
+	free1 = gt_mem_free(NULL);
+	gt_check(free1 + 2 * GT_MIB >= free0, "a 96 MiB miss takes no new memory",
+		 "free %.0f -> %.0f MiB", gt_mib(free0), gt_mib(free1));
+	gt_check(gt_count_ne(p, 64 * GT_MIB, 0xAAAA0001u) == 0 &&
+			 gt_count_ne((char *)p + 64 * GT_MIB, 32 * GT_MIB, 0xBBBB0002u) == 0,
+		 "the idle blocks' bytes moved with them", "64 MiB at offset 0, 32 MiB at 64 MiB");
+	gt_fill(p, 96 * GT_MIB, 7u, 0);
+	gt_check(gt_count_ne(p, 96 * GT_MIB, 7u) == 0, "a kernel writes across the pieces", "96 MiB");
+
+	/* Copies of every kind across the boundary between the pieces. */
+	h = malloc(8 * GT_MIB);
+	memset(h, 0x5A, 8 * GT_MIB);
+	char *mid = (char *)p + 60 * GT_MIB;
+	int ok = gt_ok(cudaMemcpy(mid, h, 8 * GT_MIB, cudaMemcpyHostToDevice), "cudaMemcpy H2D") &&
+		 gt_ok(cudaMemcpy((char *)p + 80 * GT_MIB, mid, 8 * GT_MIB, cudaMemcpyDeviceToDevice),
+		       "cudaMemcpy D2D");
+	memset(h, 0, 8 * GT_MIB);
+	ok = ok && gt_ok(cudaMemcpy(h, (char *)p + 80 * GT_MIB, 8 * GT_MIB, cudaMemcpyDeviceToHost),
+			 "cudaMemcpy D2H");
+	ok = ok && ((unsigned char *)h)[0] == 0x5A && ((unsigned char *)h)[8 * GT_MIB - 1] == 0x5A;
+	ok = ok && gt_ok(cudaMemcpy2D(mid, 4096, h, 4096, 4096, 2048, cudaMemcpyDefault),
+			 "cudaMemcpy2D");
+	ok = ok && gt_ok(cudaMemset(mid, 0, 8 * GT_MIB), "cudaMemset across the pieces");
+	gt_check(ok && gt_count_ne(mid, 8 * GT_MIB, 0u) == 0, "memcpy H2D, D2D, D2H, 2D and memset",
+		 "across the 64 MiB boundary");
+	free(h);
+
+	e = cudaPointerGetAttributes(&attr, (char *)p + 70 * GT_MIB);
+	gt_check(e == cudaSuccess && attr.type == cudaMemoryTypeDevice && attr.device == 0,
+		 "cudaPointerGetAttributes", "%s, type %d", cudaGetErrorName(e), (int)attr.type);
+	if (cuMemGetAddressRange(&base, &size, (CUdeviceptr)(uintptr_t)p + 70 * GT_MIB) == CUDA_SUCCESS)
+		gt_info("cuMemGetAddressRange inside the second piece",
+			"base +%lld MiB, %zu MiB (the block: +0, 96)",
+			((long long)base - (long long)(uintptr_t)p) >> 20, size >> 20);
+	e = cudaIpcGetMemHandle(&ipc, p);
+	gt_check(e != cudaSuccess, "cudaIpcGetMemHandle is refused", "%s", cudaGetErrorName(e));
+	cudaGetLastError();
+	gt_ok(cudaFree(p), "cudaFree(96 MiB)");
+}
+
+/* A kernel still writes a freed 64 MiB block for 300 ms; a 128 MiB miss meanwhile must not take
+ * its memory (the fence is not done). */
+static void under_kernel(void)
+{
+	void *a = NULL, *p = NULL;
+	cudaStream_t s;
+	cudaError_t e;
+
+	gt_ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+	gt_ok(cudaMalloc(&a, 64 * GT_MIB), "cudaMalloc(64 MiB)");
+	gt_slow_fill_kernel<<<GT_GRID, GT_BLOCK, 0, s>>>((uint32_t *)a, 64 * GT_MIB / 4, 0xDEADu,
+							  300000000ull);
+	gt_ok(cudaFree(a), "cudaFree while the kernel runs");
+	gt_ok(cudaMalloc(&p, 128 * GT_MIB), "cudaMalloc(128 MiB) meanwhile");
+	gt_ok(cudaMemset(p, 0, 128 * GT_MIB), "cudaMemset");
+	e = cudaStreamSynchronize(s);
+	gt_check(e == cudaSuccess, "the kernel on the freed block ends without error", "%s",
+		 cudaGetErrorName(e));
+	gt_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	gt_check(gt_count_ne(p, 128 * GT_MIB, 0u) == 0, "the miss's block holds only its own bytes",
+		 "128 MiB of zeros after the kernel wrote 0xDEAD into the freed block");
+	gt_ok(cudaFree(p), "cudaFree");
+	cudaStreamDestroy(s);
+}
+
+static void release(void)
+{
+	void *p[8];
+	unsigned long long bytes = 0;
+	int before, after;
+
+	for (int i = 0; i < 8; i++)
+		gt_ok(cudaMalloc(&p[i], (size_t)(i + 2) * 16 * GT_MIB), "cudaMalloc");
+	for (int i = 0; i < 8; i++)
+		gt_ok(cudaFree(p[i]), "cudaFree");
+	gt_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	before = smi_free_mib();
+	gt_shim_release()(-1, &bytes);
+	after = smi_free_mib();
+	gt_check(bytes > 0 && after - before + 4 >= (int)(bytes >> 20), "a release returns it all",
+		 "%llu MiB released, free %d -> %d MiB", bytes >> 20, before, after);
+}
+
+int main(void)
+{
+	const char *vmm = getenv("GPUPOOL_VMM");
+
+	gt_test = "gpu_vmm";
+	if (!gt_require_shim() || !gt_context())
+		return gt_finish();
+	gt_check(vmm != NULL && strcmp(vmm, "on") == 0, "run with GPUPOOL_VMM=on", "%s",
+		 vmm ? vmm : "(unset)");
+	moves();
+	under_kernel();
+	release();
+	return gt_finish();
+}
