@@ -16,6 +16,7 @@
 #include "state.h"
 #include "vmm.h"
 
+#include <string.h>
 #include <time.h>
 
 /* The thread's last failure, and whether its pool call came through the runtime door: per
@@ -233,6 +234,7 @@ static int be_may_release(void *ctx)
 
 void gp_backend_fill(struct gp_backend *be)
 {
+	memset(be, 0, sizeof(*be)); /* every optional call this backend lacks is NULL */
 	be->ctx = NULL;
 	be->alloc = be_alloc;
 	be->free = be_free;
@@ -243,8 +245,6 @@ void gp_backend_fill(struct gp_backend *be)
 	be->quiet = gp_fence_quiet;
 	be->now_ns = be_now;
 	be->may_release = be_may_release;
-	if (atomic_load(&gp_shim.vmm.on)) {
-		be->movable = be_movable;
-		be->remap = be_remap;
-	}
+	be->movable = atomic_load(&gp_shim.vmm.on) ? be_movable : NULL;
+	be->remap = atomic_load(&gp_shim.vmm.on) ? be_remap : NULL;
 }
