@@ -6,7 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "pool_impl.h"
 
-#define REMAP_MAX_PIECES_DEFAULT 8u
+#define REMAP_MAX_PIECES_DEFAULT 32u
 #define REMAP_MAX_PIECES 64u
 
 /* Whether a cached block may move now: movable, its fence done, idle long enough. */
@@ -18,8 +18,9 @@ static int may_move(struct gp_pool *p, const struct gp_block *b, uint64_t t)
 }
 
 /* Unlink from list c its oldest block that may move. A list is in free order, and fences and
- * ages only grow along it: the first block that is not settled or not old enough ends the look. */
-static struct gp_block *take_movable(struct gp_pool *p, struct gp_list *c, uint64_t t)
+ * ages only grow along it: the first block that is not settled or not old enough ends the look
+ * (*fenced: a movable block old enough waits only for its fence). */
+static struct gp_block *take_movable(struct gp_pool *p, struct gp_list *c, uint64_t t, int *fenced)
 {
 	struct gp_block *b, *prev = NULL;
 
@@ -30,6 +31,8 @@ static struct gp_block *take_movable(struct gp_pool *p, struct gp_list *c, uint6
 		if (may_move(p, b, t))
 			break;
 		if (!settled(p, b) || (p->cfg.remap_age_ns != 0 && t - b->freed_ns < p->cfg.remap_age_ns)) {
+			*fenced |= b->movable && !settled(p, b) &&
+				   (p->cfg.remap_age_ns == 0 || t - b->freed_ns >= p->cfg.remap_age_ns);
 			b = NULL;
 			break;
 		}
@@ -49,15 +52,16 @@ static struct gp_block *take_movable(struct gp_pool *p, struct gp_list *c, uint6
 	return b;
 }
 
-/* Up to `max` blocks that fit `want` bytes together, the largest classes below cls first (a
- * block of cls itself would have been a hit). Returns how many; *have: their bytes. */
+/* More blocks (blk[n..], up to `max` in all) that fit `want` bytes with those taken (*have), the
+ * largest classes below cls first (a block of cls itself would have been a hit). Returns how many
+ * there are now; *fenced: a block that would fit waits for its fence. */
 static unsigned gather(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0,
-		       size_t want, unsigned max, struct gp_block **blk, size_t *have)
+		       size_t want, unsigned max, struct gp_block **blk, unsigned n, size_t *have,
+		       int *fenced)
 {
 	uint64_t t = now(p);
-	unsigned n = 0;
 
-	*have = 0;
+	*fenced = 0;
 	for (unsigned c = cls; c-- > 0 && n < max;) {
 		size_t cb = gp_pool_class_bytes(c);
 
@@ -67,7 +71,8 @@ static unsigned gather(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsign
 			struct gp_list *l = &d->list[c * GP_STRIPES + (s0 + i) % GP_STRIPES];
 			struct gp_block *b;
 
-			while (n < max && cb <= want - *have && (b = take_movable(p, l, t)) != NULL) {
+			while (n < max && cb <= want - *have &&
+			       (b = take_movable(p, l, t, fenced)) != NULL) {
 				blk[n++] = b;
 				*have += b->bytes;
 			}
@@ -128,15 +133,25 @@ int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 	struct gp_block *blk[REMAP_MAX_PIECES], *nb;
 	struct gp_piece src[REMAP_MAX_PIECES];
 	unsigned max = p->cfg.remap_max_pieces ? p->cfg.remap_max_pieces : REMAP_MAX_PIECES_DEFAULT;
-	size_t want = gp_pool_class_bytes(cls), have;
+	size_t want = gp_pool_class_bytes(cls), have = 0;
 	void *ptr = NULL;
-	int consumed = 0, rc;
+	int consumed = 0, fenced, rc;
 	unsigned n;
 
 	if (max > REMAP_MAX_PIECES)
 		max = REMAP_MAX_PIECES;
 	gp_pool_advance(p, 0); /* recent frees' fences polled: more blocks may be settled */
-	n = gather(p, d, cls, s0, want, max, blk, &have);
+	n = gather(p, d, cls, s0, want, max, blk, 0, &have, &fenced);
+	/* Blocks that would serve wait only for the GPU to finish their work (it runs behind the
+	 * host): wait for their fences as a miss waits for its own class's (cfg.reuse_wait_ns),
+	 * rather than grow the device by what they hold. */
+	for (uint64_t t0 = gp_fine_ns(), waited = 0; have < want && n < max && fenced &&
+						     waited < p->cfg.reuse_wait_ns;
+	     waited = gp_fine_ns() - t0) {
+		gp_pool_wait_nap(waited);
+		gp_pool_advance(p, 0);
+		n = gather(p, d, cls, s0, want, max, blk, n, &have, &fenced);
+	}
 	if (n == 0)
 		return GP_ENOMEM;
 	for (unsigned i = 0; i < n; i++) {

@@ -1,7 +1,8 @@
 /* test_pool_remap.c — cfg.remap_min_bytes: a miss that would make a real allocation first moves
  * the physical memory of cached movable blocks of smaller classes into its new block (backend
  * remap), the largest first, and only the rest is new memory. Never a block still fenced, too
- * young (cfg.remap_age_ns), not movable, of another device, or that does not fit; at most
+ * young (cfg.remap_age_ns), not movable, of another device, or that does not fit (a block that
+ * waits only for its fence is waited for, up to cfg.reuse_wait_ns); at most
  * cfg.remap_max_pieces sources; a failed remap leaves the sources cached or counts them given
  * back; bytes stay exact through the OOM retry and releases; frees say whether they are settled. */
 #include <stdarg.h>
@@ -14,10 +15,12 @@
 #include "pool_fixture.h"
 
 /* A pool whose fake backend makes blocks of at least `movable` bytes movable. */
-static int setup_remap(void **state, int ordered, size_t movable, uint64_t age, unsigned pieces)
+static int setup_remap_wait(void **state, int ordered, size_t movable, uint64_t age,
+			    unsigned pieces, uint64_t wait_ns)
 {
 	struct gp_pool_config cfg = { .ordered = ordered, .remap_min_bytes = 4 * MiB,
-				      .remap_age_ns = age, .remap_max_pieces = pieces };
+				      .remap_age_ns = age, .remap_max_pieces = pieces,
+				      .reuse_wait_ns = wait_ns };
 	struct fx *fx;
 
 	if (fx_setup_cfg(state, &cfg) != 0)
@@ -26,6 +29,16 @@ static int setup_remap(void **state, int ordered, size_t movable, uint64_t age, 
 	gp_pool_destroy(fx->pool);
 	fake_set_movable(&fx->fake, movable);
 	return gp_pool_create(&fx->fake.be, &cfg, &fx->pool) == GP_OK ? 0 : -1;
+}
+
+static int setup_remap(void **state, int ordered, size_t movable, uint64_t age, unsigned pieces)
+{
+	return setup_remap_wait(state, ordered, movable, age, pieces, 0);
+}
+
+static int setup_waiting(void **state)
+{
+	return setup_remap_wait(state, 0, 4 * MiB, 0, 0, 5000000000ull);
 }
 
 static int setup_default(void **state)
@@ -123,6 +136,23 @@ static void test_fenced_not_moved(void **state)
 	assert_int_equal(gp_pool_release(fx->pool, 0, 0, GP_CAUSE_API, NULL), GP_OK);
 	fake_get_counts(&fx->fake, &fc);
 	assert_int_equal(fc.frees_unsettled, 1);
+	fx_free(fx, p);
+}
+
+/* Proves: with cfg.reuse_wait_ns, a miss waits for the fence of idle blocks that would serve it
+ * (the GPU behind the host) and moves them, rather than growing the device by what they hold. */
+static void test_waits_for_fence(void **state)
+{
+	struct fx *fx = *state;
+	void *a = fx_alloc(fx, 0, 8 * MiB), *p;
+
+	fx_free(fx, a);
+	fake_set_fence_auto(&fx->fake, 3);
+	p = fx_alloc(fx, 0, 16 * MiB);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_REMAP), 1);
+	assert_int_equal(fx_stats(fx, 0).remapped_bytes, 8 * MiB);
+	assert_int_equal(fake_used(&fx->fake, 0), 16 * MiB);
+	assert_true(fake_calls(&fx->fake, FAKE_OP_FENCE_QUERY) >= 3);
 	fx_free(fx, p);
 }
 
@@ -318,6 +348,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_remap_serves_miss, setup_default, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_fenced_not_moved, setup_default, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_waits_for_fence, setup_waiting, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_needs_quiet, setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_idle_gpu, setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_age, setup_aged, fx_teardown),
