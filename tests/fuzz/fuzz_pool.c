@@ -92,7 +92,7 @@ static void check(int ok, const char *why)
  * memory: large blocks are what make an input slow). */
 static size_t size_of(struct input *in)
 {
-	unsigned b = u8(in), shift = b % 16 == 0 ? b / 16 % 27 : b % 17;
+	unsigned b = u8(in), shift = b % 16 == 0 ? 11 + b / 16 : b % 17;
 	uint64_t v = ((uint64_t)(u16(in) | 1) << shift) >> 15;
 
 	return (size_t)(v == 0 ? 1 : v > 64 * MiB ? 64 * MiB : v);
@@ -231,7 +231,7 @@ static void op_alloc(struct input *in)
 		return;
 	}
 	check(p != NULL && live_find(p) < 0, "alloc returned a block that is live");
-	if (c1.allocs_ok == c0.allocs_ok)
+	if (c1.allocs_ok == c0.allocs_ok && c1.remaps_ok == c0.remaps_ok)
 		check_reuse(p);
 	{
 		size_t want = gp_pool_class_bytes(gp_pool_class_of(req)), got;
@@ -241,7 +241,8 @@ static void op_alloc(struct input *in)
 		 * at most oversize_pct of the request. */
 		got = gp_pool_block_size(m.pool, p, &bdev);
 		check(bdev == dev, "alloc returned a block of another device");
-		check(got == want || (got > want && c1.allocs_ok == c0.allocs_ok && want > MiB &&
+		check(got == want || (got > want && c1.allocs_ok == c0.allocs_ok &&
+				      c1.remaps_ok == c0.remaps_ok && want > MiB &&
 				      (uint64_t)got * 100 <= (uint64_t)req * m.oversize_pct),
 		      "alloc returned a block of the wrong size");
 		m.live[m.nlive] = (struct live){ p, req, got, dev, m.op * 0x9e3779b97f4a7c15ull + 1 };
@@ -476,6 +477,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		cfg.reuse_wait_ns = first & 8 ? 20000 : 0;
 		cfg.reuse_poll_ns = first & 16 ? 5000 : 0;
 		cfg.reuse_age_ns = first & 32 ? 1 : 0; /* any recorded fence is old enough */
+		/* Blocks of 4 MiB and more are movable, and a miss may remap them (GPUPOOL_VMM). */
+		if (first & 128) {
+			fake_set_movable(&m.fake, 4 * MiB);
+			cfg.remap_min_bytes = 4 * MiB;
+		}
 	}
 	if (gp_pool_create(&m.fake.be, &cfg, &m.pool) != GP_OK)
 		abort();
