@@ -74,6 +74,20 @@ def shim_stats(path):
     return {k: sum(d.get(k, 0) or 0 for d in devs) for k in ("real_mallocs", "remaps", "remapped_bytes")}
 
 
+def pool_view(lib, pid):
+    """What the idle pool holds, from its live view (`gpupool stats --json`), in MiB."""
+    cli = os.path.join(os.path.dirname(lib), "..", "cli", "gpupool")
+    try:
+        out = subprocess.run([cli, "stats", "--json", str(pid)], capture_output=True, text=True,
+                             timeout=10).stdout
+        doc = json.loads(out)
+        devs = (doc[0] if isinstance(doc, list) else doc).get("devices", [])
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return {}
+    keys = ("in_use_bytes", "idle_bytes", "pending_bytes", "vmm_bytes")
+    return {k.replace("_bytes", "_mib"): sum(d.get(k, 0) or 0 for d in devs) >> 20 for k in keys}
+
+
 def run(name, lib):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("GPUPOOL_") and k not in ("LD_PRELOAD", "PYTORCH_NO_CUDA_MEMORY_CACHING")}
@@ -95,7 +109,9 @@ def run(name, lib):
     time.sleep(1.0)
     held = smi_used_mib() - base
     floor = None
+    view = {}
     if name != "pytorch":
+        view = pool_view(lib, p.pid)
         p.send_signal(signal.SIGUSR1)
         time.sleep(2.0)
         floor = smi_used_mib() - base
@@ -106,6 +122,7 @@ def run(name, lib):
            "tok_s_warm": max(got["tok_s"][1:]), "tokens": got["tokens"]}
     if name != "pytorch":
         res.update(shim_stats(stats))
+        res.update(view)
     return res
 
 
@@ -126,13 +143,13 @@ def main():
             res["round"] = r
             print("BENCH llama " + json.dumps(res), flush=True)
             results.append(res)
-    print("\n| config | idle held MiB | after SIGUSR1 MiB | tokens/s, first pass | tokens/s, warm "
-          "(best of 3) | real allocations | remaps |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| config | idle held MiB | pool: in use / idle + pending MiB | after SIGUSR1 MiB | "
+          "tokens/s, first pass | tokens/s, warm (best of 3) | real allocations | remaps |")
+    print("|---|---|---|---|---|---|---|---|")
     for name in CONFIGS:
         rs = [r for r in results if r["config"] == name and "error" not in r]
         if not rs:
-            print(f"| {name} | failed | | | | | |")
+            print(f"| {name} | failed | | | | | | |")
             continue
 
         def span(key, fmt):
@@ -141,7 +158,8 @@ def main():
                 return "-"
             lo, hi = min(vals), max(vals)
             return fmt.format(lo) if lo == hi else (fmt + "–" + fmt).format(lo, hi)
-        print(f"| {name} | {span('held_mib', '{}')} | {span('floor_mib', '{}')} | "
+        pool = "-" if name == "pytorch" else f"{span('in_use_mib', '{}')} / {span('idle_mib', '{}')} + {span('pending_mib', '{}')}"
+        print(f"| {name} | {span('held_mib', '{}')} | {pool} | {span('floor_mib', '{}')} | "
               f"{span('tok_s_first', '{:.1f}')} | {span('tok_s_warm', '{:.1f}')} | "
               f"{span('real_mallocs', '{}')} | {span('remaps', '{}')} |")
     same = len({json.dumps(r.get("tokens")) for r in results if "error" not in r}) == 1
