@@ -7,6 +7,7 @@ Configurations, each a fresh process, run in interleaved order (ROUNDS times eac
   pytorch       PyTorch's own caching allocator, no shim
   takeover      LD_PRELOAD=libgpupool.so GPUPOOL_TORCH=takeover (the pool is PyTorch's only cache)
   takeover-vmm  the same with GPUPOOL_VMM=on (idle blocks of other sizes move into a miss's block)
+  takeover-vmm-trim  and GPUPOOL_VMM_TRIM=1 (what cannot move is given back before the pool grows)
 Measured from outside with nvidia-smi (device memory in use above what it was before the client
 started): what the idle client holds, and (the shim) what it holds after SIGUSR1 (its floor);
 from inside: tokens per second over all prompts, the first pass and the best of WARM_PASSES warm
@@ -26,7 +27,7 @@ import time
 PROMPTS = [128, 256, 512, 1024, 2048, 4096]
 NEW_TOKENS = 32
 WARM_PASSES = 3
-CONFIGS = ("pytorch", "takeover", "takeover-vmm")
+CONFIGS = ("pytorch", "takeover", "takeover-vmm", "takeover-vmm-trim")
 
 
 def smi_used_mib():
@@ -96,8 +97,10 @@ def run(name, lib):
         env["LD_PRELOAD"] = lib
         env["GPUPOOL_TORCH"] = "takeover"
         env["GPUPOOL_STATS_FILE"] = stats
-    if name == "takeover-vmm":
+    if name.startswith("takeover-vmm"):
         env["GPUPOOL_VMM"] = "on"
+    if name == "takeover-vmm-trim":
+        env["GPUPOOL_VMM_TRIM"] = "1"
     base = smi_used_mib()
     p = subprocess.Popen([sys.executable, __file__, "--client"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True, env=env)

@@ -133,6 +133,11 @@ struct gp_pool_config {
 	size_t remap_min_bytes;
 	uint64_t remap_age_ns;
 	unsigned remap_max_pieces; /* 0: REMAP_MAX_PIECES_DEFAULT */
+	/* With remap: a miss that must still grow by R bytes first gives back idle movable blocks of
+	 * other classes (settled, as old as remap_age_ns, the largest first) until R bytes are back:
+	 * the device's footprint stays at what is in use plus what could not be moved or given back,
+	 * at the price of new memory when those sizes come back. */
+	int remap_trim;
 };
 
 /* Per-device figures, summed over size classes. Bytes are real allocation sizes. */

@@ -400,6 +400,11 @@ void gp_pool_wait_nap(uint64_t waited_ns);
 int gp_pool_enter_block(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 			unsigned list, size_t bytes, void *ptr, int movable, struct gp_block **out);
 
+/* Forget the blocks of a detached list (linked by next) and give them to the backend, counted
+ * in r (release.c). */
+void gp_pool_free_blocks(struct gp_pool *p, struct gp_dev *d, struct gp_block *b,
+			 struct gp_release_result *r);
+
 /* A miss of class cls served by remapping cached movable blocks of smaller classes (remap.c):
  * GP_OK with *out, else the caller makes a real allocation. */
 int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,

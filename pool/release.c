@@ -57,8 +57,8 @@ static struct gp_block *detach_older(struct gp_list *c, size_t n, uint64_t befor
 }
 
 /* Forget the blocks of a detached list and give them to the backend. */
-static void free_blocks(struct gp_pool *p, struct gp_dev *d, struct gp_block *b,
-			struct gp_release_result *r)
+void gp_pool_free_blocks(struct gp_pool *p, struct gp_dev *d, struct gp_block *b,
+			 struct gp_release_result *r)
 {
 	while (b != NULL) {
 		struct gp_block *next = b->next;
@@ -126,7 +126,7 @@ static void release_all(struct gp_pool *p, struct gp_dev *d, struct gp_release_r
 	for (unsigned i = 0; i < nlists(); i++) {
 		size_t n = held != NULL ? held[i] : (size_t)ld(&d->list[i].cached_blocks);
 		if (n != 0)
-			free_blocks(p, d, detach(&d->list[i], held != NULL ? n : 0), r);
+			gp_pool_free_blocks(p, d, detach(&d->list[i], held != NULL ? n : 0), r);
 	}
 	free(held);
 }
@@ -164,7 +164,7 @@ static void release_dev(struct gp_pool *p, struct gp_dev *d, uint64_t target,
 		int i = oldest_list(d, idx, &n);
 		if (i < 0)
 			break;
-		free_blocks(p, d, detach(&d->list[i], 1), r);
+		gp_pool_free_blocks(p, d, detach(&d->list[i], 1), r);
 	}
 	free(idx);
 }
@@ -175,7 +175,7 @@ static void release_older(struct gp_pool *p, struct gp_dev *d, uint64_t before,
 {
 	for (unsigned i = 0; i < nlists(); i++)
 		if (ld(&d->list[i].cached_blocks) != 0)
-			free_blocks(p, d, detach_older(&d->list[i], SIZE_MAX, before), r);
+			gp_pool_free_blocks(p, d, detach_older(&d->list[i], SIZE_MAX, before), r);
 }
 
 /* What a release keeps: by size, at most `target` cached bytes per device (oldest go first);

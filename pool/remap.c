@@ -1,4 +1,5 @@
-/* remap.c — a miss served by idle memory cached under other sizes. Cached movable blocks of
+/* remap.c — a miss served by idle memory cached under other sizes (and, with cfg.remap_trim,
+ * idle memory that cannot serve it given back first). Cached movable blocks of
  * smaller classes (the largest first), settled and freed at least cfg.remap_age_ns ago, leave
  * their lists and go to backend remap, which moves their physical memory into one new block of
  * the miss's class and adds new memory for the rest only. Never on the hit path, never a backend
@@ -81,6 +82,35 @@ static unsigned gather(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsign
 	return n;
 }
 
+/* cfg.remap_trim: give back idle movable blocks of classes other than cls, the largest first,
+ * until `need` bytes are back. */
+static void trim(struct gp_pool *p, struct gp_dev *d, unsigned cls, size_t need)
+{
+	struct gp_block *list = NULL, *b;
+	struct gp_release_result r = { 0, 0, 0, 0 };
+	uint64_t t = now(p);
+	size_t got = 0;
+	int fenced;
+
+	for (unsigned c = gp_pool_class_count(); c-- > 0 && got < need;) {
+		if (small_class(c))
+			break;
+		if (c == cls)
+			continue;
+		for (unsigned i = 0; i < GP_STRIPES && got < need; i++) {
+			struct gp_list *l = &d->list[c * GP_STRIPES + i];
+
+			while (got < need && (b = take_movable(p, l, t, &fenced)) != NULL) {
+				b->next = list;
+				list = b;
+				got += b->bytes;
+			}
+		}
+	}
+	if (list != NULL)
+		gp_pool_free_blocks(p, d, list, &r);
+}
+
 static void map_remove(struct gp_pool *p, struct gp_block *b)
 {
 	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
@@ -152,6 +182,8 @@ int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 		gp_pool_advance(p, 0);
 		n = gather(p, d, cls, s0, want, max, blk, n, &have, &fenced);
 	}
+	if (p->cfg.remap_trim && have < want)
+		trim(p, d, cls, want - have);
 	if (n == 0)
 		return GP_ENOMEM;
 	for (unsigned i = 0; i < n; i++) {

@@ -45,6 +45,7 @@ struct gp_options {
 	int oversize_pct;              /* GPUPOOL_OVERSIZE, percent */
 	int vmm;                       /* GPUPOOL_VMM: enum gp_vmm_mode */
 	uint64_t vmm_age_ns;           /* GPUPOOL_VMM_AGE */
+	int vmm_trim;                  /* GPUPOOL_VMM_TRIM */
 	int report_cached_as_free;
 	int framework_flush; /* enum gp_flush_mode */
 	int torch;           /* enum gp_torch_mode */

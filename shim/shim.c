@@ -177,6 +177,7 @@ static int init_locked(void)
 	if (be.remap != NULL) {
 		cfg.remap_min_bytes = GP_VMM_MIN_BYTES + 1;
 		cfg.remap_age_ns = o->vmm_age_ns;
+		cfg.remap_trim = o->vmm_trim;
 	}
 	if (gp_pool_create(&be, &cfg, &gp_shim.life.pool) != GP_OK) {
 		gp_log(GP_LOG_ERROR, "cannot create the pool; passing through");

@@ -36,6 +36,19 @@ static int setup_remap(void **state, int ordered, size_t movable, uint64_t age, 
 	return setup_remap_wait(state, ordered, movable, age, pieces, 0);
 }
 
+static int setup_trim(void **state)
+{
+	struct gp_pool_config cfg = { .ordered = 0, .remap_min_bytes = 4 * MiB, .remap_trim = 1 };
+	struct fx *fx;
+
+	if (fx_setup_cfg(state, &cfg) != 0)
+		return -1;
+	fx = *state;
+	gp_pool_destroy(fx->pool);
+	fake_set_movable(&fx->fake, 4 * MiB);
+	return gp_pool_create(&fx->fake.be, &cfg, &fx->pool) == GP_OK ? 0 : -1;
+}
+
 static int setup_waiting(void **state)
 {
 	return setup_remap_wait(state, 0, 4 * MiB, 0, 0, 5000000000ull);
@@ -136,6 +149,25 @@ static void test_fenced_not_moved(void **state)
 	assert_int_equal(gp_pool_release(fx->pool, 0, 0, GP_CAUSE_API, NULL), GP_OK);
 	fake_get_counts(&fx->fake, &fc);
 	assert_int_equal(fc.frees_unsettled, 1);
+	fx_free(fx, p);
+}
+
+/* Proves: with cfg.remap_trim, a 16 MiB miss that can move the idle 4 MiB block but must still
+ * grow by 12 MiB first gives back the idle 32 MiB block (it cannot serve): the device holds 16 MiB,
+ * not 48; the idle 2 MiB block (not movable: a small class) stays. */
+static void test_trim(void **state)
+{
+	struct fx *fx = *state;
+	size_t sizes[] = { 32 * MiB, 4 * MiB, 2 * MiB };
+	void *ptrs[3], *p;
+
+	cache_sizes(fx, 0, sizes, ptrs, 3);
+	p = fx_alloc(fx, 0, 16 * MiB);
+	assert_int_equal(fx_stats(fx, 0).remapped_bytes, 4 * MiB);
+	assert_int_equal(fake_used(&fx->fake, 0), 18 * MiB);
+	assert_int_equal(fx_stats(fx, 0).idle_bytes, 2 * MiB);
+	assert_int_equal(fx_stats(fx, 0).real_frees, 1);
+	assert_int_equal(fx_stats(fx, 0).movable_bytes, 16 * MiB);
 	fx_free(fx, p);
 }
 
@@ -348,6 +380,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_remap_serves_miss, setup_default, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_fenced_not_moved, setup_default, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_trim, setup_trim, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_waits_for_fence, setup_waiting, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_needs_quiet, setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_idle_gpu, setup_ordered, fx_teardown),
