@@ -26,6 +26,7 @@ static const struct {
 	F(MemGetInfo_v2),
 	F(MemCreate),
 	F(IpcGetMemHandle),
+	F(MemGetAddressRange_v2),
 	F(StreamCreate),
 	F(StreamCreateWithPriority),
 	F(StreamDestroy),

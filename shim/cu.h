@@ -13,6 +13,7 @@ struct gp_cu {
 	CUresult (*MemFree_v2)(CUdeviceptr);
 	CUresult (*MemGetInfo_v2)(size_t *, size_t *);
 	CUresult (*IpcGetMemHandle)(CUipcMemHandle *, CUdeviceptr);
+	CUresult (*MemGetAddressRange_v2)(CUdeviceptr *, size_t *, CUdeviceptr);
 	CUresult (*MemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
 			      unsigned long long);
 	CUresult (*StreamCreate)(CUstream *, unsigned);

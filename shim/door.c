@@ -29,6 +29,7 @@ static const struct {
 	size_t off; /* of the real one in struct gp_cu */
 } hooks[] = {
 	H(MemAlloc_v2), H(MemFree_v2), H(MemGetInfo_v2), H(MemCreate), H(IpcGetMemHandle),
+	H(MemGetAddressRange_v2),
 	H(StreamCreate), H(StreamCreateWithPriority), H(StreamDestroy), H(StreamDestroy_v2),
 	H(StreamBeginCapture_v2), H(StreamBeginCapture_v2_ptsz),
 	H(StreamBeginCaptureToGraph), H(StreamBeginCaptureToGraph_ptsz),

@@ -5,6 +5,7 @@
 #include "drventry.h"
 #include "cu.h"
 #include "shim.h"
+#include "vmm.h"
 
 /* ---- memory ---- */
 
@@ -54,6 +55,20 @@ GP_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
 	if (gp_shim_active())
 		gp_shim_ipc_seen((const void *)(uintptr_t)dptr);
 	return gp_cu.IpcGetMemHandle(handle, dptr);
+}
+
+/* The driver answers the one physical piece a pointer lies in; inside a VMM-backed block that
+ * moved pieces together (GPUPOOL_VMM), the block is the allocation the program was given. */
+GP_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+	CUresult rc;
+
+	if (GP_MISSING(MemGetAddressRange_v2))
+		return CUDA_ERROR_NOT_FOUND;
+	rc = gp_cu.MemGetAddressRange_v2(pbase, psize, dptr);
+	if (rc == CUDA_SUCCESS && gp_shim_active())
+		gp_vmm_address_range(dptr, pbase, psize);
+	return rc;
 }
 
 /* ---- streams ---- */

@@ -400,6 +400,34 @@ CUresult gp_vmm_remap(int device, size_t bytes, const struct gp_piece *src, unsi
 	return CUDA_SUCCESS;
 }
 
+/* The block that contains v, or NULL (lock held): a look at every block, for the rare calls
+ * that ask about an inner pointer (IPC, address ranges). */
+static struct gp_vmm_block *containing_locked(CUdeviceptr v)
+{
+	for (size_t i = 0; V.bucket != NULL && V.count != 0 && i < NBUCKETS; i++)
+		for (struct gp_vmm_block *b = V.bucket[i]; b != NULL; b = b->next)
+			if (v >= b->va && v - b->va < b->bytes)
+				return b;
+	return NULL;
+}
+
+void gp_vmm_address_range(CUdeviceptr dptr, CUdeviceptr *base, size_t *size)
+{
+	struct gp_vmm_block *b;
+
+	if (__atomic_load_n(&V.bucket, __ATOMIC_ACQUIRE) == NULL)
+		return; /* no VMM-backed block was ever made */
+	pthread_mutex_lock(&V.lock);
+	b = containing_locked(dptr);
+	if (b != NULL && b->n > 1) {
+		if (base)
+			*base = b->va;
+		if (size)
+			*size = b->bytes;
+	}
+	pthread_mutex_unlock(&V.lock);
+}
+
 void gp_vmm_ipc_seen(const void *ptr)
 {
 	CUdeviceptr v = (CUdeviceptr)(uintptr_t)ptr;
@@ -409,9 +437,7 @@ void gp_vmm_ipc_seen(const void *ptr)
 		gp_log(GP_LOG_INFO, "GPUPOOL_VMM=auto: an IPC handle was asked for; new blocks are "
 				    "ordinary allocations from now on");
 	pthread_mutex_lock(&V.lock);
-	for (size_t i = 0; V.bucket != NULL && i < NBUCKETS && !inside; i++)
-		for (struct gp_vmm_block *b = V.bucket[i]; b != NULL && !inside; b = b->next)
-			inside = v >= b->va && v - b->va < b->bytes;
+	inside = containing_locked(v) != NULL;
 	pthread_mutex_unlock(&V.lock);
 	if (inside && !atomic_exchange(&V.said_ipc, 1))
 		gp_log(GP_LOG_WARN, "an IPC handle was asked for memory of a VMM-backed block, which "

@@ -45,6 +45,10 @@ CUresult gp_vmm_remap(int device, size_t bytes, const struct gp_piece *src, unsi
  * (warn) when ptr lies in a VMM-backed block, whose IPC handle the driver refuses. */
 void gp_vmm_ipc_seen(const void *ptr);
 
+/* The driver's answer to cuMemGetAddressRange for dptr (*base, *size: the piece it lies in),
+ * made the whole block's when dptr lies in a VMM-backed block. */
+void gp_vmm_address_range(CUdeviceptr dptr, CUdeviceptr *base, size_t *size);
+
 /* Bytes of VMM-backed blocks and their handles now (for tests and the log). */
 size_t gp_vmm_blocks(void);
 

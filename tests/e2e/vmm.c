@@ -1,5 +1,6 @@
 /* vmm.c — GPUPOOL_VMM on the stand-in (STANDIN_CAPACITY=64 MiB). Modes (argv[1]):
  *   on     blocks above 2 MiB are VMM-backed (cuMemCreate, not cuMemAlloc), smaller ones are not;
+ *          cuMemGetAddressRange inside a block of moved pieces answers the whole block;
  *          a miss moves idle blocks of other sizes into its block: their bytes come along, the
  *          device holds no more than before; through the driver door too; a release gives every
  *          handle and range back; the OOM retry works on handles; cudaIpcGetMemHandle of such a
@@ -68,6 +69,22 @@ static void remap(void)
 		  "the physical memory moved with its bytes");
 	e2e_check(!standin_vmm_mapped(a, NULL, NULL, NULL) || a == p,
 		  "the old 8 MiB range is unmapped");
+	{
+		CUresult (*range)(CUdeviceptr *, size_t *, CUdeviceptr);
+		void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+		CUdeviceptr base = 0;
+		size_t size = 0;
+
+		*(void **)&range = h ? dlsym(h, "cuMemGetAddressRange_v2") : NULL;
+		ok = range != NULL &&
+		     range(&base, &size, (CUdeviceptr)(uintptr_t)p + 9 * E2E_MIB) == CUDA_SUCCESS;
+		e2e_check(ok && base == (CUdeviceptr)(uintptr_t)p && size == 12 * E2E_MIB,
+			  "cuMemGetAddressRange inside the second piece answers the whole block "
+			  "(+%lld, %zu B; the driver alone answers the piece)",
+			  (long long)(base - (CUdeviceptr)(uintptr_t)p), size);
+		if (h)
+			dlclose(h);
+	}
 	e2e_fill(p, 12 * E2E_MIB, 12);
 	e2e_check(e2e_verify(p, 12 * E2E_MIB, 12), "the block is written and read across its pieces");
 	c0 = e2e_counters();

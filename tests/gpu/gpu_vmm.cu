@@ -2,8 +2,8 @@
  *   - a miss moves idle blocks of other sizes into its block: the device's free memory does not
  *     drop, the kernels' bytes come along at their offsets, and kernels, memcpy of every kind,
  *     memcpy2D and memset work across the pieces;
- *   - what the driver answers about such a block (pointer attributes, cuMemGetAddressRange,
- *     legacy IPC), as figures;
+ *   - what the driver answers about such a block: pointer attributes; cuMemGetAddressRange (the
+ *     whole block, through the shim's driver door); legacy IPC refused;
  *   - a block freed while a kernel still writes it is not moved under the kernel: the kernel ends
  *     without error and the block that the miss got holds only what the host wrote;
  *   - a release gives the memory back (NVML's free memory rises by it). */
@@ -65,10 +65,11 @@ static void moves(void)
 	e = cudaPointerGetAttributes(&attr, (char *)p + 70 * GT_MIB);
 	gt_check(e == cudaSuccess && attr.type == cudaMemoryTypeDevice && attr.device == 0,
 		 "cudaPointerGetAttributes", "%s, type %d", cudaGetErrorName(e), (int)attr.type);
-	if (cuMemGetAddressRange(&base, &size, (CUdeviceptr)(uintptr_t)p + 70 * GT_MIB) == CUDA_SUCCESS)
-		gt_info("cuMemGetAddressRange inside the second piece",
-			"base +%lld MiB, %zu MiB (the block: +0, 96)",
-			((long long)base - (long long)(uintptr_t)p) >> 20, size >> 20);
+	e = (cudaError_t)cuMemGetAddressRange(&base, &size, (CUdeviceptr)(uintptr_t)p + 70 * GT_MIB);
+	gt_check(e == cudaSuccess && base == (CUdeviceptr)(uintptr_t)p && size == 96 * GT_MIB,
+		 "cuMemGetAddressRange inside the second piece answers the block",
+		 "rc %d, base +%lld MiB, %zu MiB (the driver alone: the piece, +64 and 32)", (int)e,
+		 ((long long)base - (long long)(uintptr_t)p) >> 20, size >> 20);
 	e = cudaIpcGetMemHandle(&ipc, p);
 	gt_check(e != cudaSuccess, "cudaIpcGetMemHandle is refused", "%s", cudaGetErrorName(e));
 	cudaGetLastError();
