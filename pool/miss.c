@@ -79,7 +79,7 @@ static struct gp_block *take_fit(struct gp_pool *p, struct gp_dev *d, unsigned c
 #endif
 #define WAIT_NAP_MAX_NS 500000u
 
-void gp_pool_wait_nap(uint64_t waited_ns)
+static void wait_nap(uint64_t waited_ns)
 {
 	uint64_t ns = waited_ns / 8;
 	struct timespec ts;
@@ -223,7 +223,7 @@ static struct gp_block *reuse_fenced(struct gp_pool *p, struct gp_dev *d, unsign
 			atomic_fetch_add_explicit(&d->fence_wait_timeouts, 1, memory_order_relaxed);
 			return NULL;
 		} else {
-			gp_pool_wait_nap(t - start);
+			wait_nap(t - start);
 		}
 	}
 }

@@ -391,10 +391,6 @@ static inline struct gp_block *take_cached(struct gp_pool *p, struct gp_list *c,
 struct gp_block *gp_pool_take_missed(struct gp_pool *p, struct gp_dev *d, unsigned cls,
 				     unsigned s0, size_t bytes, int own_fenced);
 
-/* Between polls of a wait for fences (miss.c): nothing for the first WAIT_SPIN_NS, then a sleep
- * of an eighth of the time waited so far, at most WAIT_NAP_MAX_NS. */
-void gp_pool_wait_nap(uint64_t waited_ns);
-
 /* A block's record made and entered: in the pointer map, counted live on list `list` (pool.c).
  * GP_ENOMEM: no record or map room (the caller gives ptr back). */
 int gp_pool_enter_block(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,

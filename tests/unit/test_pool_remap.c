@@ -1,8 +1,7 @@
 /* test_pool_remap.c — cfg.remap_min_bytes: a miss that would make a real allocation first moves
  * the physical memory of cached movable blocks of smaller classes into its new block (backend
  * remap), the largest first, and only the rest is new memory. Never a block still fenced, too
- * young (cfg.remap_age_ns), not movable, of another device, or that does not fit (a block that
- * waits only for its fence is waited for, up to cfg.reuse_wait_ns); at most
+ * young (cfg.remap_age_ns), not movable, of another device, or that does not fit; at most
  * cfg.remap_max_pieces sources; a failed remap leaves the sources cached or counts them given
  * back; bytes stay exact through the OOM retry and releases; frees say whether they are settled. */
 #include <stdarg.h>
@@ -47,11 +46,6 @@ static int setup_trim(void **state)
 	gp_pool_destroy(fx->pool);
 	fake_set_movable(&fx->fake, 4 * MiB);
 	return gp_pool_create(&fx->fake.be, &cfg, &fx->pool) == GP_OK ? 0 : -1;
-}
-
-static int setup_waiting(void **state)
-{
-	return setup_remap_wait(state, 0, 4 * MiB, 0, 0, 5000000000ull);
 }
 
 static int setup_default(void **state)
@@ -168,23 +162,6 @@ static void test_trim(void **state)
 	assert_int_equal(fx_stats(fx, 0).idle_bytes, 2 * MiB);
 	assert_int_equal(fx_stats(fx, 0).real_frees, 1);
 	assert_int_equal(fx_stats(fx, 0).movable_bytes, 16 * MiB);
-	fx_free(fx, p);
-}
-
-/* Proves: with cfg.reuse_wait_ns, a miss waits for the fence of idle blocks that would serve it
- * (the GPU behind the host) and moves them, rather than growing the device by what they hold. */
-static void test_waits_for_fence(void **state)
-{
-	struct fx *fx = *state;
-	void *a = fx_alloc(fx, 0, 8 * MiB), *p;
-
-	fx_free(fx, a);
-	fake_set_fence_auto(&fx->fake, 3);
-	p = fx_alloc(fx, 0, 16 * MiB);
-	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_REMAP), 1);
-	assert_int_equal(fx_stats(fx, 0).remapped_bytes, 8 * MiB);
-	assert_int_equal(fake_used(&fx->fake, 0), 16 * MiB);
-	assert_true(fake_calls(&fx->fake, FAKE_OP_FENCE_QUERY) >= 3);
 	fx_free(fx, p);
 }
 
@@ -381,7 +358,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_remap_serves_miss, setup_default, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_fenced_not_moved, setup_default, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_trim, setup_trim, fx_teardown),
-		cmocka_unit_test_setup_teardown(test_waits_for_fence, setup_waiting, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_needs_quiet, setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_idle_gpu, setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_age, setup_aged, fx_teardown),
