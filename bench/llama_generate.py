@@ -8,13 +8,15 @@ Configurations, each a fresh process, run in interleaved order (ROUNDS times eac
   takeover      LD_PRELOAD=libgpupool.so GPUPOOL_TORCH=takeover (the pool is PyTorch's only cache)
   takeover-vmm  the same with GPUPOOL_VMM=on (idle blocks of other sizes move into a miss's block)
   takeover-vmm-trim  and GPUPOOL_VMM_TRIM=1 (what cannot move is given back before the pool grows)
+  takeover-vmm-age   GPUPOOL_VMM=on GPUPOOL_VMM_AGE=100ms (only blocks idle that long move)
+--configs picks some (comma-separated, in that order); default: all.
 Measured from outside with nvidia-smi (device memory in use above what it was before the client
 started): what the idle client holds, and (the shim) what it holds after SIGUSR1 (its floor);
 from inside: tokens per second over all prompts, the first pass and the best of WARM_PASSES warm
 ones; from the shim's statistics at exit (GPUPOOL_STATS_FILE): real allocations and remaps.
 Prints `BENCH llama {json}` per run and a markdown table.
 
-Usage: python3 bench/llama_generate.py --lib build/shim/libgpupool.so [--rounds 3]
+Usage: python3 bench/llama_generate.py --lib build/shim/libgpupool.so [--rounds 3] [--configs a,b]
 """
 import argparse
 import json
@@ -27,7 +29,7 @@ import time
 PROMPTS = [128, 256, 512, 1024, 2048, 4096]
 NEW_TOKENS = 32
 WARM_PASSES = 3
-CONFIGS = ("pytorch", "takeover", "takeover-vmm", "takeover-vmm-trim")
+CONFIGS = ("pytorch", "takeover", "takeover-vmm", "takeover-vmm-trim", "takeover-vmm-age")
 
 
 def smi_used_mib():
@@ -101,6 +103,8 @@ def run(name, lib):
         env["GPUPOOL_VMM"] = "on"
     if name == "takeover-vmm-trim":
         env["GPUPOOL_VMM_TRIM"] = "1"
+    if name == "takeover-vmm-age":
+        env["GPUPOOL_VMM_AGE"] = "100ms"
     base = smi_used_mib()
     p = subprocess.Popen([sys.executable, __file__, "--client"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True, env=env)
@@ -134,14 +138,19 @@ def main():
     ap.add_argument("--lib")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--client", action="store_true")
+    ap.add_argument("--configs", default=",".join(CONFIGS))
     a = ap.parse_args()
+    configs = [c for c in a.configs.split(",") if c]
+    bad = [c for c in configs if c not in CONFIGS]
+    if bad:
+        ap.error(f"unknown configuration(s) {', '.join(bad)}: one of {', '.join(CONFIGS)}")
     if a.client:
         return client()
     if not a.lib:
         ap.error("--lib LIBGPUPOOL is needed")
     results = []
     for r in range(a.rounds):
-        for name in CONFIGS:
+        for name in configs:
             res = run(name, os.path.abspath(a.lib))
             res["round"] = r
             print("BENCH llama " + json.dumps(res), flush=True)
@@ -149,7 +158,7 @@ def main():
     print("\n| config | idle held MiB | pool: in use / idle + pending MiB | after SIGUSR1 MiB | "
           "tokens/s, first pass | tokens/s, warm (best of 3) | real allocations | remaps |")
     print("|---|---|---|---|---|---|---|---|")
-    for name in CONFIGS:
+    for name in configs:
         rs = [r for r in results if r["config"] == name and "error" not in r]
         if not rs:
             print(f"| {name} | failed | | | | | | |")
