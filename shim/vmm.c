@@ -71,7 +71,8 @@ static CUmemAllocationProp prop_of(int device, int rdma)
 }
 
 /* What the device offers, looked at once (no lock across the driver calls: two threads may both
- * look, and find the same). */
+ * look; the first to finish stores it, under the lock, and it never changes after: readers that
+ * saw `known` under the lock read the rest without it). */
 static const struct gp_vmm_dev *dev_facts(int device)
 {
 	struct gp_vmm_dev f, *d = &V.dev[device];
@@ -109,7 +110,8 @@ static const struct gp_vmm_dev *dev_facts(int device)
 				f.peer[f.npeers++] = o;
 	}
 	pthread_mutex_lock(&V.lock);
-	*d = f;
+	if (!d->known)
+		*d = f;
 	pthread_mutex_unlock(&V.lock);
 	return d;
 }

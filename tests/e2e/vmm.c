@@ -6,10 +6,15 @@
  *          handle and range back; the OOM retry works on handles; cudaIpcGetMemHandle of such a
  *          block is refused by the driver (invalid value) and the program goes on.
  *   auto   VMM-backed until the first IPC call, ordinary blocks after it.
- *   novmm  a device without the API: ordinary blocks, nothing else changes. */
+ *   novmm  a device without the API: ordinary blocks, nothing else changes.
+ *   threads  8 threads allocate and free random sizes (3-40 MiB) with a stream each
+ *          (fences), while another thread asks for releases: every block keeps its owner's bytes
+ *          while it is live, and at the end a release leaves no handle and no range behind. */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "e2e.h"
@@ -252,6 +257,88 @@ static void mode_auto(void)
 	release_all();
 }
 
+#define THREADS 8
+#define THREAD_ROUNDS 150
+#define THREAD_LIVE 4
+
+static atomic_int workers_left;
+static atomic_int broken;
+
+static void *worker(void *arg)
+{
+	uint64_t seed = (uint64_t)(uintptr_t)arg * 0x9E3779B97F4A7C15ull + 1;
+	void *live[THREAD_LIVE] = { 0 };
+	size_t bytes[THREAD_LIVE] = { 0 };
+	uint64_t tag[THREAD_LIVE] = { 0 };
+	cudaStream_t s;
+
+	if (cudaStreamCreate(&s) != cudaSuccess)
+		atomic_store(&broken, 1);
+	for (int r = 0; r < THREAD_ROUNDS; r++) {
+		int k;
+
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		k = (int)((seed >> 33) % THREAD_LIVE);
+		if (live[k] != NULL) {
+			if (!e2e_verify(live[k], bytes[k], tag[k]))
+				atomic_store(&broken, 1);
+			cudaFree(live[k]);
+			live[k] = NULL;
+			continue;
+		}
+		bytes[k] = (3 + (seed >> 40) % 38) * E2E_MIB;
+		if (cudaMalloc(&live[k], bytes[k]) != cudaSuccess) {
+			live[k] = NULL;
+			(void)cudaGetLastError();
+			continue;
+		}
+		tag[k] = seed;
+		e2e_fill(live[k], bytes[k], tag[k]);
+	}
+	for (int k = 0; k < THREAD_LIVE; k++)
+		if (live[k] != NULL)
+			cudaFree(live[k]);
+	cudaStreamDestroy(s);
+	atomic_fetch_sub(&workers_left, 1);
+	return NULL;
+}
+
+static void *releaser(void *arg)
+{
+	unsigned long long bytes;
+
+	(void)arg;
+	while (atomic_load(&workers_left) > 0) {
+		e2e_shim_release()(-1, &bytes);
+		e2e_sleep_ms(2);
+	}
+	return NULL;
+}
+
+static void mode_threads(void)
+{
+	int n = THREADS;
+	pthread_t tid[THREADS], rel;
+	struct standin_counters c;
+
+	atomic_store(&workers_left, n);
+	for (int i = 0; i < n; i++)
+		if (pthread_create(&tid[i], NULL, worker, (void *)(uintptr_t)(i + 1)) != 0)
+			e2e_fail("pthread_create");
+	if (pthread_create(&rel, NULL, releaser, NULL) != 0)
+		e2e_fail("pthread_create");
+	for (int i = 0; i < n; i++)
+		pthread_join(tid[i], NULL);
+	pthread_join(rel, NULL);
+	c = e2e_counters();
+	e2e_check(!atomic_load(&broken), "%d threads, %d rounds each: every block kept its bytes", n,
+		  THREAD_ROUNDS);
+	e2e_check(c.vmm_creates > 0 && c.vmm_maps > c.vmm_creates,
+		  "VMM-backed blocks were made (%llu handles) and moved (%llu maps)",
+		  (unsigned long long)c.vmm_creates, (unsigned long long)c.vmm_maps);
+	release_all();
+}
+
 static void mode_novmm(void)
 {
 	struct standin_counters c0 = e2e_counters(), c;
@@ -276,6 +363,8 @@ int main(int argc, char **argv)
 		mode_auto();
 	else if (strcmp(mode, "novmm") == 0)
 		mode_novmm();
+	else if (strcmp(mode, "threads") == 0)
+		mode_threads();
 	else
 		e2e_fail("mode: on, auto or novmm, not %s", mode);
 	return 0;
