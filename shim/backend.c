@@ -234,8 +234,7 @@ static int be_may_release(void *ctx)
 
 void gp_backend_fill(struct gp_backend *be)
 {
-	memset(be, 0, sizeof(*be)); /* every optional call this backend lacks is NULL */
-	be->ctx = NULL;
+	memset(be, 0, sizeof(*be)); /* every optional call this backend lacks is NULL, ctx too */
 	be->alloc = be_alloc;
 	be->free = be_free;
 	be->fence_record = gp_fence_record;

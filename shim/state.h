@@ -260,7 +260,7 @@ struct gp_shim_trace {
 /* vmm.c: blocks made with the driver's virtual memory API (GPUPOOL_VMM). */
 struct gp_vmm_block;
 struct gp_vmm_dev {
-	int known;        /* 1: looked at (under lock) */
+	int known;        /* 1: looked at; stored last (release), read first (acquire) */
 	int usable;       /* the device supports the API, with 2 MiB granules */
 	int rdma;         /* ... and GPUDirect RDMA on such memory */
 	int npeers;
@@ -274,7 +274,9 @@ struct gp_shim_vmm {
 	_Atomic int on;
 	_Atomic int said_broken, said_ipc; /* exchange, once each */
 	pthread_mutex_t lock; /* the registry and dev[]; never held across a driver call */
-	struct gp_vmm_block **bucket; /* base address -> block, chained; allocated at first use */
+	/* base address -> block, chained; allocated by the first block (release store under lock;
+	 * an acquire load of NULL without it: no block was ever made) */
+	struct gp_vmm_block **bucket;
 	size_t count;
 	struct gp_vmm_dev dev[GP_MAX_DEVICES];
 };

@@ -71,8 +71,8 @@ static CUmemAllocationProp prop_of(int device, int rdma)
 }
 
 /* What the device offers, looked at once (no lock across the driver calls: two threads may both
- * look; the first to finish stores it, under the lock, and it never changes after: readers that
- * saw `known` under the lock read the rest without it). */
+ * look; the first to finish stores it under the lock, `known` last, and it never changes after: a
+ * reader that sees `known` reads the rest without a lock). */
 static const struct gp_vmm_dev *dev_facts(int device)
 {
 	struct gp_vmm_dev f, *d = &V.dev[device];
@@ -80,13 +80,9 @@ static const struct gp_vmm_dev *dev_facts(int device)
 	size_t gran = 0;
 	int yes = 0, n = 0, can;
 
-	pthread_mutex_lock(&V.lock);
-	f = *d;
-	pthread_mutex_unlock(&V.lock);
-	if (f.known)
+	if (__atomic_load_n(&d->known, __ATOMIC_ACQUIRE))
 		return d;
 	memset(&f, 0, sizeof(f));
-	f.known = 1;
 	if (gp_cu.DeviceGetAttribute != NULL &&
 	    gp_cu.DeviceGetAttribute(&yes, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
 				     device) == CUDA_SUCCESS && yes) {
@@ -110,8 +106,10 @@ static const struct gp_vmm_dev *dev_facts(int device)
 				f.peer[f.npeers++] = o;
 	}
 	pthread_mutex_lock(&V.lock);
-	if (!d->known)
+	if (!d->known) {
 		*d = f;
+		__atomic_store_n(&d->known, 1, __ATOMIC_RELEASE); /* last: a reader that sees it sees all */
+	}
 	pthread_mutex_unlock(&V.lock);
 	return d;
 }
@@ -151,7 +149,7 @@ static void registry_add(struct gp_vmm_block *b)
 {
 	pthread_mutex_lock(&V.lock);
 	if (V.bucket == NULL)
-		V.bucket = calloc(NBUCKETS, sizeof(*V.bucket));
+		__atomic_store_n(&V.bucket, calloc(NBUCKETS, sizeof(*V.bucket)), __ATOMIC_RELEASE);
 	if (V.bucket != NULL) {
 		b->next = V.bucket[bucket_of(b->va)];
 		V.bucket[bucket_of(b->va)] = b;
@@ -189,10 +187,18 @@ static struct gp_vmm_block *find_locked(CUdeviceptr va)
 	return b;
 }
 
+/* No VMM-backed block was ever made: nothing to look up (the registry is allocated by the first). */
+static int never_made(void)
+{
+	return __atomic_load_n(&V.bucket, __ATOMIC_ACQUIRE) == NULL;
+}
+
 int gp_vmm_owns(const void *ptr)
 {
 	int yes;
 
+	if (never_made())
+		return 0;
 	pthread_mutex_lock(&V.lock);
 	yes = find_locked((CUdeviceptr)(uintptr_t)ptr) != NULL;
 	pthread_mutex_unlock(&V.lock);
@@ -255,41 +261,67 @@ static void unmap_all(const struct gp_vmm_block *b)
 	}
 }
 
-CUresult gp_vmm_alloc(int device, size_t bytes, CUdeviceptr *out)
+/* A new block of `bytes` on `device`: the pieces of the blocks sb[0..n) (left where they are
+ * too: their old ranges stay whole until the new one works), then one new handle for the rest,
+ * in a range of its own, mapped, access granted. `pieces`: how many sb[] hold together. A failure
+ * leaves nothing behind (and the sources as they were); one for a reason other than memory turns
+ * VMM off. */
+static CUresult build(int device, size_t bytes, struct gp_vmm_block *const *sb, unsigned n,
+		      unsigned pieces, struct gp_vmm_block **out)
 {
 	const struct gp_vmm_dev *f = dev_facts(device);
 	CUmemAllocationProp p = prop_of(device, f->rdma);
-	struct gp_vmm_block *b = malloc(sizeof(*b) + sizeof(b->piece[0]));
-	const char *what = "cuMemAddressReserve";
-	CUresult e;
+	struct gp_vmm_block *b = malloc(sizeof(*b) + (pieces + 1) * sizeof(b->piece[0]));
+	const char *what = "cuMemCreate";
+	size_t have = 0;
+	unsigned k = 0;
+	CUresult e = CUDA_SUCCESS;
 
 	if (b == NULL)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	memset(b, 0, sizeof(*b));
 	b->bytes = bytes;
 	b->device = device;
-	b->n = 1;
-	b->piece[0].bytes = bytes;
-	e = gp_cu.MemCreate(&b->piece[0].h, bytes, &p, 0);
-	if (e != CUDA_SUCCESS) {
-		if (e != CUDA_ERROR_OUT_OF_MEMORY)
-			broken("cuMemCreate", e);
-		free(b);
-		return e;
+	for (unsigned i = 0; i < n; i++) {
+		for (unsigned j = 0; j < sb[i]->n; j++)
+			b->piece[k++] = sb[i]->piece[j];
+		have += sb[i]->bytes;
 	}
-	e = reserve(bytes, &b->va);
+	b->n = k;
+	if (have < bytes) {
+		b->piece[k].bytes = bytes - have;
+		e = gp_cu.MemCreate(&b->piece[k].h, bytes - have, &p, 0);
+		if (e == CUDA_SUCCESS)
+			b->n++;
+	}
 	if (e == CUDA_SUCCESS) {
-		e = map_all(b, &what);
-		if (e != CUDA_SUCCESS)
-			gp_cu.MemAddressFree(b->va, bytes);
+		what = "cuMemAddressReserve";
+		e = reserve(bytes, &b->va);
+		if (e == CUDA_SUCCESS) {
+			e = map_all(b, &what);
+			if (e != CUDA_SUCCESS)
+				gp_cu.MemAddressFree(b->va, bytes);
+		}
+		if (e != CUDA_SUCCESS && b->n > k)
+			gp_cu.MemRelease(b->piece[k].h);
 	}
 	if (e != CUDA_SUCCESS) {
-		gp_cu.MemRelease(b->piece[0].h);
 		if (e != CUDA_ERROR_OUT_OF_MEMORY)
 			broken(what, e);
 		free(b);
 		return e;
 	}
+	*out = b;
+	return CUDA_SUCCESS;
+}
+
+CUresult gp_vmm_alloc(int device, size_t bytes, CUdeviceptr *out)
+{
+	struct gp_vmm_block *b;
+	CUresult e = build(device, bytes, NULL, 0, 0, &b);
+
+	if (e != CUDA_SUCCESS)
+		return e;
 	registry_add(b);
 	*out = b->va;
 	return CUDA_SUCCESS;
@@ -338,11 +370,8 @@ static int sources(int device, const struct gp_piece *src, unsigned n, struct gp
 CUresult gp_vmm_remap(int device, size_t bytes, const struct gp_piece *src, unsigned n,
 		      CUdeviceptr *out, int *consumed)
 {
-	const struct gp_vmm_dev *f = dev_facts(device);
-	CUmemAllocationProp p = prop_of(device, f->rdma);
 	struct gp_vmm_block *sb[64], *b;
-	const char *what = "cuMemAddressReserve";
-	unsigned pieces, k = 0;
+	unsigned pieces;
 	size_t have = 0;
 	CUresult e;
 
@@ -353,41 +382,9 @@ CUresult gp_vmm_remap(int device, size_t bytes, const struct gp_piece *src, unsi
 		have += sb[i]->bytes;
 	if (have > bytes || (bytes - have) % GRANULE != 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	b = malloc(sizeof(*b) + (pieces + 1) * sizeof(b->piece[0]));
-	if (b == NULL)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	memset(b, 0, sizeof(*b));
-	b->bytes = bytes;
-	b->device = device;
-	for (unsigned i = 0; i < n; i++)
-		for (unsigned j = 0; j < sb[i]->n; j++)
-			b->piece[k++] = sb[i]->piece[j];
-	b->n = k;
-	if (have < bytes) {
-		b->piece[k].bytes = bytes - have;
-		e = gp_cu.MemCreate(&b->piece[k].h, bytes - have, &p, 0);
-		if (e != CUDA_SUCCESS) {
-			free(b);
-			return e;
-		}
-		b->n++;
-	}
-	/* The sources' handles are mapped here as well as where they are: their old ranges stay
-	 * whole until the new one works. */
-	e = reserve(bytes, &b->va);
-	if (e == CUDA_SUCCESS) {
-		e = map_all(b, &what);
-		if (e != CUDA_SUCCESS)
-			gp_cu.MemAddressFree(b->va, bytes);
-	}
-	if (e != CUDA_SUCCESS) {
-		if (have < bytes)
-			gp_cu.MemRelease(b->piece[k].h);
-		if (e != CUDA_ERROR_OUT_OF_MEMORY)
-			broken(what, e);
-		free(b);
+	e = build(device, bytes, sb, n, pieces, &b);
+	if (e != CUDA_SUCCESS)
 		return e;
-	}
 	pthread_mutex_lock(&V.lock);
 	for (unsigned i = 0; i < n; i++)
 		unlink_locked(sb[i]->va);
@@ -417,8 +414,8 @@ void gp_vmm_address_range(CUdeviceptr dptr, CUdeviceptr *base, size_t *size)
 {
 	struct gp_vmm_block *b;
 
-	if (__atomic_load_n(&V.bucket, __ATOMIC_ACQUIRE) == NULL)
-		return; /* no VMM-backed block was ever made */
+	if (never_made())
+		return;
 	pthread_mutex_lock(&V.lock);
 	b = containing_locked(dptr);
 	if (b != NULL && b->n > 1) {
