@@ -504,43 +504,15 @@ out:
 	return rc;
 }
 
-/* One attribute of the allocation ptr points into (st.lock held). */
-static CUresult attribute(void *data, CUpointer_attribute attr, const struct alloc *a,
+/* One attribute of the memory ptr lies in, as vmm_find describes it (an ordinary allocation: its
+ * range is its one mapping; vmm = 0). VMM memory belongs to no context and has no legacy IPC
+ * handle; the mapping's own attributes are VMM memory's alone. st.lock held. */
+static CUresult attribute(void *data, CUpointer_attribute attr, const struct vmm_where *w, int vmm,
 			  CUdeviceptr ptr)
 {
 	switch (attr) {
 	case CU_POINTER_ATTRIBUTE_CONTEXT:
-		*(CUcontext *)data = &st.dev[a->device].ctx;
-		return CUDA_SUCCESS;
-	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-		*(unsigned int *)data = CU_MEMORYTYPE_DEVICE;
-		return CUDA_SUCCESS;
-	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-		*(CUdeviceptr *)data = ptr;
-		return CUDA_SUCCESS;
-	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-		*(int *)data = a->device;
-		return CUDA_SUCCESS;
-	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-		*(CUdeviceptr *)data = dptr_of(a->ptr);
-		return CUDA_SUCCESS;
-	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-		*(size_t *)data = (size_t)a->size;
-		return CUDA_SUCCESS;
-	default:
-		return CUDA_ERROR_INVALID_VALUE;
-	}
-}
-
-/* One attribute of the VMM mapping ptr lies in (st.lock held). The range is the whole
- * reservation (as cuPointerGetAttribute answers on a GPU), the mapping its own attributes; VMM
- * memory belongs to no context and has no legacy IPC handle. */
-static CUresult vmm_attribute(void *data, CUpointer_attribute attr, const struct vmm_where *w,
-			      CUdeviceptr ptr)
-{
-	switch (attr) {
-	case CU_POINTER_ATTRIBUTE_CONTEXT:
-		*(CUcontext *)data = NULL;
+		*(CUcontext *)data = vmm ? NULL : &st.dev[w->device].ctx;
 		return CUDA_SUCCESS;
 	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
 		*(unsigned int *)data = CU_MEMORYTYPE_DEVICE;
@@ -558,16 +530,20 @@ static CUresult vmm_attribute(void *data, CUpointer_attribute attr, const struct
 		*(size_t *)data = (size_t)w->range_size;
 		return CUDA_SUCCESS;
 	case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+		if (!vmm)
+			return CUDA_ERROR_INVALID_VALUE;
 		*(void **)data = (void *)(uintptr_t)w->map_start;
 		return CUDA_SUCCESS;
 	case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+		if (!vmm)
+			return CUDA_ERROR_INVALID_VALUE;
 		*(size_t *)data = (size_t)w->map_size;
 		return CUDA_SUCCESS;
 	case CU_POINTER_ATTRIBUTE_MAPPED:
-		*(int *)data = 1;
-		return CUDA_SUCCESS;
 	case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-		*(int *)data = 0;
+		if (!vmm)
+			return CUDA_ERROR_INVALID_VALUE;
+		*(int *)data = attr == CU_POINTER_ATTRIBUTE_MAPPED;
 		return CUDA_SUCCESS;
 	default:
 		return CUDA_ERROR_INVALID_VALUE;
@@ -580,10 +556,15 @@ static CUresult any_attribute(void *data, CUpointer_attribute attr, CUdeviceptr 
 	struct alloc *a = map_containing(ptr_of(ptr));
 	struct vmm_where w;
 
-	if (a != NULL)
-		return attribute(data, attr, a, ptr);
+	if (a != NULL) {
+		memset(&w, 0, sizeof(w));
+		w.range_start = w.map_start = (uint64_t)(uintptr_t)a->ptr;
+		w.range_size = w.map_size = a->size;
+		w.device = a->device;
+		return attribute(data, attr, &w, 0, ptr);
+	}
 	if (vmm_find(ptr_of(ptr), &w))
-		return vmm_attribute(data, attr, &w, ptr);
+		return attribute(data, attr, &w, 1, ptr);
 	return CUDA_ERROR_NOT_FOUND;
 }
 

@@ -51,6 +51,31 @@ static void run_hook(struct fake_backend *f, enum fake_op op)
 		fn(arg, op);
 }
 
+/* Unlink the block at ptr (f->lock held), or NULL. */
+static struct fake_block *unlink_block(struct fake_backend *f, const void *ptr)
+{
+	struct fake_block **pp, *b;
+
+	for (pp = &f->buckets[bucket_of(f, ptr)]; *pp; pp = &(*pp)->next) {
+		if ((*pp)->ptr == ptr) {
+			b = *pp;
+			*pp = b->next;
+			return b;
+		}
+	}
+	return NULL;
+}
+
+static struct fake_block *find_block(struct fake_backend *f, const void *ptr)
+{
+	struct fake_block *b;
+
+	for (b = f->buckets[bucket_of(f, ptr)]; b; b = b->next)
+		if (b->ptr == ptr)
+			return b;
+	return NULL;
+}
+
 static int fake_alloc(void *ctx, int device, size_t bytes, void **out)
 {
 	struct fake_backend *f = ctx;
@@ -101,18 +126,12 @@ out:
 static int fake_free(void *ctx, int device, void *ptr, size_t bytes, int settled)
 {
 	struct fake_backend *f = ctx;
-	struct fake_block **pp, *b = NULL;
+	struct fake_block *b;
 	int rc;
 
 	run_hook(f, FAKE_OP_FREE);
 	pthread_mutex_lock(&f->lock);
-	for (pp = &f->buckets[bucket_of(f, ptr)]; *pp; pp = &(*pp)->next) {
-		if ((*pp)->ptr == ptr) {
-			b = *pp;
-			*pp = b->next;
-			break;
-		}
-	}
+	b = unlink_block(f, ptr);
 	if (!b) {
 		f->counts.misuse++;
 		rc = GP_EINVAL;
@@ -275,31 +294,6 @@ static int fake_quiet(void *ctx)
 	}
 	pthread_mutex_unlock(&f->lock);
 	return v;
-}
-
-/* Unlink the block at ptr (f->lock held), or NULL. */
-static struct fake_block *unlink_block(struct fake_backend *f, const void *ptr)
-{
-	struct fake_block **pp, *b;
-
-	for (pp = &f->buckets[bucket_of(f, ptr)]; *pp; pp = &(*pp)->next) {
-		if ((*pp)->ptr == ptr) {
-			b = *pp;
-			*pp = b->next;
-			return b;
-		}
-	}
-	return NULL;
-}
-
-static struct fake_block *find_block(struct fake_backend *f, const void *ptr)
-{
-	struct fake_block *b;
-
-	for (b = f->buckets[bucket_of(f, ptr)]; b; b = b->next)
-		if (b->ptr == ptr)
-			return b;
-	return NULL;
 }
 
 static int fake_movable(void *ctx, void *ptr)
@@ -527,15 +521,13 @@ int fake_holds(struct fake_backend *f, const void *ptr, int *device, size_t *byt
 	int found = 0;
 
 	pthread_mutex_lock(&f->lock);
-	for (b = f->buckets[bucket_of(f, ptr)]; b; b = b->next) {
-		if (b->ptr == ptr) {
-			found = 1;
-			if (device)
-				*device = b->device;
-			if (bytes)
-				*bytes = b->bytes;
-			break;
-		}
+	b = find_block(f, ptr);
+	if (b != NULL) {
+		found = 1;
+		if (device)
+			*device = b->device;
+		if (bytes)
+			*bytes = b->bytes;
 	}
 	pthread_mutex_unlock(&f->lock);
 	return found;

@@ -13,15 +13,14 @@
 
 #include "pool_fixture.h"
 
-/* A pool whose fake backend makes blocks of at least `movable` bytes movable. */
-static int setup_remap_wait(void **state, int ordered, size_t movable, uint64_t age,
-			    unsigned pieces, uint64_t wait_ns)
+/* A pool with cfg (remap from 4 MiB) whose fake backend makes blocks of at least `movable` bytes
+ * movable: the backend's table is copied at create, so the pool is made again after the fake is
+ * told. */
+static int setup_with(void **state, struct gp_pool_config cfg, size_t movable)
 {
-	struct gp_pool_config cfg = { .ordered = ordered, .remap_min_bytes = 4 * MiB,
-				      .remap_age_ns = age, .remap_max_pieces = pieces,
-				      .reuse_wait_ns = wait_ns };
 	struct fx *fx;
 
+	cfg.remap_min_bytes = 4 * MiB;
 	if (fx_setup_cfg(state, &cfg) != 0)
 		return -1;
 	fx = *state;
@@ -32,20 +31,17 @@ static int setup_remap_wait(void **state, int ordered, size_t movable, uint64_t 
 
 static int setup_remap(void **state, int ordered, size_t movable, uint64_t age, unsigned pieces)
 {
-	return setup_remap_wait(state, ordered, movable, age, pieces, 0);
+	struct gp_pool_config cfg = { .ordered = ordered, .remap_age_ns = age,
+				      .remap_max_pieces = pieces };
+
+	return setup_with(state, cfg, movable);
 }
 
 static int setup_trim(void **state)
 {
-	struct gp_pool_config cfg = { .ordered = 0, .remap_min_bytes = 4 * MiB, .remap_trim = 1 };
-	struct fx *fx;
+	struct gp_pool_config cfg = { .remap_trim = 1 };
 
-	if (fx_setup_cfg(state, &cfg) != 0)
-		return -1;
-	fx = *state;
-	gp_pool_destroy(fx->pool);
-	fake_set_movable(&fx->fake, 4 * MiB);
-	return gp_pool_create(&fx->fake.be, &cfg, &fx->pool) == GP_OK ? 0 : -1;
+	return setup_with(state, cfg, 4 * MiB);
 }
 
 static int setup_default(void **state)
