@@ -33,17 +33,14 @@ static char out[1 << 17];
  * LD_PRELOAD; its stdout (and stderr) in out. Returns its exit status, or -1. */
 static int run_cli(const char *arg, ...)
 {
-	const char *argv[16] = { cli, arg };
 	static const char *const env[] = { "LD_PRELOAD", NULL };
-	int n = 2;
 	va_list ap;
+	int rc;
 
 	va_start(ap, arg);
-	while (n < 15 && (argv[n] = va_arg(ap, const char *)) != NULL)
-		n++;
+	rc = e2e_run_capture_v(cli, env, out, sizeof(out), arg, ap);
 	va_end(ap);
-	argv[n] = NULL;
-	return e2e_run_capture(argv, env, out, sizeof(out));
+	return rc;
 }
 
 /* The number after "key": in the JSON (the first one: device 0 for device fields), or

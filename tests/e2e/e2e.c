@@ -333,6 +333,18 @@ long e2e_report_value(const char *path, const char *key)
 	return v;
 }
 
+int e2e_run_capture_v(const char *prog, const char *const *env, char *out, size_t len,
+		      const char *arg, va_list ap)
+{
+	const char *argv[16] = { prog, arg };
+	int n = 2;
+
+	while (n < 15 && (argv[n] = va_arg(ap, const char *)) != NULL)
+		n++;
+	argv[n] = NULL;
+	return e2e_run_capture(argv, env, out, len);
+}
+
 int e2e_run_capture(const char *const *argv, const char *const *env, char *out, size_t len)
 {
 	char **envp = child_environ(env);

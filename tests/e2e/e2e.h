@@ -5,6 +5,7 @@
 #ifndef GPUPOOL_E2E_H
 #define GPUPOOL_E2E_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -68,6 +69,10 @@ int e2e_threads(void);
  * len - 1). Polls, so that a signal the child sends us is handled meanwhile. Returns its exit
  * status, or -1. */
 int e2e_run_capture(const char *const *argv, const char *const *env, char *out, size_t len);
+/* The same for the program `prog` with the arguments `arg` and those after it up to a NULL
+ * (at most 14 in all). */
+int e2e_run_capture_v(const char *prog, const char *const *env, char *out, size_t len,
+		      const char *arg, va_list ap);
 
 /* What the e2e programs run as a child of themselves reports back. */
 struct e2e_child {

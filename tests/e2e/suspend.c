@@ -212,19 +212,15 @@ static void expect_line(struct child *c, const char *want, int timeout_ms)
  * library path and nothing preloaded; its stdout and stderr in out. Returns its exit status. */
 static int run_cli_in(const char *libdir, const char *arg, ...)
 {
-	const char *argv[16] = { cli, arg };
 	char path[4200];
 	const char *env[] = { "LD_PRELOAD", "STANDIN_CHECKPOINT", path, NULL };
-	int n = 2, rc;
+	int rc;
 	va_list ap;
 
-	va_start(ap, arg);
-	while (n < 15 && (argv[n] = va_arg(ap, const char *)) != NULL)
-		n++;
-	va_end(ap);
-	argv[n] = NULL;
 	snprintf(path, sizeof(path), "LD_LIBRARY_PATH=%s", libdir);
-	rc = e2e_run_capture(argv, env, out, sizeof(out));
+	va_start(ap, arg);
+	rc = e2e_run_capture_v(cli, env, out, sizeof(out), arg, ap);
+	va_end(ap);
 	if (rc < 0)
 		e2e_fail("%s %s did not exit normally", cli, arg);
 	return rc;
