@@ -71,3 +71,16 @@ class Checks:
         self.line("PASS" if cond else "FAIL", what, text)
         self.failures += 0 if cond else 1
         return cond
+
+
+def server_model():
+    """The growing-inputs server's model (as bench/torch_seeds.py): 12 bf16 encoder layers,
+    d=2048, weights from seed 0, and a fixed 512-token probe; eval mode."""
+    import torch
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(2048, 16, 8192, batch_first=True, dropout=0.0,
+                                             device="cuda", dtype=torch.bfloat16)
+    model = torch.nn.TransformerEncoder(layer, 12, enable_nested_tensor=False).eval()
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    probe = torch.randn(1, 512, 2048, device="cuda", dtype=torch.bfloat16, generator=gen)
+    return model, probe
