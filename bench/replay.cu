@@ -170,6 +170,7 @@ struct shared {
 	std::atomic<int> abort;
 	std::atomic<size_t> peak;     /* device-wide used, bytes */
 	bench_count_fn count;
+	int every;                    /* read after every allocation (bench_peak_every_alloc) */
 	double limit_s;
 	pthread_barrier_t go;
 };
@@ -189,7 +190,7 @@ static void note_peak(struct shared *sh, uint64_t *last, uint64_t *meas)
 
 	if (sh->count) {
 		c = sh->count();
-		if (c == *last)
+		if (c == *last && !sh->every)
 			return;
 	}
 	t0 = bench_now_ns();
@@ -317,6 +318,7 @@ static void run_contender(const struct trace *t, enum bench_contender c, double 
 	sh.c = c;
 	sh.slot = new std::atomic<uintptr_t>[t->size.size()];
 	sh.count = bench_counter();
+	sh.every = bench_peak_every_alloc();
 	sh.limit_s = limit_s;
 	cudaDeviceSynchronize();
 	bench_shim_release();

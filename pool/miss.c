@@ -10,17 +10,33 @@
 #include <stdatomic.h>
 #include <time.h>
 
+/* Whether the head of list c (the block take_cached would hand out) may move now: a remap can
+ * take part of it, where handing it out whole to a smaller request would hold all of it. */
+static int movable_head(struct gp_pool *p, struct gp_list *c)
+{
+	int yes;
+
+	if (ld(&c->cached_blocks) == 0)
+		return 0;
+	gp_lock(&c->lock);
+	yes = c->head != NULL && may_move(p, c->head, now(p));
+	gp_unlock(&c->lock);
+	return yes;
+}
+
 /* This thread's stripe of the class first, then the others. A block taken from another
  * stripe moves to this thread's stripe (its counters with it), so that its next free and
- * reuse stay on this thread's lock. */
+ * reuse stay on this thread's lock. `spare`: lists whose head may move are passed over. */
 static struct gp_block *take_any(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0,
-				 size_t bytes, int *waiting)
+				 size_t bytes, int *waiting, int spare)
 {
 	struct gp_list *base = &d->list[cls * GP_STRIPES], *own = &base[s0], *src;
-	struct gp_block *b = take_cached(p, own, bytes, waiting);
+	struct gp_block *b = spare && movable_head(p, own) ? NULL : take_cached(p, own, bytes, waiting);
 
 	for (unsigned i = 1; b == NULL && i < GP_STRIPES; i++) {
 		src = &base[(s0 + i) % GP_STRIPES];
+		if (spare && movable_head(p, src))
+			continue;
 		b = take_cached(p, src, bytes, waiting);
 		if (b == NULL)
 			continue;
@@ -44,18 +60,21 @@ static struct gp_block *take_any(struct gp_pool *p, struct gp_dev *d, unsigned c
 
 /* A reusable cached block of a larger class, at most cfg.oversize_pct of the request: memory
  * the pool holds anyway, where a real allocation would add to it (see struct gp_pool_config).
- * It stays in its own class: its free returns it there. */
+ * It stays in its own class: its free returns it there. Where a remap may serve the miss, a
+ * block that may move is left to it: the remap takes only the part it needs. */
 static struct gp_block *take_larger(struct gp_pool *p, struct gp_dev *d, unsigned cls,
 				    unsigned s0, size_t bytes, int *waiting)
 {
 	uint64_t limit = (uint64_t)bytes * p->cfg.oversize_pct / 100;
 	unsigned n = gp_pool_class_count();
 	struct gp_block *b = NULL;
+	int spare;
 
 	if (p->cfg.oversize_pct <= 100 || small_class(cls))
 		return NULL;
+	spare = remaps_class(p, cls) && gp_may_release(p);
 	for (unsigned c = cls + 1; b == NULL && c < n && gp_pool_class_bytes(c) <= limit; c++)
-		b = take_any(p, d, c, s0, bytes, waiting);
+		b = take_any(p, d, c, s0, bytes, waiting, spare);
 	if (b != NULL)
 		atomic_fetch_add_explicit(&d->oversize_hits, 1, memory_order_relaxed);
 	return b;
@@ -66,7 +85,7 @@ static struct gp_block *take_larger(struct gp_pool *p, struct gp_dev *d, unsigne
 static struct gp_block *take_fit(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0,
 				 size_t bytes, int *waiting)
 {
-	struct gp_block *b = take_any(p, d, cls, s0, bytes, waiting);
+	struct gp_block *b = take_any(p, d, cls, s0, bytes, waiting, 0);
 
 	return b != NULL ? b : take_larger(p, d, cls, s0, bytes, waiting);
 }
@@ -248,7 +267,7 @@ gp_pool_take_missed(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned 
 	if (own_fenced && ld(&d->list[cls * GP_STRIPES + s0].cached_blocks) >= p->batch[cls] &&
 	    !batching(p, d, cls))
 		return reuse_fenced(p, d, cls, s0, bytes);
-	b = take_any(p, d, cls, s0, bytes, &waiting);
+	b = take_any(p, d, cls, s0, bytes, &waiting, 0);
 	if (b == NULL && !waiting)
 		b = take_larger(p, d, cls, s0, bytes, &waiting);
 	if (b == NULL && waiting)

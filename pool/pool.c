@@ -131,10 +131,10 @@ static void account_live(struct gp_dev *d, unsigned stripe, int64_t bytes)
 }
 
 int gp_pool_enter_block(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
-			unsigned list, size_t bytes, void *ptr, int movable, struct gp_block **out)
+			unsigned list, size_t bytes, size_t cbytes, void *ptr, int movable,
+			struct gp_block **out)
 {
 	struct gp_list *c = &d->list[list];
-	size_t cbytes = gp_pool_class_bytes(cls);
 	struct gp_ptrmap_shard *s;
 	struct gp_block *b = new_block(p);
 	int rc;
@@ -183,20 +183,14 @@ static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned 
 	if (rc != GP_OK)
 		return rc == GP_ENOMEM ? GP_ENOMEM : GP_EBACKEND;
 	movable = p->be.movable != NULL && p->be.movable(p->be.ctx, ptr);
-	if (gp_pool_enter_block(p, d, device, cls, cls * GP_STRIPES + s0, bytes, ptr, movable,
-				&b) != GP_OK) {
+	if (gp_pool_enter_block(p, d, device, cls, cls * GP_STRIPES + s0, bytes, cbytes, ptr,
+				movable, &b) != GP_OK) {
 		p->be.free(p->be.ctx, device, ptr, cbytes, 1);
 		return GP_ENOMEM;
 	}
 	atomic_fetch_add(&d->real_allocs, 1);
 	*out = ptr;
 	return GP_OK;
-}
-
-/* Whether real frees may happen now on this thread (see gp_backend.may_release). */
-static int may_release(struct gp_pool *p)
-{
-	return p->be.may_release == NULL || p->be.may_release(p->be.ctx);
 }
 
 /* Only a miss makes a device's footprint (live + cached bytes) grow. With a cap on its cached
@@ -207,7 +201,7 @@ static void trim_to_cap(struct gp_pool *p, struct gp_dev *d, int device)
 {
 	uint64_t cap = ld(&d->cap);
 
-	if (cap != 0 && dev_cached(d) > cap && may_release(p))
+	if (cap != 0 && dev_cached(d) > cap && gp_may_release(p))
 		gp_pool_release(p, device, cap, GP_CAUSE_CAP, NULL);
 }
 
@@ -236,15 +230,14 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 		return GP_OK;
 	}
 
-	if (p->cfg.remap_min_bytes != 0 && p->be.remap != NULL &&
-	    gp_pool_class_bytes(cls) >= p->cfg.remap_min_bytes && may_release(p) &&
+	if (remaps_class(p, cls) && gp_may_release(p) &&
 	    gp_pool_remap(p, d, device, cls, s0, bytes, out) == GP_OK) {
 		trim_to_cap(p, d, device); /* what stays cached keeps within the cap too */
 		return GP_OK;
 	}
 	trim_to_cap(p, d, device);
 	rc = real_alloc(p, d, device, cls, s0, bytes, out);
-	if (rc == GP_ENOMEM && may_release(p)) {
+	if (rc == GP_ENOMEM && gp_may_release(p)) {
 		/* Give this device's cache back (backend free waits for pending work) and retry. */
 		gp_pool_release(p, device, 0, GP_CAUSE_OOM, NULL);
 		if (retried)

@@ -42,11 +42,16 @@ enum gp_release_cause {
  *              be safe all the same while such work runs (cudaFree is: it waits).
  * movable      optional: 1 when the allocation at ptr (just made by alloc) may be handed to
  *              remap as a source: its physical memory can move to another address range.
- * remap        optional: one new allocation of `bytes` on `device` made of the physical memory
- *              of the n movable source allocations src[] (at most `bytes` together, every one
- *              settled: no GPU work uses them) plus new memory for the rest. The sources' own
- *              address ranges are gone on success. On failure *consumed says what became of
- *              them: 0, untouched (still allocations of their own); 1, given back to the driver.
+ * remap        optional: one new allocation of at least `bytes` on `device` made of physical
+ *              memory of the n movable source allocations src[] (every one settled: no GPU work
+ *              uses them) plus new memory for the rest; *got: its size. From a source it moves
+ *              all (src[i].take == src[i].bytes) or, when take is less, at least `take` bytes
+ *              from its end, whole pieces of its physical memory, and the source keeps the rest
+ *              at its address (a smaller allocation). On success src[i].take says the bytes
+ *              moved; a source they are all of is gone. The wanted bytes together are at most
+ *              `bytes`; what is moved beyond (a piece larger than asked for) adds to the new
+ *              allocation. On failure *consumed says what became of the sources: 0, untouched;
+ *              1, every one given back to the driver whole.
  * fence_record record a fence: it completes once every GPU operation issued before this call,
  *              on every stream of every device, has completed. GP_EAGAIN: cannot now (capture).
  *              The fence handle is opaque to the pool.
@@ -60,10 +65,12 @@ enum gp_release_cause {
  * may_release  optional: 0 when real frees must not happen now on this thread (a CUDA graph
  *              capture is underway); the OOM path then fails instead of releasing.
  */
-/* A source of a remap: a cached allocation whose physical memory moves into a new one. */
+/* A source of a remap: a cached allocation whose physical memory moves into a new one. `take`:
+ * the bytes wanted from it (all: its `bytes`), and after a successful remap the bytes moved. */
 struct gp_piece {
 	void *ptr;
 	size_t bytes;
+	size_t take;
 };
 
 struct gp_backend {
@@ -71,8 +78,8 @@ struct gp_backend {
 	int (*alloc)(void *ctx, int device, size_t bytes, void **out);
 	int (*free)(void *ctx, int device, void *ptr, size_t bytes, int settled);
 	int (*movable)(void *ctx, void *ptr);
-	int (*remap)(void *ctx, int device, size_t bytes, const struct gp_piece *src, unsigned n,
-		     void **out, int *consumed);
+	int (*remap)(void *ctx, int device, size_t bytes, struct gp_piece *src, unsigned n,
+		     void **out, size_t *got, int *consumed);
 	int (*fence_record)(void *ctx, void **fence);
 	int (*fence_query)(void *ctx, void *fence);
 	int (*fence_wait)(void *ctx, void *fence);
@@ -125,11 +132,14 @@ struct gp_pool_config {
 	 * below 1 MiB a new block costs little memory, and threads would take turns at the fences.) */
 	uint64_t drive_wait_ns;
 	/* A miss of a class of at least this many bytes that would make a real allocation first
-	 * remaps (backend remap) idle movable blocks of smaller classes into a block of its size,
-	 * the largest first, up to remap_max_pieces of them, so that idle memory cached under other
-	 * sizes serves it and only the rest is new (0: never; needs backend remap). Only blocks whose
-	 * fence is done and that were freed at least remap_age_ns ago (backend clock) move: a size
-	 * in use a moment ago is likely to be asked again, and a hit costs less than a remap. */
+	 * remaps (backend remap) idle movable blocks into a block of its size, so that idle memory
+	 * cached under other sizes serves it and only the rest is new (0: never; needs backend
+	 * remap): whole blocks of smaller classes, the largest first, up to remap_max_pieces of
+	 * them, then, for what they leave, part of one more block, the smallest that holds it (the
+	 * rest of that block stays cached, a smaller block). Such a miss takes no larger movable
+	 * block whole (cfg.oversize_pct) that could give part of itself. Only blocks whose fence is
+	 * done and that were freed at least remap_age_ns ago (backend clock) move: a size in use a
+	 * moment ago is likely to be asked again, and a hit costs less than a remap. */
 	size_t remap_min_bytes;
 	uint64_t remap_age_ns;
 	unsigned remap_max_pieces; /* 0: REMAP_MAX_PIECES_DEFAULT */

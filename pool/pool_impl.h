@@ -55,7 +55,7 @@ static inline uint32_t next_live(uint32_t word)
 
 struct gp_block {
 	void *ptr;
-	size_t bytes;         /* real allocation size (the class size) */
+	size_t bytes;         /* real allocation size (the class size, or more after a remap) */
 	size_t requested;     /* bytes the owner asked for */
 	uint64_t epoch;       /* fence count when freed: reusable once done_epoch > epoch */
 	uint64_t freed_ns;    /* when freed (backend clock) */
@@ -391,18 +391,20 @@ static inline struct gp_block *take_cached(struct gp_pool *p, struct gp_list *c,
 struct gp_block *gp_pool_take_missed(struct gp_pool *p, struct gp_dev *d, unsigned cls,
 				     unsigned s0, size_t bytes, int own_fenced);
 
-/* A block's record made and entered: in the pointer map, counted live on list `list` (pool.c).
- * GP_ENOMEM: no record or map room (the caller gives ptr back). */
+/* A block's record made and entered: `real` bytes at ptr (at least the class's), asked for
+ * `bytes`, in the pointer map, counted live on list `list` (pool.c). GP_ENOMEM: no record or map
+ * room (the caller gives ptr back). */
 int gp_pool_enter_block(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
-			unsigned list, size_t bytes, void *ptr, int movable, struct gp_block **out);
+			unsigned list, size_t bytes, size_t real, void *ptr, int movable,
+			struct gp_block **out);
 
 /* Forget the blocks of a detached list (linked by next) and give them to the backend, counted
  * in r (release.c). */
 void gp_pool_free_blocks(struct gp_pool *p, struct gp_dev *d, struct gp_block *b,
 			 struct gp_release_result *r);
 
-/* A miss of class cls served by remapping cached movable blocks of smaller classes (remap.c):
- * GP_OK with *out, else the caller makes a real allocation. */
+/* A miss of class cls served by remapping cached movable blocks (remap.c): GP_OK with *out, else
+ * the caller makes a real allocation. */
 int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
 		  size_t bytes, void **out);
 
@@ -411,6 +413,29 @@ int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 static inline int settled(struct gp_pool *p, const struct gp_block *b)
 {
 	return b->epoch < atomic_load_explicit(&p->done_epoch, memory_order_acquire);
+}
+
+/* Whether a miss of class cls may be served by a remap (cfg.remap_min_bytes). */
+static inline int remaps_class(const struct gp_pool *p, unsigned cls)
+{
+	return p->cfg.remap_min_bytes != 0 && p->be.remap != NULL &&
+	       gp_pool_class_bytes(cls) >= p->cfg.remap_min_bytes;
+}
+
+/* Whether real frees may happen now on this thread (see gp_backend.may_release). */
+static inline int gp_may_release(struct gp_pool *p)
+{
+	return p->be.may_release == NULL || p->be.may_release(p->be.ctx);
+}
+
+/* Whether a cached block may move now (a remap source): movable, its fence done, idle at least
+ * cfg.remap_age_ns at time t. */
+static inline int may_move(struct gp_pool *p, const struct gp_block *b, uint64_t t)
+{
+	uint64_t age = p->cfg.remap_age_ns;
+
+	return b->movable && settled(p, b) &&
+	       (age == 0 || (t > b->freed_ns && t - b->freed_ns >= age));
 }
 
 #endif

@@ -1,22 +1,16 @@
 /* remap.c — a miss served by idle memory cached under other sizes (and, with cfg.remap_trim,
- * idle memory that cannot serve it given back first). Cached movable blocks of
- * smaller classes (the largest first), settled and freed at least cfg.remap_age_ns ago, leave
- * their lists and go to backend remap, which moves their physical memory into one new block of
- * the miss's class and adds new memory for the rest only. Never on the hit path, never a backend
- * call under a pool lock, never a block whose GPU work may still run (settled, pool_impl.h). */
+ * idle memory that cannot serve it given back first). Cached movable blocks of smaller classes
+ * (the largest first), then part of one that holds what they leave (the smallest such), settled
+ * and freed at least cfg.remap_age_ns ago, leave their lists and go to backend remap, which
+ * moves their physical memory into one new block of the miss's class and adds new memory for
+ * the rest only; a block that gave part of itself comes back smaller. Never on the hit path,
+ * never a backend call under a pool lock, never a block whose GPU work may still run (settled,
+ * pool_impl.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "pool_impl.h"
 
 #define REMAP_MAX_PIECES_DEFAULT 32u
 #define REMAP_MAX_PIECES 64u
-
-/* Whether a cached block may move now: movable, its fence done, idle long enough. */
-static int may_move(struct gp_pool *p, const struct gp_block *b, uint64_t t)
-{
-	uint64_t age = p->cfg.remap_age_ns;
-
-	return b->movable && settled(p, b) && (age == 0 || (t > b->freed_ns && t - b->freed_ns >= age));
-}
 
 /* Unlink from list c its oldest block that may move. A list is in free order, and fences and
  * ages only grow along it: the first block that is not settled or not old enough ends the look. */
@@ -51,15 +45,19 @@ static struct gp_block *take_movable(struct gp_pool *p, struct gp_list *c, uint6
 }
 
 /* Up to `max` blocks that fit `want` bytes together, the largest classes below cls first (a
- * block of cls itself would have been a hit). Returns how many; *have: their bytes. */
+ * block of cls itself would have been a hit). A block larger than what is still wanted (one
+ * that a remap left with more than its class) becomes the last, partial source. Returns how
+ * many; *have: the bytes wanted of them; *partial: the index of a partial source, or n. */
 static unsigned gather(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0,
-		       size_t want, unsigned max, struct gp_block **blk, size_t *have)
+		       size_t want, unsigned max, struct gp_block **blk, size_t *take,
+		       size_t *have, unsigned *partial)
 {
 	uint64_t t = now(p);
 	unsigned n = 0;
 
 	*have = 0;
-	for (unsigned c = cls; c-- > 0 && n < max;) {
+	*partial = max;
+	for (unsigned c = cls; c-- > 0 && n < max && *partial == max;) {
 		size_t cb = gp_pool_class_bytes(c);
 
 		if (small_class(c))
@@ -68,13 +66,38 @@ static unsigned gather(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsign
 			struct gp_list *l = &d->list[c * GP_STRIPES + (s0 + i) % GP_STRIPES];
 			struct gp_block *b;
 
-			while (n < max && cb <= want - *have && (b = take_movable(p, l, t)) != NULL) {
+			while (n < max && *partial == max && cb <= want - *have &&
+			       (b = take_movable(p, l, t)) != NULL) {
+				take[n] = b->bytes <= want - *have ? b->bytes : want - *have;
+				if (take[n] < b->bytes)
+					*partial = n;
+				*have += take[n];
 				blk[n++] = b;
-				*have += b->bytes;
 			}
 		}
 	}
+	if (*partial == max)
+		*partial = n;
 	return n;
+}
+
+/* The smallest cached block that may move and holds `need` bytes or more, looked for from the
+ * class of `need` up (this thread's stripe first): the partial source of a remap, which gives
+ * what the miss still needs and keeps the rest. */
+static struct gp_block *take_donor(struct gp_pool *p, struct gp_dev *d, size_t need, unsigned s0)
+{
+	uint64_t t = now(p);
+	struct gp_block *b;
+
+	for (unsigned c = gp_pool_class_of(need); c < gp_pool_class_count(); c++) {
+		if (small_class(c))
+			continue;
+		for (unsigned i = 0; i < GP_STRIPES; i++)
+			if ((b = take_movable(p, &d->list[c * GP_STRIPES + (s0 + i) % GP_STRIPES], t)) !=
+			    NULL)
+				return b;
+	}
+	return NULL;
 }
 
 /* cfg.remap_trim: give back idle movable blocks of classes other than cls, the largest first,
@@ -114,41 +137,65 @@ static void map_remove(struct gp_pool *p, struct gp_block *b)
 	gp_unlock(&s->lock);
 }
 
-/* The remap failed and left the sources as they were: back into the map and to the heads of
- * their lists, the reverse of the order they were taken in (so each list keeps its order). */
-static void put_back(struct gp_pool *p, struct gp_dev *d, struct gp_block **blk, unsigned n)
+/* Back into the map and to the head of its list: a source a remap left as it was, or the
+ * smaller block a partial source became (reusable now: its fence is done). */
+static void relist(struct gp_pool *p, struct gp_dev *d, struct gp_block *b)
 {
-	while (n-- > 0) {
-		struct gp_block *b = blk[n];
-		struct gp_list *c = &d->list[b->list];
-		struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
+	struct gp_list *c = &d->list[b->list];
+	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
 
-		gp_lock(&s->lock);
-		gp_ptrmap_insert(s, (uintptr_t)b->ptr, b); /* no room: a release still finds it */
-		gp_unlock(&s->lock);
-		gp_lock(&c->lock);
-		b->next = c->head;
-		c->head = b;
-		if (c->tail == NULL)
-			c->tail = b;
-		atomic_store_explicit(&c->head_epoch, b->epoch, memory_order_relaxed);
-		bump(&c->cached_blocks, 1);
-		bump(&c->cached_bytes, (int64_t)b->bytes);
-		gp_unlock(&c->lock);
-	}
+	gp_lock(&s->lock);
+	gp_ptrmap_insert(s, (uintptr_t)b->ptr, b); /* no room: a release still finds it */
+	gp_unlock(&s->lock);
+	gp_lock(&c->lock);
+	b->next = c->head;
+	c->head = b;
+	if (c->tail == NULL)
+		c->tail = b;
+	atomic_store_explicit(&c->head_epoch, b->epoch, memory_order_relaxed);
+	bump(&c->cached_blocks, 1);
+	bump(&c->cached_bytes, (int64_t)b->bytes);
+	gp_unlock(&c->lock);
 }
 
-/* The sources are gone (moved into the new block, or given back by a failed remap). */
-static void forget(struct gp_pool *p, struct gp_dev *d, struct gp_block **blk, unsigned n,
-		   int freed)
+/* The remap failed and left the sources as they were: back in the reverse of the order they
+ * were taken in (so each list keeps its order). */
+static void put_back(struct gp_pool *p, struct gp_dev *d, struct gp_block **blk, unsigned n)
 {
-	for (unsigned i = 0; i < n; i++) {
-		atomic_fetch_sub(&d->reserved_bytes, blk[i]->bytes);
-		atomic_fetch_sub(&d->movable_bytes, blk[i]->bytes);
-		if (freed)
-			atomic_fetch_add(&d->real_frees, 1);
-		retire_block(p, blk[i]);
+	while (n-- > 0)
+		relist(p, d, blk[n]);
+}
+
+/* `bytes` of a source are gone (moved into the new block, or given back by a failed remap). */
+static void forget_bytes(struct gp_dev *d, size_t bytes, int freed)
+{
+	atomic_fetch_sub(&d->reserved_bytes, bytes);
+	atomic_fetch_sub(&d->movable_bytes, bytes);
+	if (freed)
+		atomic_fetch_add(&d->real_frees, 1);
+}
+
+/* The largest class a block of `bytes` (2 MiB or more) can serve. */
+static unsigned floor_class(size_t bytes)
+{
+	unsigned c = gp_pool_class_of(bytes);
+
+	return gp_pool_class_bytes(c) > bytes ? c - 1 : c;
+}
+
+/* A source gave `moved` of its bytes to the new block: gone when that is all of it, else a
+ * smaller cached block at the same address, in the largest class it serves, on its stripe. */
+static void settle_source(struct gp_pool *p, struct gp_dev *d, struct gp_block *b, size_t moved)
+{
+	forget_bytes(d, moved, 0);
+	if (moved >= b->bytes) {
+		retire_block(p, b);
+		return;
 	}
+	b->bytes -= moved;
+	b->cls = (uint16_t)floor_class(b->bytes);
+	b->list = b->cls * GP_STRIPES + b->list % GP_STRIPES;
+	relist(p, d, b);
 }
 
 int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
@@ -156,11 +203,12 @@ int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 {
 	struct gp_block *blk[REMAP_MAX_PIECES], *nb;
 	struct gp_piece src[REMAP_MAX_PIECES];
+	size_t take[REMAP_MAX_PIECES];
 	unsigned max = p->cfg.remap_max_pieces ? p->cfg.remap_max_pieces : REMAP_MAX_PIECES_DEFAULT;
-	size_t want = gp_pool_class_bytes(cls), have;
+	size_t want = gp_pool_class_bytes(cls), have, moved = 0, got = 0;
 	void *ptr = NULL;
 	int consumed = 0, rc;
-	unsigned n;
+	unsigned n, partial;
 
 	if (max > REMAP_MAX_PIECES)
 		max = REMAP_MAX_PIECES;
@@ -168,29 +216,42 @@ int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 	/* Blocks still fenced are not waited for: with the GPU 2 ms behind (the stand-in's
 	 * STANDIN_EVENT_LATENCY_US, the recorded PyTorch trace) such a wait lowered no peak and made
 	 * the warm replay 1.6x slower. */
-	n = gather(p, d, cls, s0, want, max, blk, &have);
+	n = gather(p, d, cls, s0, want, max, blk, take, &have, &partial);
+	if (have < want && partial == n && n < max && (blk[n] = take_donor(p, d, want - have, s0))) {
+		take[n] = blk[n]->bytes < want - have ? blk[n]->bytes : want - have;
+		have += take[n++];
+	}
 	if (p->cfg.remap_trim && have < want)
 		trim(p, d, cls, want - have);
 	if (n == 0)
 		return GP_ENOMEM;
 	for (unsigned i = 0; i < n; i++) {
 		map_remove(p, blk[i]);
-		src[i] = (struct gp_piece){ blk[i]->ptr, blk[i]->bytes };
+		src[i] = (struct gp_piece){ blk[i]->ptr, blk[i]->bytes, take[i] };
 	}
-	rc = p->be.remap(p->be.ctx, device, want, src, n, &ptr, &consumed);
+	rc = p->be.remap(p->be.ctx, device, want, src, n, &ptr, &got, &consumed);
 	if (rc != GP_OK) {
-		if (consumed)
-			forget(p, d, blk, n, 1);
-		else
+		if (consumed) {
+			for (unsigned i = 0; i < n; i++) {
+				forget_bytes(d, blk[i]->bytes, 1);
+				retire_block(p, blk[i]);
+			}
+		} else {
 			put_back(p, d, blk, n);
+		}
 		return rc;
 	}
-	forget(p, d, blk, n, 0);
+	for (unsigned i = 0; i < n; i++) {
+		moved += src[i].take;
+		settle_source(p, d, blk[i], src[i].take);
+	}
 	atomic_fetch_add(&d->remaps, 1);
-	atomic_fetch_add(&d->remapped_bytes, have);
-	if (gp_pool_enter_block(p, d, device, cls, cls * GP_STRIPES + s0, bytes, ptr, 1, &nb) !=
-	    GP_OK) {
-		p->be.free(p->be.ctx, device, ptr, want, 1);
+	atomic_fetch_add(&d->remapped_bytes, moved);
+	if (got < want)
+		got = want;
+	if (gp_pool_enter_block(p, d, device, cls, cls * GP_STRIPES + s0, bytes, got, ptr, 1,
+				&nb) != GP_OK) {
+		p->be.free(p->be.ctx, device, ptr, got, 1);
 		atomic_fetch_add(&d->real_frees, 1);
 		return GP_ENOMEM;
 	}

@@ -202,8 +202,8 @@ static int be_movable(void *ctx, void *ptr)
 	return gp_vmm_owns(ptr);
 }
 
-static int be_remap(void *ctx, int device, size_t bytes, const struct gp_piece *src, unsigned n,
-		    void **out, int *consumed)
+static int be_remap(void *ctx, int device, size_t bytes, struct gp_piece *src, unsigned n,
+		    void **out, size_t *got, int *consumed)
 {
 	CUdeviceptr p = 0;
 	int pushed = 0, rc;
@@ -212,7 +212,7 @@ static int be_remap(void *ctx, int device, size_t bytes, const struct gp_piece *
 	*consumed = 0;
 	if (gp_ctx_enter(device, &pushed) != 0)
 		return GP_EBACKEND;
-	rc = to_rc(gp_vmm_remap(device, bytes, src, n, &p, consumed), 0);
+	rc = to_rc(gp_vmm_remap(device, bytes, src, n, &p, got, consumed), 0);
 	gp_ctx_leave(pushed);
 	*out = (void *)(uintptr_t)p;
 	return rc;

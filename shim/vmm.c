@@ -22,10 +22,13 @@ struct gp_vmm_piece {
 	size_t bytes;
 };
 
+/* A block: pieces mapped one after another from va, `bytes` in all, in a range of `reserved`
+ * bytes (more than `bytes` once a remap took pieces from its end). */
 struct gp_vmm_block {
 	struct gp_vmm_block *next;
 	CUdeviceptr va;
 	size_t bytes;
+	size_t reserved;
 	int device;
 	unsigned n;
 	struct gp_vmm_piece piece[];
@@ -261,17 +264,54 @@ static void unmap_all(const struct gp_vmm_block *b)
 	}
 }
 
-/* A new block of `bytes` on `device`: the pieces of the blocks sb[0..n) (left where they are
- * too: their old ranges stay whole until the new one works), then one new handle for the rest,
- * in a range of its own, mapped, access granted. `pieces`: how many sb[] hold together. A failure
- * leaves nothing behind (and the sources as they were); one for a reason other than memory turns
- * VMM off. */
-static CUresult build(int device, size_t bytes, struct gp_vmm_block *const *sb, unsigned n,
+/* The size of the handles new memory of `fresh` bytes comes in: at most GP_VMM_PIECES of
+ * them, each a multiple of the granule (the last may be smaller). */
+static size_t piece_bytes(size_t fresh)
+{
+	size_t p = (fresh / GP_VMM_PIECES + GRANULE - 1) / GRANULE * GRANULE;
+
+	return p < GRANULE ? GRANULE : p;
+}
+
+/* New handles for `fresh` bytes into b->piece[b->n...]. On failure those made are released. */
+static CUresult create(struct gp_vmm_block *b, size_t fresh, const CUmemAllocationProp *p)
+{
+	size_t each = piece_bytes(fresh), k = b->n;
+	CUresult e = CUDA_SUCCESS;
+
+	while (fresh > 0) {
+		size_t sz = fresh < each ? fresh : each;
+
+		e = gp_cu.MemCreate(&b->piece[b->n].h, sz, p, 0);
+		if (e != CUDA_SUCCESS)
+			break;
+		b->piece[b->n++].bytes = sz;
+		fresh -= sz;
+	}
+	if (e != CUDA_SUCCESS)
+		while (b->n > k)
+			gp_cu.MemRelease(b->piece[--b->n].h);
+	return e;
+}
+
+/* A source of a remap: its block, and the first of its pieces that move (0: all of them). */
+struct source {
+	struct gp_vmm_block *b;
+	unsigned first;
+	size_t moved;
+};
+
+/* A new block of at least `bytes` on `device`: the moving pieces of the sources src[0..n) (left
+ * where they are too: their old ranges stay whole until the new one works), then new handles
+ * for the rest, in a range of its own, mapped, access granted. `pieces`: how many move. A
+ * failure leaves nothing behind (and the sources as they were); one for a reason other than
+ * memory turns VMM off. */
+static CUresult build(int device, size_t bytes, const struct source *src, unsigned n,
 		      unsigned pieces, struct gp_vmm_block **out)
 {
 	const struct gp_vmm_dev *f = dev_facts(device);
 	CUmemAllocationProp p = prop_of(device, f->rdma);
-	struct gp_vmm_block *b = malloc(sizeof(*b) + (pieces + 1) * sizeof(b->piece[0]));
+	struct gp_vmm_block *b = malloc(sizeof(*b) + (pieces + GP_VMM_PIECES) * sizeof(b->piece[0]));
 	const char *what = "cuMemCreate";
 	size_t have = 0;
 	unsigned k = 0;
@@ -280,30 +320,27 @@ static CUresult build(int device, size_t bytes, struct gp_vmm_block *const *sb, 
 	if (b == NULL)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	memset(b, 0, sizeof(*b));
-	b->bytes = bytes;
 	b->device = device;
 	for (unsigned i = 0; i < n; i++) {
-		for (unsigned j = 0; j < sb[i]->n; j++)
-			b->piece[k++] = sb[i]->piece[j];
-		have += sb[i]->bytes;
+		for (unsigned j = src[i].first; j < src[i].b->n; j++)
+			b->piece[k++] = src[i].b->piece[j];
+		have += src[i].moved;
 	}
 	b->n = k;
-	if (have < bytes) {
-		b->piece[k].bytes = bytes - have;
-		e = gp_cu.MemCreate(&b->piece[k].h, bytes - have, &p, 0);
-		if (e == CUDA_SUCCESS)
-			b->n++;
-	}
+	b->bytes = b->reserved = have > bytes ? have : bytes;
+	if (have < bytes)
+		e = create(b, bytes - have, &p);
 	if (e == CUDA_SUCCESS) {
 		what = "cuMemAddressReserve";
-		e = reserve(bytes, &b->va);
+		e = reserve(b->reserved, &b->va);
 		if (e == CUDA_SUCCESS) {
 			e = map_all(b, &what);
 			if (e != CUDA_SUCCESS)
-				gp_cu.MemAddressFree(b->va, bytes);
+				gp_cu.MemAddressFree(b->va, b->reserved);
 		}
-		if (e != CUDA_SUCCESS && b->n > k)
-			gp_cu.MemRelease(b->piece[k].h);
+		if (e != CUDA_SUCCESS)
+			while (b->n > k)
+				gp_cu.MemRelease(b->piece[--b->n].h);
 	}
 	if (e != CUDA_SUCCESS) {
 		if (e != CUDA_ERROR_OUT_OF_MEMORY)
@@ -343,14 +380,15 @@ CUresult gp_vmm_free(const void *ptr, int settled)
 	for (unsigned i = 0; i < b->n; i++)
 		if (gp_cu.MemRelease(b->piece[i].h) != CUDA_SUCCESS)
 			e = CUDA_ERROR_INVALID_VALUE;
-	if (gp_cu.MemAddressFree(b->va, b->bytes) != CUDA_SUCCESS)
+	if (gp_cu.MemAddressFree(b->va, b->reserved) != CUDA_SUCCESS)
 		e = CUDA_ERROR_INVALID_VALUE;
 	free(b);
 	return e;
 }
 
-/* The registry's blocks for src[], in order, checked: all there, of the device, their sizes. */
-static int sources(int device, const struct gp_piece *src, unsigned n, struct gp_vmm_block **sb,
+/* The registry's blocks for src[], in order, checked (all there, of the device, their sizes),
+ * and what moves of each: all its pieces, or the fewest of its last ones that hold its take. */
+static int sources(int device, const struct gp_piece *src, unsigned n, struct source *sb,
 		   unsigned *pieces)
 {
 	int ok = 1;
@@ -358,44 +396,75 @@ static int sources(int device, const struct gp_piece *src, unsigned n, struct gp
 	*pieces = 0;
 	pthread_mutex_lock(&V.lock);
 	for (unsigned i = 0; i < n && ok; i++) {
-		sb[i] = find_locked((CUdeviceptr)(uintptr_t)src[i].ptr);
-		ok = sb[i] != NULL && sb[i]->device == device && sb[i]->bytes == src[i].bytes;
-		if (ok)
-			*pieces += sb[i]->n;
+		struct gp_vmm_block *b = find_locked((CUdeviceptr)(uintptr_t)src[i].ptr);
+
+		ok = b != NULL && b->device == device && b->bytes == src[i].bytes && src[i].take > 0;
+		if (!ok)
+			break;
+		sb[i] = (struct source){ b, b->n, 0 };
+		while (sb[i].first > 0 && (sb[i].moved < src[i].take || src[i].take >= b->bytes))
+			sb[i].moved += b->piece[--sb[i].first].bytes;
+		*pieces += b->n - sb[i].first;
 	}
 	pthread_mutex_unlock(&V.lock);
 	return ok;
 }
 
-CUresult gp_vmm_remap(int device, size_t bytes, const struct gp_piece *src, unsigned n,
-		      CUdeviceptr *out, int *consumed)
+/* After a remap: a source whose pieces all moved is gone (its range freed); one that kept some
+ * has its moved pieces unmapped from its range and is that much smaller. */
+static void shrink(const struct source *s)
 {
-	struct gp_vmm_block *sb[64], *b;
+	struct gp_vmm_block *b = s->b;
+	size_t off = b->bytes - s->moved;
+
+	for (unsigned j = s->first; j < b->n; j++) {
+		gp_cu.MemUnmap(b->va + off, b->piece[j].bytes);
+		off += b->piece[j].bytes;
+	}
+	if (s->first == 0) {
+		gp_cu.MemAddressFree(b->va, b->reserved);
+		free(b);
+		return;
+	}
+	pthread_mutex_lock(&V.lock);
+	b->n = s->first;
+	b->bytes -= s->moved;
+	pthread_mutex_unlock(&V.lock);
+}
+
+CUresult gp_vmm_remap(int device, size_t bytes, struct gp_piece *src, unsigned n,
+		      CUdeviceptr *out, size_t *got, int *consumed)
+{
+	struct source sb[64];
+	struct gp_vmm_block *b;
 	unsigned pieces;
-	size_t have = 0;
+	size_t want = 0, have = 0;
 	CUresult e;
 
 	*consumed = 0;
 	if (n == 0 || n > 64 || !sources(device, src, n, sb, &pieces))
 		return CUDA_ERROR_INVALID_VALUE;
-	for (unsigned i = 0; i < n; i++)
-		have += sb[i]->bytes;
-	if (have > bytes || (bytes - have) % GRANULE != 0)
+	for (unsigned i = 0; i < n; i++) {
+		want += src[i].take < src[i].bytes ? src[i].take : src[i].bytes;
+		have += sb[i].moved;
+	}
+	if (want > bytes || bytes % GRANULE != 0 || have % GRANULE != 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	e = build(device, bytes, sb, n, pieces, &b);
 	if (e != CUDA_SUCCESS)
 		return e;
 	pthread_mutex_lock(&V.lock);
 	for (unsigned i = 0; i < n; i++)
-		unlink_locked(sb[i]->va);
+		if (sb[i].first == 0)
+			unlink_locked(sb[i].b->va);
 	pthread_mutex_unlock(&V.lock);
 	for (unsigned i = 0; i < n; i++) {
-		unmap_all(sb[i]);
-		gp_cu.MemAddressFree(sb[i]->va, sb[i]->bytes);
-		free(sb[i]);
+		src[i].take = sb[i].moved;
+		shrink(&sb[i]);
 	}
 	registry_add(b);
 	*out = b->va;
+	*got = b->bytes;
 	return CUDA_SUCCESS;
 }
 

@@ -1,6 +1,6 @@
 /* vmm.h — VMM-backed blocks (GPUPOOL_VMM): device memory made with the driver's virtual memory
- * API (cuMemCreate, cuMemAddressReserve, cuMemMap, cuMemSetAccess), one physical handle per block
- * when made, several once a remap has moved the handles of idle blocks into a new range. The
+ * API (cuMemCreate, cuMemAddressReserve, cuMemMap, cuMemSetAccess), a few physical handles per
+ * block (GP_VMM_PIECES), which a remap moves, whole, from idle blocks into a new range. The
  * backend's calls for such blocks; every one runs in the block's device's context (the caller
  * enters it) and never with a pool lock held. Never on the hit path. */
 #ifndef GPUPOOL_VMM_H
@@ -22,8 +22,15 @@ void gp_vmm_init(int mode);
  * look at the device). */
 int gp_vmm_wanted(int device, size_t bytes);
 
-/* A new block of `bytes` (a multiple of 2 MiB): one handle, a range, mapped, read/write for the
- * device and its peers. A failure leaves nothing behind. */
+/* New memory comes in at most this many handles of a multiple of 2 MiB each: a block can give a
+ * part of itself to another (gp_vmm_remap) in such pieces. More pieces cost a driver call each
+ * (about 30 us on the H200, docs/BENCHMARKS.md). */
+#ifndef GP_VMM_PIECES
+#define GP_VMM_PIECES 16u
+#endif
+
+/* A new block of `bytes` (a multiple of 2 MiB): up to GP_VMM_PIECES handles, a range, mapped,
+ * read/write for the device and its peers. A failure leaves nothing behind. */
 CUresult gp_vmm_alloc(int device, size_t bytes, CUdeviceptr *out);
 
 /* Whether ptr is the base of a VMM-backed block. */
@@ -34,12 +41,14 @@ int gp_vmm_owns(const void *ptr);
  * unmap does not wait for the device). */
 CUresult gp_vmm_free(const void *ptr, int settled);
 
-/* One block of `bytes` made of the handles of the blocks src[] (settled, at most `bytes`
- * together) plus a new handle for the rest: the handles are mapped into a new range first, and
- * only then unmapped from their old ones, so a failure leaves the sources as they were
- * (*consumed = 0). */
-CUresult gp_vmm_remap(int device, size_t bytes, const struct gp_piece *src, unsigned n,
-		      CUdeviceptr *out, int *consumed);
+/* One block of at least `bytes` (*got: its size) made of handles of the blocks src[] (settled)
+ * plus new handles for the rest: all the handles of a source whose take is its size, else the
+ * fewest of its last handles that hold `take` bytes (the source keeps the others, mapped where
+ * they were: a smaller block). src[i].take says what moved. The handles are mapped into the new
+ * range first, and only then unmapped from their old ones, so a failure leaves the sources as
+ * they were (*consumed = 0). */
+CUresult gp_vmm_remap(int device, size_t bytes, struct gp_piece *src, unsigned n,
+		      CUdeviceptr *out, size_t *got, int *consumed);
 
 /* The first IPC handle asked for: in auto mode, no new VMM-backed blocks from now on. Says once
  * (warn) when ptr lies in a VMM-backed block, whose IPC handle the driver refuses. */

@@ -1,8 +1,9 @@
 /* vmm.c — GPUPOOL_VMM on the stand-in (STANDIN_CAPACITY=64 MiB). Modes (argv[1]):
  *   on     blocks above 2 MiB are VMM-backed (cuMemCreate, not cuMemAlloc), smaller ones are not;
  *          cuMemGetAddressRange inside a block of moved pieces answers the whole block;
- *          a miss moves idle blocks of other sizes into its block: their bytes come along, the
- *          device holds no more than before; through the driver door too; a release gives every
+ *          a miss moves idle blocks of other sizes into its block, or part of a larger one (the
+ *          rest stays cached): their bytes come along, the device holds no more than before;
+ *          through the driver door too; a release gives every
  *          handle and range back; the OOM retry works on handles; cudaIpcGetMemHandle of such a
  *          block is refused by the driver (invalid value) and the program goes on.
  *   auto   VMM-backed until the first IPC call, ordinary blocks after it.
@@ -58,12 +59,13 @@ static void remap(void)
 	p = alloc(12 * E2E_MIB);
 	c = e2e_counters();
 	ok = vmm_backed(p, &range, &hb);
-	e2e_check(ok && range == 12 * E2E_MIB && hb == 8 * E2E_MIB,
-		  "a 12 MiB miss is one 12 MiB range whose first piece is the idle 8 MiB handle "
-		  "(range %llu, piece %llu)", (unsigned long long)range, (unsigned long long)hb);
+	e2e_check(ok && range == 12 * E2E_MIB && hb == 2 * E2E_MIB,
+		  "a 12 MiB miss is one 12 MiB range whose first piece is a 2 MiB handle of the idle "
+		  "8 MiB block (range %llu, piece %llu)", (unsigned long long)range,
+		  (unsigned long long)hb);
 	ok = standin_vmm_mapped((char *)p + 8 * E2E_MIB, NULL, NULL, &hb);
-	e2e_check(ok && hb == 4 * E2E_MIB,
-		  "its second piece is the idle 4 MiB handle (%llu)", (unsigned long long)hb);
+	e2e_check(ok && hb == 2 * E2E_MIB,
+		  "at 8 MiB, a 2 MiB handle of the idle 4 MiB block (%llu)", (unsigned long long)hb);
 	e2e_check(c.vmm_creates == c0.vmm_creates && c.mallocs == c0.mallocs &&
 			  c.live_bytes == live0,
 		  "no new memory: %llu handles made, %llu allocations, %llu -> %llu bytes on the device",
@@ -96,13 +98,13 @@ static void remap(void)
 	e2e_cuda(cudaMemset(p, 0, 12 * E2E_MIB), "cudaMemset across the pieces");
 	e2e_cuda(cudaFree(p), "cudaFree(12 MiB)");
 	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-	/* A 16 MiB miss takes the 12 MiB block and makes one 4 MiB handle for the rest. */
+	/* A 16 MiB miss takes the 12 MiB block and makes two 2 MiB handles for the rest. */
 	p = alloc(16 * E2E_MIB);
 	c = e2e_counters();
 	ok = vmm_backed(p, &range, NULL);
 	e2e_check(ok && range == 16 * E2E_MIB &&
-			  c.vmm_creates - c0.vmm_creates == 1 && c.live_bytes - c0.live_bytes == 4 * E2E_MIB,
-		  "a 16 MiB miss reuses the idle 12 MiB and makes 4 MiB (%llu handle, %llu bytes more)",
+			  c.vmm_creates - c0.vmm_creates == 2 && c.live_bytes - c0.live_bytes == 4 * E2E_MIB,
+		  "a 16 MiB miss reuses the idle 12 MiB and makes 4 MiB (%llu handles, %llu bytes more)",
 		  (unsigned long long)(c.vmm_creates - c0.vmm_creates),
 		  (unsigned long long)(c.live_bytes - c0.live_bytes));
 	e2e_cuda(cudaFree(p), "cudaFree(16 MiB)");
@@ -134,13 +136,14 @@ static void release_all(void)
 		  (unsigned long long)c.vmm_address_frees, (unsigned long long)c.live_bytes);
 }
 
-/* 40 MiB idle in 8 MiB handles, 8 MiB live: 48 MiB of the device's 64 used. A 56 MiB miss moves
- * the 40 MiB and adds 16: the device is full, and nothing had to be given back first. Then an
- * idle 48 MiB block that no smaller request can use: a 16 MiB miss does not fit beside it, and
- * the OOM retry gives it back and makes the block. */
+/* 40 MiB idle in 8 MiB blocks, 8 MiB live: 48 MiB of the device's 64 used. A 56 MiB miss moves
+ * the 40 MiB and adds 16: the device is full, and nothing had to be given back first. Then beside
+ * an idle 48 MiB block a 16 MiB miss takes 16 MiB of its handles (nothing new; the rest stays
+ * cached, a 32 MiB block). Then beside 56 MiB of idle 2 MiB blocks (ordinary, they cannot move) a
+ * 16 MiB miss does not fit, and the OOM retry gives them back and makes the block. */
 static void oom(void)
 {
-	void *blocks[6], *big;
+	void *blocks[6], *big, *small[28];
 	struct standin_counters c0, c;
 	cudaError_t rc;
 
@@ -154,7 +157,7 @@ static void oom(void)
 	rc = cudaMalloc(&big, 56 * E2E_MIB);
 	c = e2e_counters();
 	e2e_check(rc == cudaSuccess && c.live_bytes == 64 * E2E_MIB &&
-			  standin_vmm_handles(-1) == 7 && c.vmm_failed_creates == c0.vmm_failed_creates,
+			  standin_vmm_handles(-1) == 32 && c.vmm_failed_creates == c0.vmm_failed_creates,
 		  "cudaMalloc(56 MiB) beside 8 MiB live and 40 idle on a 64 MiB device: the idle "
 		  "handles move, 16 MiB is new, the device is full (%s, %llu B, %llu handles, %llu "
 		  "failed creates)", cudaGetErrorName(rc), (unsigned long long)c.live_bytes,
@@ -163,16 +166,38 @@ static void oom(void)
 	e2e_cuda(cudaFree(big), "cudaFree(56 MiB)");
 	release_all_but_live();
 	big = alloc(48 * E2E_MIB);
+	e2e_fill((char *)big + 32 * E2E_MIB, 16 * E2E_MIB, 48);
 	e2e_cuda(cudaFree(big), "cudaFree(48 MiB)");
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	c0 = e2e_counters();
+	rc = cudaMalloc(&small[0], 16 * E2E_MIB);
+	c = e2e_counters();
+	e2e_check(rc == cudaSuccess && c.vmm_creates == c0.vmm_creates &&
+			  c.live_bytes == c0.live_bytes && small[0] != big &&
+			  e2e_verify(small[0], 16 * E2E_MIB, 48),
+		  "cudaMalloc(16 MiB) beside an idle 48 MiB block gets its last 16 MiB of handles with "
+		  "their bytes: no new memory (%s, %llu handles made)", cudaGetErrorName(rc),
+		  (unsigned long long)(c.vmm_creates - c0.vmm_creates));
+	rc = cudaMalloc(&small[1], 32 * E2E_MIB);
+	e2e_check(rc == cudaSuccess && small[1] == big && e2e_counters().vmm_creates == c0.vmm_creates,
+		  "... and the rest of that block serves a 32 MiB request at its old address (%s)",
+		  cudaGetErrorName(rc));
+	e2e_cuda(cudaFree(small[0]), "cudaFree(16 MiB)");
+	e2e_cuda(cudaFree(small[1]), "cudaFree(32 MiB)");
+	release_all_but_live();
+	for (int i = 0; i < 28; i++)
+		small[i] = alloc(2 * E2E_MIB);
+	for (int i = 0; i < 28; i++)
+		e2e_cuda(cudaFree(small[i]), "cudaFree(2 MiB)");
 	c0 = e2e_counters();
 	rc = cudaMalloc(&big, 16 * E2E_MIB);
 	c = e2e_counters();
 	e2e_check(rc == cudaSuccess && cudaGetLastError() == cudaSuccess,
-		  "cudaMalloc(16 MiB) beside 8 MiB live and an idle 48 MiB block succeeds (%s)",
+		  "cudaMalloc(16 MiB) beside 8 MiB live and 56 MiB of idle 2 MiB blocks succeeds (%s)",
 		  cudaGetErrorName(rc));
 	e2e_check(c.vmm_failed_creates - c0.vmm_failed_creates == 1 &&
-			  c.live_bytes == 24 * E2E_MIB && standin_vmm_handles(-1) == 2,
-		  "... after one failed cuMemCreate and the retry: 24 MiB in 2 handles (%llu B, %llu)",
+			  c.live_bytes == 24 * E2E_MIB && standin_vmm_handles(-1) == 12,
+		  "... after one failed cuMemCreate and the retry: 24 MiB in 12 handles (%llu B, %llu)",
 		  (unsigned long long)c.live_bytes, (unsigned long long)standin_vmm_handles(-1));
 	e2e_check(e2e_verify(blocks[0], 8 * E2E_MIB, 5), "the live block kept its bytes");
 	e2e_cuda(cudaFree(big), "cudaFree(16 MiB)");
@@ -222,8 +247,9 @@ static void mode_on(void)
 	void *big = alloc(8 * E2E_MIB), *two = alloc(2 * E2E_MIB), *small = alloc(E2E_MIB);
 
 	c = e2e_counters();
-	e2e_check(vmm_backed(big, NULL, NULL) && c.vmm_creates - c0.vmm_creates == 1,
-		  "an 8 MiB block is made with cuMemCreate");
+	e2e_check(vmm_backed(big, NULL, NULL) && c.vmm_creates - c0.vmm_creates == 4,
+		  "an 8 MiB block is made with cuMemCreate, in four 2 MiB handles (%llu)",
+		  (unsigned long long)(c.vmm_creates - c0.vmm_creates));
 	e2e_check(standin_owns(two) && standin_owns(small) && c.mallocs - c0.mallocs == 2,
 		  "2 MiB and 1 MiB blocks are ordinary allocations");
 	e2e_cuda(cudaFree(big), "cudaFree");

@@ -52,6 +52,7 @@ static struct {
 	int nfreed;
 	int ordered;
 	unsigned oversize_pct; /* the pool's cfg.oversize_pct: 0 or 200 */
+	int remap;             /* the pool remaps movable blocks (cfg.remap_min_bytes) */
 	uint64_t cap[DEVICES];
 	uint64_t failed[DEVICES]; /* allocations that failed */
 	uint64_t op;
@@ -238,12 +239,16 @@ static void op_alloc(struct input *in)
 		int bdev = -1;
 
 		/* Its own class's size, or (oversize, above 1 MiB, a reused block) a larger class of
-		 * at most oversize_pct of the request. */
+		 * at most oversize_pct of the request, or (remap) a block that gave part of itself
+		 * and kept more than the largest class it serves, below the next class. */
 		got = gp_pool_block_size(m.pool, p, &bdev);
 		check(bdev == dev, "alloc returned a block of another device");
-		check(got == want || (got > want && c1.allocs_ok == c0.allocs_ok &&
-				      c1.remaps_ok == c0.remaps_ok && want > MiB &&
-				      (uint64_t)got * 100 <= (uint64_t)req * m.oversize_pct),
+		check(got == want ||
+			      (got > want && c1.allocs_ok == c0.allocs_ok &&
+			       c1.remaps_ok == c0.remaps_ok && want > MiB &&
+			       (uint64_t)got * 100 <= (uint64_t)req * m.oversize_pct) ||
+			      (got > want && m.remap &&
+			       got < gp_pool_class_bytes(gp_pool_class_of(req) + 1)),
 		      "alloc returned a block of the wrong size");
 		m.live[m.nlive] = (struct live){ p, req, got, dev, m.op * 0x9e3779b97f4a7c15ull + 1 };
 	}
@@ -481,6 +486,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (first & 128) {
 			fake_set_movable(&m.fake, 4 * MiB);
 			cfg.remap_min_bytes = 4 * MiB;
+			m.remap = 1;
 		}
 	}
 	if (gp_pool_create(&m.fake.be, &cfg, &m.pool) != GP_OK)

@@ -309,14 +309,27 @@ static int fake_movable(void *ctx, void *ptr)
 	return yes;
 }
 
-/* New host memory for the block; each source's bytes are copied in at its offset (as physical
- * memory keeps its contents when it moves), and its own memory goes. */
-static int fake_remap(void *ctx, int device, size_t bytes, const struct gp_piece *src, unsigned n,
-		      void **out, int *consumed)
+/* What a remap moves of source s asked for `take` bytes: all of it, or `take` rounded up to
+ * the fake's piece size (fake_set_remap_piece), at most all. */
+static size_t fake_moved(const struct fake_backend *f, const struct fake_block *s, size_t take)
+{
+	size_t piece = f->remap_piece ? f->remap_piece : 1, m;
+
+	if (take >= s->bytes)
+		return s->bytes;
+	m = (take + piece - 1) / piece * piece;
+	return m < s->bytes ? m : s->bytes;
+}
+
+/* New host memory for the block; each source's moved bytes (its end) are copied in at its
+ * offset (as physical memory keeps its contents when it moves); a source that moved all of
+ * itself goes, one that kept its head is that much smaller. */
+static int fake_remap(void *ctx, int device, size_t bytes, struct gp_piece *src, unsigned n,
+		      void **out, size_t *got, int *consumed)
 {
 	struct fake_backend *f = ctx;
 	struct fake_block *b, *s;
-	size_t have = 0, off = 0;
+	size_t want = 0, have = 0, off = 0, size;
 	unsigned pieces = 0;
 	int rc = GP_OK;
 
@@ -325,15 +338,19 @@ static int fake_remap(void *ctx, int device, size_t bytes, const struct gp_piece
 	pthread_mutex_lock(&f->lock);
 	for (unsigned i = 0; i < n; i++) {
 		s = find_block(f, src[i].ptr);
-		if (s == NULL || !s->movable || s->device != device || s->bytes != src[i].bytes) {
+		if (s == NULL || !s->movable || s->device != device || s->bytes != src[i].bytes ||
+		    src[i].take == 0) {
 			f->counts.misuse++;
 			rc = GP_EINVAL;
 			goto out;
 		}
-		have += s->bytes;
+		want += src[i].take < s->bytes ? src[i].take : s->bytes;
+		have += fake_moved(f, s, src[i].take);
 		pieces += s->pieces;
+		if (src[i].take < s->bytes)
+			f->counts.remap_partial++;
 	}
-	if (!valid_device(device) || have > bytes || n == 0) {
+	if (!valid_device(device) || want > bytes || n == 0) {
 		f->counts.misuse++;
 		rc = GP_EINVAL;
 		goto out;
@@ -345,34 +362,52 @@ static int fake_remap(void *ctx, int device, size_t bytes, const struct gp_piece
 			goto drop;
 		goto out;
 	}
-	if (f->capacity[device] != UINT64_MAX && f->used[device] + (bytes - have) > f->capacity[device]) {
+	size = have > bytes ? have : bytes;
+	if (f->capacity[device] != UINT64_MAX && f->used[device] + (size - have) > f->capacity[device]) {
 		f->counts.allocs_nomem++;
 		rc = GP_ENOMEM;
 		goto out;
 	}
 	b = malloc(sizeof(*b));
-	if (b == NULL || (b->ptr = malloc(bytes)) == NULL) {
+	if (b == NULL || (b->ptr = malloc(size)) == NULL) {
 		free(b);
 		rc = GP_ENOMEM;
 		goto out;
 	}
 	for (unsigned i = 0; i < n; i++) {
+		size_t m;
+
 		s = find_block(f, src[i].ptr);
-		memcpy((char *)b->ptr + off, s->ptr, s->bytes);
-		off += s->bytes;
+		m = fake_moved(f, s, src[i].take);
+		memcpy((char *)b->ptr + off, (char *)s->ptr + (s->bytes - m), m);
+		off += m;
+		src[i].take = m;
 	}
-	b->bytes = bytes;
+	b->bytes = size;
 	b->device = device;
 	b->movable = 1;
-	b->pieces = pieces + (have < bytes);
+	b->pieces = pieces + (have < size);
 	b->next = f->buckets[bucket_of(f, b->ptr)];
 	f->buckets[bucket_of(f, b->ptr)] = b;
-	f->used[device] += bytes;
+	f->used[device] += size;
 	f->blocks++;
 	f->counts.remaps_ok++;
 	f->counts.remapped_bytes += have;
 	*out = b->ptr;
-	*consumed = 1;
+	*got = size;
+	for (unsigned i = 0; i < n; i++) {
+		s = find_block(f, src[i].ptr);
+		f->used[device] -= src[i].take;
+		if (src[i].take < s->bytes) {
+			s->bytes -= src[i].take; /* the head stays, at its address */
+			continue;
+		}
+		s = unlink_block(f, src[i].ptr);
+		f->blocks--;
+		free(s->ptr);
+		free(s);
+	}
+	goto out;
 drop:
 	for (unsigned i = 0; i < n; i++) {
 		s = unlink_block(f, src[i].ptr);
@@ -381,10 +416,7 @@ drop:
 		free(s->ptr);
 		free(s);
 	}
-	if (rc != GP_OK)
-		f->counts.remap_dropped += n;
-	else
-		*consumed = 0; /* success: the contract's *consumed speaks of failures only */
+	f->counts.remap_dropped += n;
 out:
 	pthread_mutex_unlock(&f->lock);
 	return rc;
@@ -396,6 +428,13 @@ void fake_set_movable(struct fake_backend *f, size_t min_bytes)
 	f->movable_min = min_bytes;
 	f->be.movable = min_bytes ? fake_movable : NULL;
 	f->be.remap = min_bytes ? fake_remap : NULL;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fake_set_remap_piece(struct fake_backend *f, size_t bytes)
+{
+	pthread_mutex_lock(&f->lock);
+	f->remap_piece = bytes;
 	pthread_mutex_unlock(&f->lock);
 }
 

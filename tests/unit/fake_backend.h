@@ -40,6 +40,7 @@ struct fake_counts {
 	uint64_t remaps_ok;            /* remap calls that made a block */
 	uint64_t remapped_bytes;       /* bytes of sources they moved */
 	uint64_t remap_dropped;        /* sources a failed remap gave back (fake_set_remap_rc) */
+	uint64_t remap_partial;        /* sources a remap was asked for part of */
 	uint64_t misuse;               /* contract breaches seen: unknown or double free, wrong
 					* device or size on free, use of a destroyed fence, bad device */
 };
@@ -64,6 +65,7 @@ struct fake_backend {
 	size_t movable_min;     /* blocks of at least this many bytes are movable (0: none) */
 	int remap_rc;           /* what remap answers; GP_OK remaps */
 	int remap_consumes;     /* with remap_rc set: whether the failure gives the sources back */
+	size_t remap_piece;     /* a partial source moves its take rounded up to this (0: exact) */
 	int may_release;        /* what may_release answers; 1 unless a test sets it */
 	int quiet;              /* what quiet answers: 0 (the GPU is never idle) unless set; 1 also
 				 * completes every fence recorded so far */
@@ -110,10 +112,13 @@ void fake_set_fence_auto(struct fake_backend *f, unsigned polls);
 
 void fake_set_free_rc(struct fake_backend *f, int rc);
 /* Blocks of at least min_bytes are movable and the backend offers remap (0: neither, the
- * default). A remap checks its sources (movable blocks of the fake, of the device, at most the
- * size together; misuse otherwise), charges only the rest against the capacity, and copies each
- * source's bytes to its offset in the new block. */
+ * default). A remap checks its sources (movable blocks of the fake, of the device, what is
+ * wanted of them at most the size together; misuse otherwise), charges only the rest against
+ * the capacity, and copies the bytes each source moves (all, or the end of it: its take, see
+ * fake_set_remap_piece; the source keeps its head) to their offset in the new block. */
 void fake_set_movable(struct fake_backend *f, size_t min_bytes);
+/* A partial source moves its take rounded up to `bytes` (0, the default: exactly its take). */
+void fake_set_remap_piece(struct fake_backend *f, size_t bytes);
 /* remap fails with rc (GP_OK: works again); consumes: the failure gives the sources back. */
 void fake_set_remap_rc(struct fake_backend *f, int rc, int consumes);
 /* Physical pieces of the block at ptr: 1 for an allocation, the sum of its sources' plus one

@@ -1,9 +1,11 @@
 /* test_pool_remap.c — cfg.remap_min_bytes: a miss that would make a real allocation first moves
  * the physical memory of cached movable blocks of smaller classes into its new block (backend
- * remap), the largest first, and only the rest is new memory. Never a block still fenced, too
- * young (cfg.remap_age_ns), not movable, of another device, or that does not fit; at most
- * cfg.remap_max_pieces sources; a failed remap leaves the sources cached or counts them given
- * back; bytes stay exact through the OOM retry and releases; frees say whether they are settled. */
+ * remap), the largest first, then part of the smallest block that holds the rest (which stays
+ * cached, smaller), and only what is still missing is new memory. Never a block still fenced, too
+ * young (cfg.remap_age_ns), not movable, or of another device; at most cfg.remap_max_pieces
+ * sources; a larger movable block is left to the remap, not taken whole (cfg.oversize_pct); a
+ * failed remap leaves the sources cached or counts them given back; bytes stay exact through the
+ * OOM retry and releases; frees say whether they are settled. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,7 +41,7 @@ static int setup_remap(void **state, int ordered, size_t movable, uint64_t age, 
 
 static int setup_trim(void **state)
 {
-	struct gp_pool_config cfg = { .remap_trim = 1 };
+	struct gp_pool_config cfg = { .remap_trim = 1, .remap_max_pieces = 1 };
 
 	return setup_with(state, cfg, 4 * MiB);
 }
@@ -142,9 +144,10 @@ static void test_fenced_not_moved(void **state)
 	fx_free(fx, p);
 }
 
-/* Proves: with cfg.remap_trim, a 16 MiB miss that can move the idle 4 MiB block but must still
- * grow by 12 MiB first gives back the idle 32 MiB block (it cannot serve): the device holds 16 MiB,
- * not 48; the idle 2 MiB block (not movable: a small class) stays. */
+/* Proves: with cfg.remap_trim, a 16 MiB miss that can move the idle 4 MiB block (one source at
+ * most) but must still grow by 12 MiB first gives back the idle 32 MiB block (it cannot serve):
+ * the device holds 16 MiB, not 48; the idle 2 MiB block (not movable, below the fake's 4 MiB)
+ * stays. */
 static void test_trim(void **state)
 {
 	struct fx *fx = *state;
@@ -305,17 +308,18 @@ static void test_failed_remap(void **state)
 	fx_free(fx, r);
 }
 
-/* Proves: a remap whose new rest does not fit the device leaves its sources; the OOM retry then
- * gives the cache back and allocates: the footprint is the new block's bytes exactly. */
+/* Proves: a remap whose new rest does not fit the device (beside an idle block that cannot move:
+ * 2 MiB, below the fake's 4 MiB) leaves its sources; the OOM retry then gives the cache back and
+ * allocates: the footprint is the new block's bytes exactly. */
 static void test_oom_retry(void **state)
 {
 	struct fx *fx = *state;
-	size_t sizes[] = { 8 * MiB, 10 * MiB };
+	size_t sizes[] = { 8 * MiB, 2 * MiB };
 	void *ptrs[2], *p;
 	int retried = 0;
 
 	cache_sizes(fx, 0, sizes, ptrs, 2);
-	fake_set_capacity(&fx->fake, 0, 20 * MiB);
+	fake_set_capacity(&fx->fake, 0, 16 * MiB);
 	assert_int_equal(gp_pool_alloc(fx->pool, 0, 16 * MiB, &p, &retried), GP_OK);
 	assert_int_equal(retried, 1);
 	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_REMAP), 1);
@@ -348,6 +352,141 @@ static void test_cap_and_age_release(void **state)
 	assert_int_equal(fx_stats(fx, 0).movable_bytes, 0);
 }
 
+/* Proves: an 8 MiB miss with only an idle 32 MiB block takes 8 MiB of it (its last bytes, at
+ * offset 0 of the new block): no new memory; the 32 MiB block stays cached at its address as a
+ * 24 MiB block, which the next 24 MiB request gets (a hit, its first bytes kept); a release gives
+ * both back. */
+static void test_part_of_larger(void **state)
+{
+	struct fx *fx = *state;
+	size_t sizes[] = { 32 * MiB };
+	void *ptrs[1], *p, *q;
+	struct gp_pool_dev_stats s;
+	struct fake_counts fc;
+
+	cache_sizes(fx, 0, sizes, ptrs, 1);
+	memset((char *)ptrs[0] + 24 * MiB, 0x77, 8 * MiB);
+	p = fx_alloc(fx, 0, 8 * MiB);
+	assert_ptr_not_equal(p, ptrs[0]);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
+	assert_int_equal(fake_used(&fx->fake, 0), 32 * MiB);
+	assert_int_equal(((unsigned char *)p)[0], 0x77);
+	assert_int_equal(((unsigned char *)p)[8 * MiB - 1], 0x77);
+	assert_int_equal(gp_pool_block_size(fx->pool, p, NULL), 8 * MiB);
+	fake_get_counts(&fx->fake, &fc);
+	assert_int_equal(fc.remap_partial, 1);
+	s = fx_stats(fx, 0);
+	assert_int_equal(s.remaps, 1);
+	assert_int_equal(s.remapped_bytes, 8 * MiB);
+	assert_int_equal(s.live_bytes, 8 * MiB);
+	assert_int_equal(s.idle_bytes, 24 * MiB);
+	assert_int_equal(s.idle_blocks, 1);
+	assert_int_equal(s.movable_bytes, 32 * MiB);
+	assert_int_equal(s.peak_reserved_bytes, 32 * MiB);
+	q = fx_alloc(fx, 0, 24 * MiB);
+	assert_ptr_equal(q, ptrs[0]);
+	assert_int_equal(((unsigned char *)q)[0], 0x10);
+	assert_int_equal(gp_pool_block_size(fx->pool, q, NULL), 24 * MiB);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_REMAP), 1);
+	fx_free(fx, p);
+	fx_free(fx, q);
+	fx_settle(fx);
+	assert_int_equal(gp_pool_release(fx->pool, 0, 0, GP_CAUSE_API, NULL), GP_OK);
+	assert_int_equal(fake_used(&fx->fake, 0), 0);
+	assert_int_equal(fx_stats(fx, 0).movable_bytes, 0);
+	assert_int_equal(fake_misuse(&fx->fake), 0);
+}
+
+/* Proves: whole smaller blocks go first, then part of the smallest block that holds the rest: a
+ * 20 MiB miss beside idle 12, 64 and 32 MiB blocks takes the 12 and 8 MiB of the 32 (the 64 stays
+ * whole), nothing new; the 32 becomes a cached 24 MiB block. */
+static void test_smaller_then_part(void **state)
+{
+	struct fx *fx = *state;
+	size_t sizes[] = { 12 * MiB, 64 * MiB, 32 * MiB };
+	void *ptrs[3], *p;
+	struct gp_pool_dev_stats s;
+
+	cache_sizes(fx, 0, sizes, ptrs, 3);
+	p = fx_alloc(fx, 0, 20 * MiB);
+	s = fx_stats(fx, 0);
+	assert_int_equal(s.remapped_bytes, 20 * MiB);
+	assert_int_equal(fake_used(&fx->fake, 0), 108 * MiB);
+	assert_int_equal(((unsigned char *)p)[0], 0x10);
+	assert_int_equal(((unsigned char *)p)[12 * MiB], 0x12);
+	assert_int_equal(gp_pool_block_size(fx->pool, ptrs[0], NULL), 0);
+	assert_int_equal(s.idle_blocks, 2);
+	assert_int_equal(s.idle_bytes, 88 * MiB);
+	fx_free(fx, p);
+	fx_settle(fx);
+	p = fx_alloc(fx, 0, 64 * MiB);
+	assert_ptr_equal(p, ptrs[1]);
+	fx_free(fx, p);
+	p = fx_alloc(fx, 0, 24 * MiB);
+	assert_ptr_equal(p, ptrs[2]);
+	fx_free(fx, p);
+}
+
+/* Proves: what the backend moves beyond the take (whole pieces: the fake's 6 MiB) stays with the
+ * new block: a 4 MiB miss gets 6 MiB of an idle 48 MiB block, a 6 MiB block; the 42 MiB left is
+ * cached in the largest class it serves (40 MiB) with all its bytes, and a 40 MiB request gets it. */
+static void test_pieces_round_up(void **state)
+{
+	struct fx *fx = *state;
+	size_t sizes[] = { 48 * MiB };
+	void *ptrs[1], *p, *q;
+
+	fake_set_remap_piece(&fx->fake, 6 * MiB);
+	cache_sizes(fx, 0, sizes, ptrs, 1);
+	p = fx_alloc(fx, 0, 4 * MiB);
+	assert_int_equal(gp_pool_block_size(fx->pool, p, NULL), 6 * MiB);
+	assert_int_equal(fx_stats(fx, 0).live_bytes, 6 * MiB);
+	assert_int_equal(fx_stats(fx, 0).idle_bytes, 42 * MiB);
+	assert_int_equal(fake_used(&fx->fake, 0), 48 * MiB);
+	q = fx_alloc(fx, 0, 40 * MiB);
+	assert_ptr_equal(q, ptrs[0]);
+	assert_int_equal(gp_pool_block_size(fx->pool, q, NULL), 42 * MiB);
+	fx_free(fx, p);
+	fx_free(fx, q);
+	fx_settle(fx);
+	assert_int_equal(gp_pool_release(fx->pool, 0, 0, GP_CAUSE_API, NULL), GP_OK);
+	assert_int_equal(fake_used(&fx->fake, 0), 0);
+	assert_int_equal(fake_misuse(&fx->fake), 0);
+}
+
+/* Proves: with cfg.oversize_pct a miss leaves a larger block that may move to the remap (part of
+ * it serves, the rest stays cached), but still takes whole a larger block that may not (not
+ * movable: the fake's threshold is 64 MiB here, so the 12 MiB block is taken whole). */
+static void test_oversize_spares_movable(void **state)
+{
+	struct fx *fx = *state;
+	size_t sizes[] = { 12 * MiB };
+	void *ptrs[1], *p;
+
+	cache_sizes(fx, 0, sizes, ptrs, 1);
+	p = fx_alloc(fx, 0, 8 * MiB);
+	assert_ptr_not_equal(p, ptrs[0]);
+	assert_int_equal(gp_pool_block_size(fx->pool, p, NULL), 8 * MiB);
+	assert_int_equal(fx_stats(fx, 0).oversize_hits, 0);
+	assert_int_equal(fx_stats(fx, 0).idle_bytes, 4 * MiB);
+	fx_free(fx, p);
+	fx_settle(fx);
+	assert_int_equal(gp_pool_release(fx->pool, 0, 0, GP_CAUSE_API, NULL), GP_OK);
+	fake_set_movable(&fx->fake, 64 * MiB);
+	cache_sizes(fx, 0, sizes, ptrs, 1);
+	p = fx_alloc(fx, 0, 8 * MiB);
+	assert_ptr_equal(p, ptrs[0]);
+	assert_int_equal(fx_stats(fx, 0).oversize_hits, 1);
+	fx_free(fx, p);
+}
+
+static int setup_oversize(void **state)
+{
+	struct gp_pool_config cfg = { .oversize_pct = 200 };
+
+	return setup_with(state, cfg, 4 * MiB);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -364,6 +503,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_failed_remap, setup_default, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_oom_retry, setup_default, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cap_and_age_release, setup_default, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_part_of_larger, setup_default, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_smaller_then_part, setup_default, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_pieces_round_up, setup_default, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_oversize_spares_movable, setup_oversize,
+						fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
