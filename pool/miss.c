@@ -10,8 +10,10 @@
 #include <stdatomic.h>
 #include <time.h>
 
-/* Whether the head of list c (the block take_cached would hand out) may move now: a remap can
- * take part of it, where handing it out whole to a smaller request would hold all of it. */
+/* Whether the head of list c (the block take_cached would hand out) can give part of itself: it
+ * is movable and the backend splits blocks (the split takes what take_cached could), or it may
+ * move now (a remap can take part of it). Handing it out whole to a smaller request would hold
+ * all of it. */
 static int movable_head(struct gp_pool *p, struct gp_list *c)
 {
 	int yes;
@@ -19,7 +21,8 @@ static int movable_head(struct gp_pool *p, struct gp_list *c)
 	if (ld(&c->cached_blocks) == 0)
 		return 0;
 	gp_lock(&c->lock);
-	yes = c->head != NULL && may_move(p, c->head, now(p));
+	yes = c->head != NULL && c->head->movable &&
+	      (p->be.split != NULL || may_move(p, c->head, now(p)));
 	gp_unlock(&c->lock);
 	return yes;
 }
@@ -72,7 +75,7 @@ static struct gp_block *take_larger(struct gp_pool *p, struct gp_dev *d, unsigne
 
 	if (p->cfg.oversize_pct <= 100 || small_class(cls))
 		return NULL;
-	spare = remaps_class(p, cls) && gp_may_release(p);
+	spare = remaps_class(p, cls) && (p->be.split != NULL || gp_may_release(p));
 	for (unsigned c = cls + 1; b == NULL && c < n && gp_pool_class_bytes(c) <= limit; c++)
 		b = take_any(p, d, c, s0, bytes, waiting, spare);
 	if (b != NULL)

@@ -230,10 +230,13 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 		return GP_OK;
 	}
 
-	if (remaps_class(p, cls) && gp_may_release(p) &&
-	    gp_pool_remap(p, d, device, cls, s0, bytes, out) == GP_OK) {
-		trim_to_cap(p, d, device); /* what stays cached keeps within the cap too */
-		return GP_OK;
+	if (remaps_class(p, cls)) {
+		if (p->be.split != NULL && gp_pool_split(p, d, device, cls, s0, bytes, out) == GP_OK)
+			return GP_OK;
+		if (gp_may_release(p) && gp_pool_remap(p, d, device, cls, s0, bytes, out) == GP_OK) {
+			trim_to_cap(p, d, device); /* what stays cached keeps within the cap too */
+			return GP_OK;
+		}
 	}
 	trim_to_cap(p, d, device);
 	rc = real_alloc(p, d, device, cls, s0, bytes, out);
@@ -439,6 +442,7 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 	o->fence_waits = ld(&d->fence_waits);
 	o->fence_wait_timeouts = ld(&d->fence_wait_timeouts);
 	o->oversize_hits = ld(&d->oversize_hits);
+	o->splits = ld(&d->splits);
 	o->remaps = ld(&d->remaps);
 	o->remapped_bytes = ld(&d->remapped_bytes);
 	o->movable_bytes = ld(&d->movable_bytes);

@@ -52,6 +52,11 @@ enum gp_release_cause {
  *              `bytes`; what is moved beyond (a piece larger than asked for) adds to the new
  *              allocation. On failure *consumed says what became of the sources: 0, untouched;
  *              1, every one given back to the driver whole.
+ * split        optional: the movable allocation at ptr of `bytes` becomes two where it lies, with
+ *              no memory moved and no driver call: [ptr, ptr + bytes - *tail) and a new one,
+ *              [ptr + bytes - *tail, ptr + bytes), *tail the fewest whole pieces of its end that
+ *              hold at least `take` bytes. GP_EINVAL, and nothing changes, when that would be all
+ *              of it. Each is then an allocation of its own (free, remap, split).
  * fence_record record a fence: it completes once every GPU operation issued before this call,
  *              on every stream of every device, has completed. GP_EAGAIN: cannot now (capture).
  *              The fence handle is opaque to the pool.
@@ -80,6 +85,7 @@ struct gp_backend {
 	int (*movable)(void *ctx, void *ptr);
 	int (*remap)(void *ctx, int device, size_t bytes, struct gp_piece *src, unsigned n,
 		     void **out, size_t *got, int *consumed);
+	int (*split)(void *ctx, int device, void *ptr, size_t bytes, size_t take, size_t *tail);
 	int (*fence_record)(void *ctx, void **fence);
 	int (*fence_query)(void *ctx, void *fence);
 	int (*fence_wait)(void *ctx, void *fence);
@@ -131,15 +137,18 @@ struct gp_pool_config {
 	 * A drive takes a microsecond or two; the real allocation tens, and the memory stays. (At or
 	 * below 1 MiB a new block costs little memory, and threads would take turns at the fences.) */
 	uint64_t drive_wait_ns;
-	/* A miss of a class of at least this many bytes that would make a real allocation first
-	 * remaps (backend remap) idle movable blocks into a block of its size, so that idle memory
-	 * cached under other sizes serves it and only the rest is new (0: never; needs backend
-	 * remap): whole blocks of smaller classes, the largest first, up to remap_max_pieces of
-	 * them, then, for what they leave, part of one more block, the smallest that holds it (the
-	 * rest of that block stays cached, a smaller block). Such a miss takes no larger movable
-	 * block whole (cfg.oversize_pct) that could give part of itself. Only blocks whose fence is
-	 * done and that were freed at least remap_age_ns ago (backend clock) move: a size in use a
-	 * moment ago is likely to be asked again, and a hit costs less than a remap. */
+	/* Misses of a class of at least this many bytes (0: none; needs backend remap) use idle
+	 * memory cached under other sizes, in this order, before a real allocation:
+	 *  - split (backend split, where offered): the end of the smallest larger movable block
+	 *    that may be reused now becomes the block; the rest stays cached where it is, a smaller
+	 *    block. No driver call: counted a hit. Such a miss takes no larger movable block whole
+	 *    (cfg.oversize_pct): it can give the part asked for instead.
+	 *  - remap: whole idle movable blocks of smaller classes, the largest first, up to
+	 *    remap_max_pieces of them, then, for what they leave, part of one more (the smallest that
+	 *    holds it; the rest stays cached, smaller) move into a new block of the miss's class,
+	 *    and only what is still missing is new memory. Only blocks whose fence is done and that
+	 *    were freed at least remap_age_ns ago (backend clock) move: a size in use a moment ago
+	 *    is likely to be asked again, and a hit costs less than a remap. */
 	size_t remap_min_bytes;
 	uint64_t remap_age_ns;
 	unsigned remap_max_pieces; /* 0: REMAP_MAX_PIECES_DEFAULT */
@@ -171,6 +180,7 @@ struct gp_pool_dev_stats {
 	uint64_t fence_waits;     /* misses that waited for fenced blocks (cfg.reuse_wait_ns, reuse_poll_ns) */
 	uint64_t fence_wait_timeouts; /* ... and gave up: a real allocation followed */
 	uint64_t oversize_hits;   /* misses served by a larger class's block (cfg.oversize_pct) */
+	uint64_t splits;          /* hits served by the end of a larger movable block (backend split) */
 	uint64_t remaps;          /* misses served by remapping cached blocks (cfg.remap_min_bytes) */
 	uint64_t remapped_bytes;  /* bytes of cached blocks those remaps moved (not new memory) */
 	uint64_t movable_bytes;   /* of live + cached bytes, those in movable blocks */
@@ -192,6 +202,8 @@ struct gp_pool;
 unsigned gp_pool_class_of(size_t bytes);
 size_t gp_pool_class_bytes(unsigned cls);
 unsigned gp_pool_class_count(void);
+/* The largest class a block of `bytes` serves (bytes at least 512): class_bytes <= bytes. */
+unsigned gp_pool_class_floor(size_t bytes);
 
 int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config *cfg,
 		   struct gp_pool **out);

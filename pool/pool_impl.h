@@ -111,7 +111,7 @@ struct gp_dev {
 	_Atomic uint64_t reserved_bytes; /* live + cached, real bytes */
 	_Atomic uint64_t peak_reserved;
 	_Atomic uint64_t real_allocs, real_frees, failed_allocs, bad_frees;
-	_Atomic uint64_t fence_waits, fence_wait_timeouts, oversize_hits; /* misses only */
+	_Atomic uint64_t fence_waits, fence_wait_timeouts, oversize_hits, splits; /* misses only */
 	_Atomic uint64_t remaps, remapped_bytes, movable_bytes;
 	_Atomic uint64_t cap;      /* bytes of cache allowed, 0 = no cap */
 	_Atomic int cap_notified;  /* over_cap was called and no release ran since */
@@ -414,6 +414,37 @@ static inline int settled(struct gp_pool *p, const struct gp_block *b)
 {
 	return b->epoch < atomic_load_explicit(&p->done_epoch, memory_order_acquire);
 }
+
+/* A cached block onto the head of its list (b->list): one that is reusable now, which a remap
+ * or split handed back (put back as it was, or smaller). The list lock is taken here. */
+static inline void push_cached(struct gp_dev *d, struct gp_block *b)
+{
+	struct gp_list *c = &d->list[b->list];
+
+	gp_lock(&c->lock);
+	b->next = c->head;
+	c->head = b;
+	if (c->tail == NULL)
+		c->tail = b;
+	atomic_store_explicit(&c->head_epoch, b->epoch, memory_order_relaxed);
+	bump(&c->cached_blocks, 1);
+	bump(&c->cached_bytes, (int64_t)b->bytes);
+	gp_unlock(&c->lock);
+}
+
+/* A cached block that kept `bytes` of its memory (a remap or split took the rest): it serves the
+ * largest class it holds, on its own stripe. */
+static inline void shrink_block(struct gp_block *b, size_t bytes)
+{
+	b->bytes = bytes;
+	b->cls = (uint16_t)gp_pool_class_floor(bytes);
+	b->list = b->cls * GP_STRIPES + b->list % GP_STRIPES;
+}
+
+/* A miss of class cls served by the end of a larger cached movable block (split.c): GP_OK with
+ * *out, counted a hit. */
+int gp_pool_split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
+		  size_t bytes, void **out);
 
 /* Whether a miss of class cls may be served by a remap (cfg.remap_min_bytes). */
 static inline int remaps_class(const struct gp_pool *p, unsigned cls)

@@ -141,21 +141,12 @@ static void map_remove(struct gp_pool *p, struct gp_block *b)
  * smaller block a partial source became (reusable now: its fence is done). */
 static void relist(struct gp_pool *p, struct gp_dev *d, struct gp_block *b)
 {
-	struct gp_list *c = &d->list[b->list];
 	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
 
 	gp_lock(&s->lock);
 	gp_ptrmap_insert(s, (uintptr_t)b->ptr, b); /* no room: a release still finds it */
 	gp_unlock(&s->lock);
-	gp_lock(&c->lock);
-	b->next = c->head;
-	c->head = b;
-	if (c->tail == NULL)
-		c->tail = b;
-	atomic_store_explicit(&c->head_epoch, b->epoch, memory_order_relaxed);
-	bump(&c->cached_blocks, 1);
-	bump(&c->cached_bytes, (int64_t)b->bytes);
-	gp_unlock(&c->lock);
+	push_cached(d, b);
 }
 
 /* The remap failed and left the sources as they were: back in the reverse of the order they
@@ -175,14 +166,6 @@ static void forget_bytes(struct gp_dev *d, size_t bytes, int freed)
 		atomic_fetch_add(&d->real_frees, 1);
 }
 
-/* The largest class a block of `bytes` (2 MiB or more) can serve. */
-static unsigned floor_class(size_t bytes)
-{
-	unsigned c = gp_pool_class_of(bytes);
-
-	return gp_pool_class_bytes(c) > bytes ? c - 1 : c;
-}
-
 /* A source gave `moved` of its bytes to the new block: gone when that is all of it, else a
  * smaller cached block at the same address, in the largest class it serves, on its stripe. */
 static void settle_source(struct gp_pool *p, struct gp_dev *d, struct gp_block *b, size_t moved)
@@ -192,9 +175,7 @@ static void settle_source(struct gp_pool *p, struct gp_dev *d, struct gp_block *
 		retire_block(p, b);
 		return;
 	}
-	b->bytes -= moved;
-	b->cls = (uint16_t)floor_class(b->bytes);
-	b->list = b->cls * GP_STRIPES + b->list % GP_STRIPES;
+	shrink_block(b, b->bytes - moved);
 	relist(p, d, b);
 }
 

@@ -73,3 +73,12 @@ size_t gp_pool_class_bytes(unsigned cls)
 	}
 	return 0;
 }
+
+unsigned gp_pool_class_floor(size_t bytes)
+{
+	unsigned c = gp_pool_class_of(bytes);
+
+	if (c >= NCLASSES)
+		return bytes == 0 ? NCLASSES : NCLASSES - 1u;
+	return gp_pool_class_bytes(c) > bytes && c > 0 ? c - 1u : c;
+}

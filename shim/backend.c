@@ -218,6 +218,13 @@ static int be_remap(void *ctx, int device, size_t bytes, struct gp_piece *src, u
 	return rc;
 }
 
+static int be_split(void *ctx, int device, void *ptr, size_t bytes, size_t take, size_t *tail)
+{
+	(void)ctx;
+	(void)device;
+	return to_rc(gp_vmm_split(ptr, bytes, take, tail), 0);
+}
+
 /* Coarse on purpose: it is read on every free, and idle ages need milliseconds, not ns. */
 static uint64_t be_now(void *ctx)
 {
@@ -246,4 +253,5 @@ void gp_backend_fill(struct gp_backend *be)
 	be->may_release = be_may_release;
 	be->movable = atomic_load(&gp_shim.vmm.on) ? be_movable : NULL;
 	be->remap = atomic_load(&gp_shim.vmm.on) ? be_remap : NULL;
+	be->split = atomic_load(&gp_shim.vmm.on) ? be_split : NULL;
 }

@@ -22,13 +22,20 @@ struct gp_vmm_piece {
 	size_t bytes;
 };
 
-/* A block: pieces mapped one after another from va, `bytes` in all, in a range of `reserved`
- * bytes (more than `bytes` once a remap took pieces from its end). */
+/* An address range reserved for a block: blocks split from it share it, and it is freed with
+ * the last of them (refs, under V.lock). */
+struct gp_vmm_range {
+	CUdeviceptr va;
+	size_t bytes;
+	unsigned refs;
+};
+
+/* A block: pieces mapped one after another from va, `bytes` in all, inside its range. */
 struct gp_vmm_block {
 	struct gp_vmm_block *next;
 	CUdeviceptr va;
 	size_t bytes;
-	size_t reserved;
+	struct gp_vmm_range *range;
 	int device;
 	unsigned n;
 	struct gp_vmm_piece piece[];
@@ -179,6 +186,20 @@ static struct gp_vmm_block *unlink_locked(CUdeviceptr va)
 	return NULL;
 }
 
+/* One block less in range r: the range is freed with the last (no lock held here). */
+static void range_put(struct gp_vmm_range *r)
+{
+	unsigned left;
+
+	pthread_mutex_lock(&V.lock);
+	left = --r->refs;
+	pthread_mutex_unlock(&V.lock);
+	if (left == 0) {
+		gp_cu.MemAddressFree(r->va, r->bytes);
+		free(r);
+	}
+}
+
 static struct gp_vmm_block *find_locked(CUdeviceptr va)
 {
 	struct gp_vmm_block *b;
@@ -327,16 +348,23 @@ static CUresult build(int device, size_t bytes, const struct source *src, unsign
 		have += src[i].moved;
 	}
 	b->n = k;
-	b->bytes = b->reserved = have > bytes ? have : bytes;
+	b->bytes = have > bytes ? have : bytes;
+	b->range = malloc(sizeof(*b->range));
+	if (b->range == NULL) {
+		free(b);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*b->range = (struct gp_vmm_range){ 0, b->bytes, 1 };
 	if (have < bytes)
 		e = create(b, bytes - have, &p);
 	if (e == CUDA_SUCCESS) {
 		what = "cuMemAddressReserve";
-		e = reserve(b->reserved, &b->va);
+		e = reserve(b->bytes, &b->va);
 		if (e == CUDA_SUCCESS) {
+			b->range->va = b->va;
 			e = map_all(b, &what);
 			if (e != CUDA_SUCCESS)
-				gp_cu.MemAddressFree(b->va, b->reserved);
+				gp_cu.MemAddressFree(b->va, b->bytes);
 		}
 		if (e != CUDA_SUCCESS)
 			while (b->n > k)
@@ -345,6 +373,7 @@ static CUresult build(int device, size_t bytes, const struct source *src, unsign
 	if (e != CUDA_SUCCESS) {
 		if (e != CUDA_ERROR_OUT_OF_MEMORY)
 			broken(what, e);
+		free(b->range);
 		free(b);
 		return e;
 	}
@@ -380,9 +409,51 @@ CUresult gp_vmm_free(const void *ptr, int settled)
 	for (unsigned i = 0; i < b->n; i++)
 		if (gp_cu.MemRelease(b->piece[i].h) != CUDA_SUCCESS)
 			e = CUDA_ERROR_INVALID_VALUE;
-	if (gp_cu.MemAddressFree(b->va, b->reserved) != CUDA_SUCCESS)
-		e = CUDA_ERROR_INVALID_VALUE;
+	range_put(b->range);
 	free(b);
+	return e;
+}
+
+CUresult gp_vmm_split(const void *ptr, size_t bytes, size_t take, size_t *tail)
+{
+	struct gp_vmm_block *b, *nb = NULL;
+	CUresult e = CUDA_ERROR_INVALID_VALUE;
+	unsigned k;
+	size_t t = 0;
+
+	*tail = 0;
+	if (never_made())
+		return e;
+	pthread_mutex_lock(&V.lock);
+	b = find_locked((CUdeviceptr)(uintptr_t)ptr);
+	if (b == NULL || b->bytes != bytes || take == 0)
+		goto out;
+	for (k = b->n; k > 0 && t < take;)
+		t += b->piece[--k].bytes;
+	if (k == 0 || t < take)
+		goto out; /* all of it, or not enough: no split */
+	nb = malloc(sizeof(*nb) + (b->n - k) * sizeof(nb->piece[0]));
+	if (nb == NULL) {
+		e = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	memset(nb, 0, sizeof(*nb));
+	nb->va = b->va + (b->bytes - t);
+	nb->bytes = t;
+	nb->range = b->range;
+	nb->device = b->device;
+	nb->n = b->n - k;
+	memcpy(nb->piece, &b->piece[k], nb->n * sizeof(nb->piece[0]));
+	b->range->refs++;
+	b->n = k;
+	b->bytes -= t;
+	nb->next = V.bucket[bucket_of(nb->va)];
+	V.bucket[bucket_of(nb->va)] = nb;
+	V.count++;
+	*tail = t;
+	e = CUDA_SUCCESS;
+out:
+	pthread_mutex_unlock(&V.lock);
 	return e;
 }
 
@@ -422,7 +493,7 @@ static void shrink(const struct source *s)
 		off += b->piece[j].bytes;
 	}
 	if (s->first == 0) {
-		gp_cu.MemAddressFree(b->va, b->reserved);
+		range_put(b->range);
 		free(b);
 		return;
 	}

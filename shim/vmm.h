@@ -33,6 +33,12 @@ int gp_vmm_wanted(int device, size_t bytes);
  * read/write for the device and its peers. A failure leaves nothing behind. */
 CUresult gp_vmm_alloc(int device, size_t bytes, CUdeviceptr *out);
 
+/* The block at ptr of `bytes` becomes two where it lies (no driver call): the fewest of its last
+ * handles that hold `take` bytes, *tail bytes, are a new block at ptr + bytes - *tail; it keeps
+ * the others. Invalid value, nothing changed, when that would be all of it. The two share the
+ * block's range, which is freed with the last block in it. */
+CUresult gp_vmm_split(const void *ptr, size_t bytes, size_t take, size_t *tail);
+
 /* Whether ptr is the base of a VMM-backed block. */
 int gp_vmm_owns(const void *ptr);
 

@@ -1,8 +1,9 @@
 /* vmm.c — GPUPOOL_VMM on the stand-in (STANDIN_CAPACITY=64 MiB). Modes (argv[1]):
  *   on     blocks above 2 MiB are VMM-backed (cuMemCreate, not cuMemAlloc), smaller ones are not;
  *          cuMemGetAddressRange inside a block of moved pieces answers the whole block;
- *          a miss moves idle blocks of other sizes into its block, or part of a larger one (the
- *          rest stays cached): their bytes come along, the device holds no more than before;
+ *          a miss takes the end of a larger idle block where it lies (no driver call; the rest
+ *          stays cached, the two share a range freed with the last), or moves idle blocks of other
+ *          sizes into its block: their bytes come along, the device holds no more than before;
  *          through the driver door too; a release gives every
  *          handle and range back; the OOM retry works on handles; cudaIpcGetMemHandle of such a
  *          block is refused by the driver (invalid value) and the program goes on.
@@ -38,6 +39,20 @@ static void *alloc(size_t bytes)
 
 	e2e_cuda(cudaMalloc(&p, bytes), "cudaMalloc");
 	return p;
+}
+
+/* The driver's cuMemGetAddressRange, through the shim. */
+static int address_range(const void *p, CUdeviceptr *base, size_t *size)
+{
+	CUresult (*range)(CUdeviceptr *, size_t *, CUdeviceptr);
+	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+	int ok;
+
+	*(void **)&range = h ? dlsym(h, "cuMemGetAddressRange_v2") : NULL;
+	ok = range != NULL && range(base, size, (CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS;
+	if (h)
+		dlclose(h);
+	return ok;
 }
 
 /* Idle 8 and 4 MiB blocks become one 12 MiB block: their bytes at offsets 0 and 8 MiB, no new
@@ -77,20 +92,14 @@ static void remap(void)
 	e2e_check(!standin_vmm_mapped(a, NULL, NULL, NULL) || a == p,
 		  "the old 8 MiB range is unmapped");
 	{
-		CUresult (*range)(CUdeviceptr *, size_t *, CUdeviceptr);
-		void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
 		CUdeviceptr base = 0;
 		size_t size = 0;
 
-		*(void **)&range = h ? dlsym(h, "cuMemGetAddressRange_v2") : NULL;
-		ok = range != NULL &&
-		     range(&base, &size, (CUdeviceptr)(uintptr_t)p + 9 * E2E_MIB) == CUDA_SUCCESS;
+		ok = address_range((char *)p + 9 * E2E_MIB, &base, &size);
 		e2e_check(ok && base == (CUdeviceptr)(uintptr_t)p && size == 12 * E2E_MIB,
 			  "cuMemGetAddressRange inside the second piece answers the whole block "
 			  "(+%lld, %zu B; the driver alone answers the piece)",
 			  (long long)(base - (CUdeviceptr)(uintptr_t)p), size);
-		if (h)
-			dlclose(h);
 	}
 	e2e_fill(p, 12 * E2E_MIB, 12);
 	e2e_check(e2e_verify(p, 12 * E2E_MIB, 12), "the block is written and read across its pieces");
@@ -204,6 +213,61 @@ static void oom(void)
 	e2e_cuda(cudaFree(blocks[0]), "cudaFree(8 MiB)");
 }
 
+/* An idle 32 MiB block (16 handles of 2 MiB) serves an 8 MiB miss with its last 8 MiB where they
+ * lie: no driver call at all; the 24 MiB left serves a 24 MiB request at the block's address.
+ * The two share the range: a release of one gives its handles back and keeps the range for the
+ * other, which keeps its bytes; the range goes with the last. */
+static void split(void)
+{
+	struct standin_counters c0, c;
+	void *a, *p, *q;
+	CUdeviceptr base = 0;
+	size_t size = 0;
+	uint64_t h0;
+	int ok;
+
+	release_all_but_live();
+	a = alloc(32 * E2E_MIB);
+	e2e_fill(a, 24 * E2E_MIB, 7);
+	e2e_fill((char *)a + 24 * E2E_MIB, 8 * E2E_MIB, 24);
+	e2e_cuda(cudaFree(a), "cudaFree(32 MiB)");
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	c0 = e2e_counters();
+	p = alloc(8 * E2E_MIB);
+	c = e2e_counters();
+	e2e_check(p == (char *)a + 24 * E2E_MIB && c.vmm_creates == c0.vmm_creates &&
+			  c.vmm_maps == c0.vmm_maps && c.vmm_reserves == c0.vmm_reserves &&
+			  c.vmm_set_access == c0.vmm_set_access && c.live_bytes == c0.live_bytes,
+		  "an 8 MiB miss beside an idle 32 MiB block gets its last 8 MiB where they lie, with "
+		  "no driver call (+%lld B; %llu creates, %llu maps)", (long long)((char *)p - (char *)a),
+		  (unsigned long long)(c.vmm_creates - c0.vmm_creates),
+		  (unsigned long long)(c.vmm_maps - c0.vmm_maps));
+	e2e_check(e2e_verify(p, 8 * E2E_MIB, 24), "... with their bytes");
+	ok = address_range((char *)p + 3 * E2E_MIB, &base, &size); /* before the message reads them */
+	e2e_check(ok && base == (CUdeviceptr)(uintptr_t)p && size == 8 * E2E_MIB,
+		  "cuMemGetAddressRange inside it answers the 8 MiB block (+%lld, %zu B)",
+		  (long long)(base - (CUdeviceptr)(uintptr_t)p), size);
+	q = alloc(24 * E2E_MIB);
+	e2e_check(q == a && e2e_verify(q, 24 * E2E_MIB, 7),
+		  "the 24 MiB left serves a 24 MiB request at the block's address, its bytes kept");
+	h0 = standin_vmm_handles(-1);
+	e2e_cuda(cudaFree(p), "cudaFree(8 MiB)");
+	release_all_but_live();
+	c = e2e_counters();
+	e2e_check(standin_vmm_handles(-1) == h0 - 4 && c.vmm_address_frees == c0.vmm_address_frees &&
+			  e2e_verify(q, 24 * E2E_MIB, 7),
+		  "a release of the 8 MiB block gives its 4 handles back (%llu -> %llu) and keeps the "
+		  "range for the 24 MiB block in it, whose bytes stay",
+		  (unsigned long long)h0, (unsigned long long)standin_vmm_handles(-1));
+	e2e_cuda(cudaFree(q), "cudaFree(24 MiB)");
+	release_all_but_live();
+	c = e2e_counters();
+	e2e_check(c.vmm_address_frees == c0.vmm_address_frees + 1 && standin_vmm_handles(-1) == h0 - 16,
+		  "the range goes with the last block in it (%llu freed, %llu handles)",
+		  (unsigned long long)(c.vmm_address_frees - c0.vmm_address_frees),
+		  (unsigned long long)standin_vmm_handles(-1));
+}
+
 /* The driver door's allocations are VMM-backed too, and one pool with the runtime's. */
 static void driver_door(void)
 {
@@ -258,6 +322,7 @@ static void mode_on(void)
 	release_all();
 	remap();
 	release_all();
+	split();
 	oom();
 	release_all();
 	driver_door();

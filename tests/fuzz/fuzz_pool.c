@@ -39,6 +39,7 @@ struct live {
 
 struct freed {
 	void *ptr;
+	size_t bytes;  /* the block's size */
 	size_t fences; /* fences recorded when it was freed */
 	uint64_t quiet_yes; /* the backend's "the GPU is idle" answers by then */
 };
@@ -125,10 +126,13 @@ static void on_over_cap(void *arg, int device)
 	      "over_cap while the cache is not above the cap");
 }
 
+/* The newest free of a block that held p (a split hands out the end of a cached block: the free
+ * that cached it is the last one of those bytes). */
 static int freed_find(const void *p)
 {
 	for (int i = m.nfreed - 1; i >= 0; i--)
-		if (m.freed[i].ptr == p)
+		if ((const char *)p >= (const char *)m.freed[i].ptr &&
+		    (const char *)p < (const char *)m.freed[i].ptr + m.freed[i].bytes)
 			return i;
 	return -1;
 }
@@ -273,7 +277,7 @@ static void op_free(struct input *in)
 	if (m.nfreed == MAX_FREED)
 		fail("model: too many frees");
 	m.freed[m.nfreed++] =
-		(struct freed){ l.ptr, fake_fences_recorded(&m.fake), fake_quiet_yes(&m.fake) };
+		(struct freed){ l.ptr, l.bytes, fake_fences_recorded(&m.fake), fake_quiet_yes(&m.fake) };
 }
 
 /* A pointer freed before and not live now: the pool answers GP_EINVAL when it still has the
@@ -486,6 +490,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (first & 128) {
 			fake_set_movable(&m.fake, 4 * MiB);
 			cfg.remap_min_bytes = 4 * MiB;
+			fake_set_split(&m.fake, 1, GP_OK);
 			m.remap = 1;
 		}
 	}

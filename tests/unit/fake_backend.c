@@ -7,6 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Host memory one or more blocks lie in (a split shares it): freed with the last of them. */
+struct fake_mem {
+	void *base;
+	unsigned refs;
+};
+
 struct fake_block {
 	struct fake_block *next;
 	void *ptr;
@@ -14,7 +20,36 @@ struct fake_block {
 	int device;
 	int movable;
 	unsigned pieces; /* physical pieces: 1, or those of a remap's sources plus its new rest */
+	struct fake_mem *mem;
 };
+
+/* A block record and its memory: `bytes` of new host memory, or NULL on failure. */
+static struct fake_block *block_new(size_t bytes)
+{
+	struct fake_block *b = calloc(1, sizeof(*b));
+
+	if (b == NULL)
+		return NULL;
+	b->mem = malloc(sizeof(*b->mem));
+	if (b->mem == NULL || (b->mem->base = malloc(bytes ? bytes : 1)) == NULL) {
+		free(b->mem);
+		free(b);
+		return NULL;
+	}
+	b->mem->refs = 1;
+	b->ptr = b->mem->base;
+	return b;
+}
+
+/* A block record gone: its memory with the last block in it. */
+static void block_free(struct fake_block *b)
+{
+	if (--b->mem->refs == 0) {
+		free(b->mem->base);
+		free(b->mem);
+	}
+	free(b);
+}
 
 struct fake_fence {
 	size_t seq;
@@ -98,16 +133,13 @@ static int fake_alloc(void *ctx, int device, size_t bytes, void **out)
 		rc = GP_ENOMEM;
 		goto out;
 	}
-	mem = malloc(bytes ? bytes : 1);
-	b = malloc(sizeof(*b));
-	if (!mem || !b) {
-		free(mem);
-		free(b);
+	b = block_new(bytes);
+	if (!b) {
 		f->counts.allocs_nomem++;
 		rc = GP_ENOMEM;
 		goto out;
 	}
-	b->ptr = mem;
+	mem = b->ptr;
 	b->bytes = bytes;
 	b->device = device;
 	b->movable = f->movable_min != 0 && bytes >= f->movable_min;
@@ -150,8 +182,7 @@ static int fake_free(void *ctx, int device, void *ptr, size_t bytes, int settled
 		f->free_log_dev[f->free_log_len] = device;
 		f->free_log_len++;
 	}
-	free(b->ptr);
-	free(b);
+	block_free(b);
 	rc = f->free_rc;
 out:
 	pthread_mutex_unlock(&f->lock);
@@ -368,9 +399,8 @@ static int fake_remap(void *ctx, int device, size_t bytes, struct gp_piece *src,
 		rc = GP_ENOMEM;
 		goto out;
 	}
-	b = malloc(sizeof(*b));
-	if (b == NULL || (b->ptr = malloc(size)) == NULL) {
-		free(b);
+	b = block_new(size);
+	if (b == NULL) {
 		rc = GP_ENOMEM;
 		goto out;
 	}
@@ -404,8 +434,7 @@ static int fake_remap(void *ctx, int device, size_t bytes, struct gp_piece *src,
 		}
 		s = unlink_block(f, src[i].ptr);
 		f->blocks--;
-		free(s->ptr);
-		free(s);
+		block_free(s);
 	}
 	goto out;
 drop:
@@ -413,13 +442,66 @@ drop:
 		s = unlink_block(f, src[i].ptr);
 		f->used[device] -= s->bytes;
 		f->blocks--;
-		free(s->ptr);
-		free(s);
+		block_free(s);
 	}
 	f->counts.remap_dropped += n;
 out:
 	pthread_mutex_unlock(&f->lock);
 	return rc;
+}
+
+/* The end of a movable block, its take rounded up to the fake's pieces, becomes a block of its
+ * own in the same host memory. */
+static int fake_split(void *ctx, int device, void *ptr, size_t bytes, size_t take, size_t *tail)
+{
+	struct fake_backend *f = ctx;
+	struct fake_block *b, *nb;
+	size_t t;
+	int rc = GP_OK;
+
+	run_hook(f, FAKE_OP_SPLIT);
+	*tail = 0;
+	pthread_mutex_lock(&f->lock);
+	b = find_block(f, ptr);
+	if (b == NULL || !b->movable || b->device != device || b->bytes != bytes || take == 0) {
+		f->counts.misuse++;
+		rc = GP_EINVAL;
+		goto out;
+	}
+	t = fake_moved(f, b, take);
+	if (t >= b->bytes || f->split_rc != GP_OK) {
+		rc = f->split_rc != GP_OK ? f->split_rc : GP_EINVAL;
+		goto out;
+	}
+	nb = calloc(1, sizeof(*nb));
+	if (nb == NULL) {
+		rc = GP_ENOMEM;
+		goto out;
+	}
+	nb->ptr = (char *)b->ptr + (b->bytes - t);
+	nb->bytes = t;
+	nb->device = device;
+	nb->movable = 1;
+	nb->pieces = 1;
+	nb->mem = b->mem;
+	b->mem->refs++;
+	b->bytes -= t;
+	nb->next = f->buckets[bucket_of(f, nb->ptr)];
+	f->buckets[bucket_of(f, nb->ptr)] = nb;
+	f->blocks++;
+	f->counts.splits_ok++;
+	*tail = t;
+out:
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+void fake_set_split(struct fake_backend *f, int on, int rc)
+{
+	pthread_mutex_lock(&f->lock);
+	f->be.split = on ? fake_split : NULL;
+	f->split_rc = rc;
+	pthread_mutex_unlock(&f->lock);
 }
 
 void fake_set_movable(struct fake_backend *f, size_t min_bytes)
@@ -500,8 +582,7 @@ void fake_fini(struct fake_backend *f)
 		while (b) {
 			struct fake_block *next = b->next;
 
-			free(b->ptr);
-			free(b);
+			block_free(b);
 			b = next;
 		}
 	}
@@ -790,8 +871,7 @@ void fake_reset_device(struct fake_backend *f, int device)
 			*pp = b->next;
 			f->used[b->device] -= b->bytes;
 			f->blocks--;
-			free(b->ptr);
-			free(b);
+			block_free(b);
 		}
 	}
 	pthread_mutex_unlock(&f->lock);

@@ -23,6 +23,7 @@ enum fake_op {
 	FAKE_OP_MAY_RELEASE,
 	FAKE_OP_QUIET,
 	FAKE_OP_REMAP,
+	FAKE_OP_SPLIT,
 	FAKE_OP_COUNT
 };
 
@@ -41,6 +42,7 @@ struct fake_counts {
 	uint64_t remapped_bytes;       /* bytes of sources they moved */
 	uint64_t remap_dropped;        /* sources a failed remap gave back (fake_set_remap_rc) */
 	uint64_t remap_partial;        /* sources a remap was asked for part of */
+	uint64_t splits_ok;            /* split calls that made a block */
 	uint64_t misuse;               /* contract breaches seen: unknown or double free, wrong
 					* device or size on free, use of a destroyed fence, bad device */
 };
@@ -66,6 +68,7 @@ struct fake_backend {
 	int remap_rc;           /* what remap answers; GP_OK remaps */
 	int remap_consumes;     /* with remap_rc set: whether the failure gives the sources back */
 	size_t remap_piece;     /* a partial source moves its take rounded up to this (0: exact) */
+	int split_rc;           /* what split answers when it could split (fake_set_split) */
 	int may_release;        /* what may_release answers; 1 unless a test sets it */
 	int quiet;              /* what quiet answers: 0 (the GPU is never idle) unless set; 1 also
 				 * completes every fence recorded so far */
@@ -117,8 +120,13 @@ void fake_set_free_rc(struct fake_backend *f, int rc);
  * the capacity, and copies the bytes each source moves (all, or the end of it: its take, see
  * fake_set_remap_piece; the source keeps its head) to their offset in the new block. */
 void fake_set_movable(struct fake_backend *f, size_t min_bytes);
-/* A partial source moves its take rounded up to `bytes` (0, the default: exactly its take). */
+/* A partial source moves its take rounded up to `bytes` (0, the default: exactly its take);
+ * a split makes the end of that size a block. */
 void fake_set_remap_piece(struct fake_backend *f, size_t bytes);
+/* The backend offers split (on, after fake_set_movable, which leaves it off): the end of a movable
+ * block (its take, rounded as a remap's partial source) becomes a block of its own in the same
+ * memory; rc: what a split that could be made answers instead (GP_OK: makes it). */
+void fake_set_split(struct fake_backend *f, int on, int rc);
 /* remap fails with rc (GP_OK: works again); consumes: the failure gives the sources back. */
 void fake_set_remap_rc(struct fake_backend *f, int rc, int consumes);
 /* Physical pieces of the block at ptr: 1 for an allocation, the sum of its sources' plus one

@@ -1,0 +1,83 @@
+/* split.c — a miss served by the end of a larger cached block (backend split): the smallest
+ * larger movable block that may be reused now gives the pieces the miss needs from its end,
+ * where they are mapped already, and stays cached, smaller, at its address. No memory moves and
+ * no driver call: a hit, in the memory the pool holds, where the oversize rule would hand out the
+ * whole block and a real allocation would add to the pool. Never a backend call under a pool
+ * lock, never a block that may not be reused yet. */
+#define _POSIX_C_SOURCE 200809L
+#include "pool_impl.h"
+
+/* The head of list c if it is movable and may be reused now, unlinked (still cached: a free of
+ * it is refused as a double free meanwhile). */
+static struct gp_block *take_head(struct gp_pool *p, struct gp_list *c)
+{
+	struct gp_block *b;
+
+	if (ld(&c->cached_blocks) == 0)
+		return NULL;
+	if (!atomic_load_explicit(&p->ordered, memory_order_relaxed) &&
+	    ld(&c->head_epoch) >= atomic_load_explicit(&p->done_epoch, memory_order_acquire))
+		return NULL;
+	gp_lock(&c->lock);
+	b = c->head;
+	if (b != NULL && b->movable && reusable(p, b)) {
+		c->head = b->next;
+		if (c->head == NULL)
+			c->tail = NULL;
+		b->next = NULL;
+		bump(&c->cached_blocks, -1);
+		bump(&c->cached_bytes, -(int64_t)b->bytes);
+	} else {
+		b = NULL;
+	}
+	gp_unlock(&c->lock);
+	return b;
+}
+
+/* The smallest larger class's first such block (this thread's stripe first). */
+static struct gp_block *take_larger_movable(struct gp_pool *p, struct gp_dev *d, unsigned cls,
+					    unsigned s0)
+{
+	struct gp_block *b;
+
+	for (unsigned c = cls + 1; c < gp_pool_class_count(); c++)
+		for (unsigned i = 0; i < GP_STRIPES; i++)
+			if ((b = take_head(p, &d->list[c * GP_STRIPES + (s0 + i) % GP_STRIPES])) != NULL)
+				return b;
+	return NULL;
+}
+
+int gp_pool_split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
+		  size_t bytes, void **out)
+{
+	struct gp_block *b = take_larger_movable(p, d, cls, s0), *nb;
+	size_t tail = 0;
+	void *ptr;
+	int rc;
+
+	if (b == NULL)
+		return GP_ENOMEM;
+	rc = p->be.split(p->be.ctx, device, b->ptr, b->bytes, gp_pool_class_bytes(cls), &tail);
+	if (rc != GP_OK || tail == 0 || tail >= b->bytes) {
+		push_cached(d, b); /* as it was (a split that answers nonsense changed nothing) */
+		return rc != GP_OK ? rc : GP_EBACKEND;
+	}
+	ptr = (char *)b->ptr + (b->bytes - tail);
+	/* The tail's bytes leave the block and come back with the new one (enter_block). */
+	atomic_fetch_sub(&d->reserved_bytes, tail);
+	atomic_fetch_sub(&d->movable_bytes, tail);
+	shrink_block(b, b->bytes - tail);
+	push_cached(d, b);
+	if (gp_pool_enter_block(p, d, device, cls, cls * GP_STRIPES + s0, bytes, tail, ptr, 1, &nb) !=
+	    GP_OK) {
+		p->be.free(p->be.ctx, device, ptr, tail, settled(p, b));
+		atomic_fetch_add(&d->real_frees, 1);
+		return GP_ENOMEM;
+	}
+	gp_lock(&d->list[nb->list].lock);
+	bump(&d->list[nb->list].hits, 1);
+	gp_unlock(&d->list[nb->list].lock);
+	atomic_fetch_add_explicit(&d->splits, 1, memory_order_relaxed);
+	*out = ptr;
+	return GP_OK;
+}

@@ -1,0 +1,218 @@
+/* test_pool_split.c — backend split (GPUPOOL_VMM): a miss of a remap-capable class with no block
+ * of its own class takes the end of the smallest larger movable block that may be reused now,
+ * where it lies: no real allocation, no remap, no new memory, counted a hit and a split; the rest
+ * stays cached at its address, in the largest class it serves. It may be reused as a hit would
+ * be (ordered mode: at once; else once its fence is done); a block the backend will not split
+ * stays as it was; the oversize rule leaves such blocks to it; bytes stay exact through frees,
+ * splits of splits and releases. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "pool_fixture.h"
+
+/* A pool (remap from 4 MiB, ordered or not, cfg.oversize_pct) whose fake backend makes blocks of
+ * 4 MiB and more movable and splits them: the backend's table is copied at create, so the pool
+ * is made again after the fake is told. */
+static int setup_split(void **state, int ordered, unsigned oversize_pct)
+{
+	struct gp_pool_config cfg = { .ordered = ordered, .oversize_pct = oversize_pct,
+				      .remap_min_bytes = 4 * MiB };
+	struct fx *fx;
+
+	if (fx_setup_cfg(state, &cfg) != 0)
+		return -1;
+	fx = *state;
+	gp_pool_destroy(fx->pool);
+	fake_set_movable(&fx->fake, 4 * MiB);
+	fake_set_split(&fx->fake, 1, GP_OK);
+	return gp_pool_create(&fx->fake.be, &cfg, &fx->pool) == GP_OK ? 0 : -1;
+}
+
+static int setup_unordered(void **state)
+{
+	return setup_split(state, 0, 0);
+}
+
+static int setup_ordered(void **state)
+{
+	return setup_split(state, 1, 0);
+}
+
+static int setup_oversize(void **state)
+{
+	return setup_split(state, 0, 200);
+}
+
+/* Allocate, fill, free one block of `bytes`; let its fence complete. */
+static void *cached(struct fx *fx, size_t bytes, int fill)
+{
+	void *p = fx_alloc(fx, 0, bytes);
+
+	memset(p, fill, bytes);
+	fx_free(fx, p);
+	fx_settle(fx);
+	return p;
+}
+
+/* Proves: an 8 MiB miss beside an idle 32 MiB block gets its last 8 MiB, bytes and all, with no
+ * backend alloc or remap and no new memory; a hit and a split; the 32 MiB block stays cached as
+ * 24 MiB at its address, which a 24 MiB request then gets. A release after both are freed gives
+ * all 32 MiB back (two blocks). */
+static void test_split_serves_miss(void **state)
+{
+	struct fx *fx = *state;
+	void *a = cached(fx, 32 * MiB, 0x5a), *p, *q;
+	struct gp_pool_dev_stats s;
+	struct gp_release_result r;
+	struct fake_counts fc;
+
+	p = fx_alloc(fx, 0, 8 * MiB);
+	assert_ptr_equal(p, (char *)a + 24 * MiB);
+	assert_int_equal(((unsigned char *)p)[0], 0x5a);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_REMAP), 0);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_SPLIT), 1);
+	assert_int_equal(fake_used(&fx->fake, 0), 32 * MiB);
+	assert_int_equal(gp_pool_block_size(fx->pool, p, NULL), 8 * MiB);
+	s = fx_stats(fx, 0);
+	assert_int_equal(s.splits, 1);
+	assert_int_equal(s.hits, 1);
+	assert_int_equal(s.allocs, 2);
+	assert_int_equal(s.real_allocs, 1);
+	assert_int_equal(s.live_bytes, 8 * MiB);
+	assert_int_equal(s.idle_bytes, 24 * MiB);
+	assert_int_equal(s.idle_blocks, 1);
+	assert_int_equal(s.movable_bytes, 32 * MiB);
+	assert_int_equal(s.peak_reserved_bytes, 32 * MiB);
+	q = fx_alloc(fx, 0, 24 * MiB);
+	assert_ptr_equal(q, a);
+	assert_int_equal(gp_pool_block_size(fx->pool, q, NULL), 24 * MiB);
+	fx_free(fx, p);
+	fx_free(fx, q);
+	fx_settle(fx);
+	assert_int_equal(gp_pool_release(fx->pool, 0, 0, GP_CAUSE_API, &r), GP_OK);
+	assert_int_equal(r.bytes, 32 * MiB);
+	assert_int_equal(r.blocks, 2);
+	assert_int_equal(fake_used(&fx->fake, 0), 0);
+	assert_int_equal(fx_stats(fx, 0).movable_bytes, 0);
+	fake_get_counts(&fx->fake, &fc);
+	assert_int_equal(fc.splits_ok, 1);
+	assert_int_equal(fake_misuse(&fx->fake), 0);
+}
+
+/* Proves: the smallest larger block gives (64 MiB and 16 MiB idle: an 8 MiB miss splits the 16),
+ * and a split block splits again (a 6 MiB miss takes 6 MiB of the 8 left, at +2 MiB), each a hit
+ * with no new memory. */
+static void test_smallest_and_again(void **state)
+{
+	struct fx *fx = *state;
+	void *big = fx_alloc(fx, 0, 64 * MiB), *mid = fx_alloc(fx, 0, 16 * MiB), *p, *q;
+
+	fx_free(fx, big);
+	fx_free(fx, mid);
+	fx_settle(fx);
+	p = fx_alloc(fx, 0, 8 * MiB);
+	assert_ptr_equal(p, (char *)mid + 8 * MiB);
+	q = fx_alloc(fx, 0, 6 * MiB);
+	assert_ptr_equal(q, (char *)mid + 2 * MiB);
+	assert_int_equal(fx_stats(fx, 0).splits, 2);
+	assert_int_equal(fx_stats(fx, 0).idle_bytes, 66 * MiB);
+	assert_int_equal(fake_used(&fx->fake, 0), 80 * MiB);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
+	fx_free(fx, q);
+	fx_free(fx, p);
+	fx_settle(fx);
+	assert_int_equal(gp_pool_release(fx->pool, 0, 0, GP_CAUSE_API, NULL), GP_OK);
+	assert_int_equal(fake_used(&fx->fake, 0), 0);
+}
+
+/* Proves: without ordered mode a block whose fence is not done is not split (a real allocation);
+ * once it is done, it is. */
+static void test_fenced_not_split(void **state)
+{
+	struct fx *fx = *state;
+	void *a = fx_alloc(fx, 0, 32 * MiB), *p, *q;
+
+	fx_free(fx, a);
+	p = fx_alloc(fx, 0, 8 * MiB);
+	assert_true(p < (void *)a || p >= (void *)((char *)a + 32 * MiB));
+	assert_int_equal(fx_stats(fx, 0).splits, 0);
+	fx_settle(fx);
+	q = fx_alloc(fx, 0, 8 * MiB);
+	assert_ptr_equal(q, (char *)a + 24 * MiB);
+	fx_free(fx, p);
+	fx_free(fx, q);
+}
+
+/* Proves: in ordered mode a block freed a moment ago splits at once (as it would be reused at
+ * once), with no fence recorded. */
+static void test_ordered_at_once(void **state)
+{
+	struct fx *fx = *state;
+	void *a = fx_alloc(fx, 0, 32 * MiB), *p;
+
+	fx_free(fx, a);
+	p = fx_alloc(fx, 0, 8 * MiB);
+	assert_ptr_equal(p, (char *)a + 24 * MiB);
+	assert_int_equal(fake_fences_recorded(&fx->fake), 0);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
+	fx_free(fx, p);
+}
+
+/* Proves: a block the backend will not split goes back cached as it was, and the miss falls to
+ * the remap, which moves 8 MiB of it into a new range (no new memory); the 24 MiB left stays at
+ * its address. */
+static void test_refused(void **state)
+{
+	struct fx *fx = *state;
+	void *a = cached(fx, 32 * MiB, 1), *p, *q;
+
+	fake_set_split(&fx->fake, 1, GP_EINVAL);
+	p = fx_alloc(fx, 0, 8 * MiB);
+	assert_true(p < (void *)a || p >= (void *)((char *)a + 32 * MiB));
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_SPLIT), 1);
+	assert_int_equal(fx_stats(fx, 0).splits, 0);
+	assert_int_equal(fx_stats(fx, 0).remaps, 1);
+	assert_int_equal(fx_stats(fx, 0).idle_bytes, 24 * MiB);
+	assert_int_equal(fake_used(&fx->fake, 0), 32 * MiB);
+	q = fx_alloc(fx, 0, 24 * MiB);
+	assert_ptr_equal(q, a);
+	fx_free(fx, p);
+	fx_free(fx, q);
+}
+
+/* Proves: with cfg.oversize_pct a 10 MiB miss does not take an idle 16 MiB movable block whole:
+ * it takes 10 MiB of it (a split), and the 6 MiB left serves a 6 MiB request. */
+static void test_oversize_leaves_it(void **state)
+{
+	struct fx *fx = *state;
+	void *a = cached(fx, 16 * MiB, 2), *p, *q;
+
+	p = fx_alloc(fx, 0, 10 * MiB);
+	assert_ptr_equal(p, (char *)a + 6 * MiB);
+	assert_int_equal(gp_pool_block_size(fx->pool, p, NULL), 10 * MiB);
+	assert_int_equal(fx_stats(fx, 0).oversize_hits, 0);
+	q = fx_alloc(fx, 0, 6 * MiB);
+	assert_ptr_equal(q, a);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
+	fx_free(fx, p);
+	fx_free(fx, q);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_split_serves_miss, setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_smallest_and_again, setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_fenced_not_split, setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_ordered_at_once, setup_ordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_refused, setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_oversize_leaves_it, setup_oversize, fx_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
