@@ -130,6 +130,23 @@ static void account_live(struct gp_dev *d, unsigned stripe, int64_t bytes)
 		raise_peak(&a->peak, v);
 }
 
+void gp_pool_hand_out(struct gp_dev *d, struct gp_block *b, size_t bytes)
+{
+	struct gp_list *c = &d->list[b->list];
+
+	gp_lock(&c->lock);
+	b->requested = bytes;
+	atomic_store_explicit(&b->state, next_live(atomic_load_explicit(&b->state, memory_order_relaxed)),
+			      memory_order_relaxed);
+	bump(&c->live_blocks, 1);
+	bump(&c->live_bytes, (int64_t)b->bytes);
+	bump(&c->requested_bytes, (int64_t)bytes);
+	bump(&c->allocs, 1);
+	bump(&c->hits, 1);
+	gp_unlock(&c->lock);
+	account_live(d, b->list % GP_STRIPES, (int64_t)b->bytes);
+}
+
 int gp_pool_enter_block(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 			unsigned list, size_t bytes, size_t cbytes, void *ptr, int movable,
 			struct gp_block **out)
@@ -232,6 +249,10 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 
 	if (remaps_class(p, cls)) {
 		if (p->be.split != NULL && gp_pool_split(p, d, device, cls, s0, bytes, out) == GP_OK)
+			return GP_OK;
+		if (p->be.split != NULL && p->be.merge != NULL &&
+		    gp_pool_coalesce(p, d, device, cls) == GP_OK &&
+		    gp_pool_split(p, d, device, cls, s0, bytes, out) == GP_OK)
 			return GP_OK;
 		if (gp_may_release(p) && gp_pool_remap(p, d, device, cls, s0, bytes, out) == GP_OK) {
 			trim_to_cap(p, d, device); /* what stays cached keeps within the cap too */
@@ -443,6 +464,7 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 	o->fence_wait_timeouts = ld(&d->fence_wait_timeouts);
 	o->oversize_hits = ld(&d->oversize_hits);
 	o->splits = ld(&d->splits);
+	o->merges = ld(&d->merges);
 	o->remaps = ld(&d->remaps);
 	o->remapped_bytes = ld(&d->remapped_bytes);
 	o->movable_bytes = ld(&d->movable_bytes);

@@ -57,6 +57,10 @@ enum gp_release_cause {
  *              [ptr + bytes - *tail, ptr + bytes), *tail the fewest whole pieces of its end that
  *              hold at least `take` bytes. GP_EINVAL, and nothing changes, when that would be all
  *              of it. Each is then an allocation of its own (free, remap, split).
+ * merge        optional: the n movable allocations ptr[0..n), each beginning where the one before
+ *              ends, become one at ptr[0] of their bytes together, with no memory moved and no
+ *              driver call. GP_EINVAL, nothing changed, when they are not parts of one
+ *              allocation that splits made.
  * fence_record record a fence: it completes once every GPU operation issued before this call,
  *              on every stream of every device, has completed. GP_EAGAIN: cannot now (capture).
  *              The fence handle is opaque to the pool.
@@ -86,6 +90,7 @@ struct gp_backend {
 	int (*remap)(void *ctx, int device, size_t bytes, struct gp_piece *src, unsigned n,
 		     void **out, size_t *got, int *consumed);
 	int (*split)(void *ctx, int device, void *ptr, size_t bytes, size_t take, size_t *tail);
+	int (*merge)(void *ctx, int device, void *const *ptr, const size_t *bytes, unsigned n);
 	int (*fence_record)(void *ctx, void **fence);
 	int (*fence_query)(void *ctx, void *fence);
 	int (*fence_wait)(void *ctx, void *fence);
@@ -143,6 +148,10 @@ struct gp_pool_config {
 	 *    that may be reused now becomes the block; the rest stays cached where it is, a smaller
 	 *    block. No driver call: counted a hit. Such a miss takes no larger movable block whole
 	 *    (cfg.oversize_pct): it can give the part asked for instead.
+	 *  - merge (backend merge, where offered), when no block is large enough: the fewest
+	 *    cached neighbours that may be reused now (parts of one allocation that splits handed
+	 *    out, each beginning where the one before ends) that hold the miss become one block,
+	 *    which then serves it as above. No driver call either.
 	 *  - remap: whole idle movable blocks of smaller classes, the largest first, up to
 	 *    remap_max_pieces of them, then, for what they leave, part of one more (the smallest that
 	 *    holds it; the rest stays cached, smaller) move into a new block of the miss's class,
@@ -181,6 +190,7 @@ struct gp_pool_dev_stats {
 	uint64_t fence_wait_timeouts; /* ... and gave up: a real allocation followed */
 	uint64_t oversize_hits;   /* misses served by a larger class's block (cfg.oversize_pct) */
 	uint64_t splits;          /* hits served by the end of a larger movable block (backend split) */
+	uint64_t merges;          /* cached neighbours made one block (backend merge) for a miss */
 	uint64_t remaps;          /* misses served by remapping cached blocks (cfg.remap_min_bytes) */
 	uint64_t remapped_bytes;  /* bytes of cached blocks those remaps moved (not new memory) */
 	uint64_t movable_bytes;   /* of live + cached bytes, those in movable blocks */

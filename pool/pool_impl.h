@@ -111,7 +111,8 @@ struct gp_dev {
 	_Atomic uint64_t reserved_bytes; /* live + cached, real bytes */
 	_Atomic uint64_t peak_reserved;
 	_Atomic uint64_t real_allocs, real_frees, failed_allocs, bad_frees;
-	_Atomic uint64_t fence_waits, fence_wait_timeouts, oversize_hits, splits; /* misses only */
+	_Atomic uint64_t fence_waits, fence_wait_timeouts, oversize_hits; /* misses only */
+	_Atomic uint64_t splits, merges;
 	_Atomic uint64_t remaps, remapped_bytes, movable_bytes;
 	_Atomic uint64_t cap;      /* bytes of cache allowed, 0 = no cap */
 	_Atomic int cap_notified;  /* over_cap was called and no release ran since */
@@ -441,10 +442,19 @@ static inline void shrink_block(struct gp_block *b, size_t bytes)
 	b->list = b->cls * GP_STRIPES + b->list % GP_STRIPES;
 }
 
-/* A miss of class cls served by the end of a larger cached movable block (split.c): GP_OK with
- * *out, counted a hit. */
+/* Hand out a cached block this thread took out of its list (still cached) to a request of
+ * `bytes`: live, counted a hit on its list (pool.c). */
+void gp_pool_hand_out(struct gp_dev *d, struct gp_block *b, size_t bytes);
+
+/* A miss of class cls served by the end of the smallest cached movable block of its class or a
+ * larger one that may be reused now, or by all of it when it serves no more than cls (split.c):
+ * GP_OK with *out, counted a hit. */
 int gp_pool_split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
 		  size_t bytes, void **out);
+
+/* Cached neighbours that together hold class cls made one cached block (merge.c): GP_OK when
+ * one was made, so that a look at the cache (and a split) can serve the miss. */
+int gp_pool_coalesce(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls);
 
 /* Whether a miss of class cls may be served by a remap (cfg.remap_min_bytes). */
 static inline int remaps_class(const struct gp_pool *p, unsigned cls)

@@ -34,13 +34,15 @@ static struct gp_block *take_head(struct gp_pool *p, struct gp_list *c)
 	return b;
 }
 
-/* The smallest larger class's first such block (this thread's stripe first). */
-static struct gp_block *take_larger_movable(struct gp_pool *p, struct gp_dev *d, unsigned cls,
-					    unsigned s0)
+/* The first such block of the smallest class from cls up (this thread's stripe first). A block
+ * of cls itself that may be reused would have been a hit: one is there after a merge
+ * (merge.c), or freed a moment ago. */
+static struct gp_block *take_movable_from(struct gp_pool *p, struct gp_dev *d, unsigned cls,
+					  unsigned s0)
 {
 	struct gp_block *b;
 
-	for (unsigned c = cls + 1; c < gp_pool_class_count(); c++)
+	for (unsigned c = cls; c < gp_pool_class_count(); c++)
 		for (unsigned i = 0; i < GP_STRIPES; i++)
 			if ((b = take_head(p, &d->list[c * GP_STRIPES + (s0 + i) % GP_STRIPES])) != NULL)
 				return b;
@@ -50,13 +52,18 @@ static struct gp_block *take_larger_movable(struct gp_pool *p, struct gp_dev *d,
 int gp_pool_split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
 		  size_t bytes, void **out)
 {
-	struct gp_block *b = take_larger_movable(p, d, cls, s0), *nb;
+	struct gp_block *b = take_movable_from(p, d, cls, s0), *nb;
 	size_t tail = 0;
 	void *ptr;
 	int rc;
 
 	if (b == NULL)
 		return GP_ENOMEM;
+	if (b->cls == cls) { /* all of it: no larger class's worth to keep */
+		gp_pool_hand_out(d, b, bytes);
+		*out = b->ptr;
+		return GP_OK;
+	}
 	rc = p->be.split(p->be.ctx, device, b->ptr, b->bytes, gp_pool_class_bytes(cls), &tail);
 	if (rc != GP_OK || tail == 0 || tail >= b->bytes) {
 		push_cached(d, b); /* as it was (a split that answers nonsense changed nothing) */

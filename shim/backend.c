@@ -225,6 +225,13 @@ static int be_split(void *ctx, int device, void *ptr, size_t bytes, size_t take,
 	return to_rc(gp_vmm_split(ptr, bytes, take, tail), 0);
 }
 
+static int be_merge(void *ctx, int device, void *const *ptr, const size_t *bytes, unsigned n)
+{
+	(void)ctx;
+	(void)device;
+	return to_rc(gp_vmm_merge(ptr, bytes, n), 0);
+}
+
 /* Coarse on purpose: it is read on every free, and idle ages need milliseconds, not ns. */
 static uint64_t be_now(void *ctx)
 {
@@ -254,4 +261,5 @@ void gp_backend_fill(struct gp_backend *be)
 	be->movable = atomic_load(&gp_shim.vmm.on) ? be_movable : NULL;
 	be->remap = atomic_load(&gp_shim.vmm.on) ? be_remap : NULL;
 	be->split = atomic_load(&gp_shim.vmm.on) ? be_split : NULL;
+	be->merge = atomic_load(&gp_shim.vmm.on) ? be_merge : NULL;
 }

@@ -92,6 +92,7 @@ static void snapshot(struct gp_stats_snapshot *s)
 		e->bad_frees = p.bad_frees;
 		e->oversize_hits = p.oversize_hits;
 		e->splits = p.splits;
+		e->merges = p.merges;
 		e->remaps = p.remaps;
 		e->remapped_bytes = p.remapped_bytes;
 		e->vmm_bytes = p.movable_bytes;

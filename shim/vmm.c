@@ -457,6 +457,52 @@ out:
 	return e;
 }
 
+CUresult gp_vmm_merge(void *const *ptr, const size_t *bytes, unsigned n)
+{
+	struct gp_vmm_block *b[64], *nb = NULL;
+	CUresult e = CUDA_ERROR_INVALID_VALUE;
+	unsigned pieces = 0, k = 0;
+	size_t sum = 0;
+
+	if (n < 2 || n > 64 || never_made())
+		return e;
+	pthread_mutex_lock(&V.lock);
+	for (unsigned i = 0; i < n; i++) {
+		b[i] = find_locked((CUdeviceptr)(uintptr_t)ptr[i]);
+		if (b[i] == NULL || b[i]->bytes != bytes[i] ||
+		    (i > 0 && (b[i]->range != b[0]->range || b[i]->device != b[0]->device ||
+			       b[i - 1]->va + b[i - 1]->bytes != b[i]->va)))
+			goto out;
+		pieces += b[i]->n;
+		sum += b[i]->bytes;
+	}
+	nb = malloc(sizeof(*nb) + pieces * sizeof(nb->piece[0]));
+	if (nb == NULL) {
+		e = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	*nb = *b[0];
+	nb->next = NULL;
+	nb->bytes = sum;
+	for (unsigned i = 0; i < n; i++) {
+		memcpy(&nb->piece[k], b[i]->piece, b[i]->n * sizeof(nb->piece[0]));
+		k += b[i]->n;
+		unlink_locked(b[i]->va);
+	}
+	nb->n = k;
+	nb->range->refs -= n - 1;
+	nb->next = V.bucket[bucket_of(nb->va)];
+	V.bucket[bucket_of(nb->va)] = nb;
+	V.count++;
+	e = CUDA_SUCCESS;
+out:
+	pthread_mutex_unlock(&V.lock);
+	if (e == CUDA_SUCCESS)
+		for (unsigned i = 0; i < n; i++)
+			free(b[i]);
+	return e;
+}
+
 /* The registry's blocks for src[], in order, checked (all there, of the device, their sizes),
  * and what moves of each: all its pieces, or the fewest of its last ones that hold its take. */
 static int sources(int device, const struct gp_piece *src, unsigned n, struct source *sb,

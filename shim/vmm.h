@@ -39,6 +39,11 @@ CUresult gp_vmm_alloc(int device, size_t bytes, CUdeviceptr *out);
  * block's range, which is freed with the last block in it. */
 CUresult gp_vmm_split(const void *ptr, size_t bytes, size_t take, size_t *tail);
 
+/* The n blocks at ptr[] of bytes[], each beginning where the one before ends, in one range (made
+ * by splits), become one block at ptr[0] (no driver call). Invalid value, nothing changed,
+ * otherwise. */
+CUresult gp_vmm_merge(void *const *ptr, const size_t *bytes, unsigned n);
+
 /* Whether ptr is the base of a VMM-backed block. */
 int gp_vmm_owns(const void *ptr);
 

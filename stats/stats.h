@@ -55,6 +55,8 @@ enum gp_stats_unit {
 	  "Cache hits served by a block of a larger size class (GPUPOOL_OVERSIZE).")               \
 	X(splits, GP_STATS_COUNTER, GP_STATS_COUNT, "    part of a larger block",             \
 	  "Cache hits served by the end of a larger idle block, the rest kept (GPUPOOL_VMM).")    \
+	X(merges, GP_STATS_COUNTER, GP_STATS_COUNT, "    neighbours made one",                \
+	  "Idle blocks side by side made one again for a larger request (GPUPOOL_VMM).")          \
 	X(remaps, GP_STATS_COUNTER, GP_STATS_COUNT, "  remapped",                                \
 	  "Misses served by moving idle blocks of other sizes into a new block (GPUPOOL_VMM).")   \
 	X(remapped_bytes, GP_STATS_COUNTER, GP_STATS_BYTES, "    moved",                          \

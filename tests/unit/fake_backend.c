@@ -496,10 +496,46 @@ out:
 	return rc;
 }
 
+/* Neighbours in one host allocation (made by splits) become one block: the first's record grows. */
+static int fake_merge(void *ctx, int device, void *const *ptr, const size_t *bytes, unsigned n)
+{
+	struct fake_backend *f = ctx;
+	struct fake_block *b[64], *s;
+	int rc = GP_OK;
+
+	run_hook(f, FAKE_OP_MERGE);
+	pthread_mutex_lock(&f->lock);
+	for (unsigned i = 0; i < n && rc == GP_OK; i++) {
+		b[i] = n <= 64 ? find_block(f, ptr[i]) : NULL;
+		if (b[i] == NULL || !b[i]->movable || b[i]->device != device || b[i]->bytes != bytes[i] ||
+		    (i > 0 && (b[i]->mem != b[0]->mem ||
+			       (char *)b[i - 1]->ptr + b[i - 1]->bytes != (char *)b[i]->ptr))) {
+			f->counts.misuse++;
+			rc = GP_EINVAL;
+		}
+	}
+	if (n < 2 || rc != GP_OK) {
+		rc = GP_EINVAL;
+		goto out;
+	}
+	for (unsigned i = 1; i < n; i++) {
+		s = unlink_block(f, ptr[i]);
+		b[0]->bytes += s->bytes;
+		b[0]->pieces += s->pieces;
+		f->blocks--;
+		block_free(s);
+	}
+	f->counts.merges_ok++;
+out:
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
 void fake_set_split(struct fake_backend *f, int on, int rc)
 {
 	pthread_mutex_lock(&f->lock);
 	f->be.split = on ? fake_split : NULL;
+	f->be.merge = on ? fake_merge : NULL;
 	f->split_rc = rc;
 	pthread_mutex_unlock(&f->lock);
 }

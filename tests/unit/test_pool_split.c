@@ -1,10 +1,11 @@
-/* test_pool_split.c — backend split (GPUPOOL_VMM): a miss of a remap-capable class with no block
- * of its own class takes the end of the smallest larger movable block that may be reused now,
- * where it lies: no real allocation, no remap, no new memory, counted a hit and a split; the rest
- * stays cached at its address, in the largest class it serves. It may be reused as a hit would
- * be (ordered mode: at once; else once its fence is done); a block the backend will not split
- * stays as it was; the oversize rule leaves such blocks to it; bytes stay exact through frees,
- * splits of splits and releases. */
+/* test_pool_split.c — backend split and merge (GPUPOOL_VMM): a miss of a remap-capable class with
+ * no block of its own class takes the end of the smallest larger movable block that may be reused
+ * now, where it lies: no real allocation, no remap, no new memory, counted a hit and a split; the
+ * rest stays cached at its address, in the largest class it serves. It may be reused as a hit
+ * would be (ordered mode: at once; else once its fence is done); a block the backend will not
+ * split stays as it was; the oversize rule leaves such blocks to it. When no block is large
+ * enough, the fewest cached neighbours that hold the miss become one block again (merge), which
+ * serves it. Bytes stay exact through frees, splits of splits, merges and releases. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -203,6 +204,90 @@ static void test_oversize_leaves_it(void **state)
 	fx_free(fx, q);
 }
 
+/* Three parts of an idle 32 MiB block (8 MiB at +0, 16 at +8, 8 at +24), all cached. */
+static void *three_parts(struct fx *fx, void **parts)
+{
+	void *a = cached(fx, 32 * MiB, 3);
+
+	parts[2] = fx_alloc(fx, 0, 8 * MiB);  /* +24 */
+	parts[1] = fx_alloc(fx, 0, 16 * MiB); /* +8 */
+	parts[0] = fx_alloc(fx, 0, 8 * MiB);  /* the 8 MiB left: a hit on the block itself */
+	assert_ptr_equal(parts[2], (char *)a + 24 * MiB);
+	assert_ptr_equal(parts[1], (char *)a + 8 * MiB);
+	assert_ptr_equal(parts[0], a);
+	for (int i = 0; i < 3; i++)
+		fx_free(fx, parts[i]);
+	fx_settle(fx);
+	return a;
+}
+
+/* Proves: a 32 MiB miss with the three idle parts of a 32 MiB block makes them one block again
+ * (backend merge) and gets it, at the block's address: no real allocation, no remap, no new
+ * memory; one merge; a release gives the 32 MiB back as one block. */
+static void test_merge_all(void **state)
+{
+	struct fx *fx = *state;
+	void *parts[3], *a = three_parts(fx, parts), *p;
+	struct gp_release_result r;
+
+	p = fx_alloc(fx, 0, 32 * MiB);
+	assert_ptr_equal(p, a);
+	assert_int_equal(gp_pool_block_size(fx->pool, p, NULL), 32 * MiB);
+	assert_int_equal(fx_stats(fx, 0).merges, 1);
+	assert_int_equal(fx_stats(fx, 0).remaps, 0);
+	assert_int_equal(fx_stats(fx, 0).real_allocs, 1);
+	assert_int_equal(fx_stats(fx, 0).idle_bytes, 0);
+	assert_int_equal(fake_used(&fx->fake, 0), 32 * MiB);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_MERGE), 1);
+	fx_free(fx, p);
+	fx_settle(fx);
+	assert_int_equal(gp_pool_release(fx->pool, 0, 0, GP_CAUSE_API, &r), GP_OK);
+	assert_int_equal(r.blocks, 1);
+	assert_int_equal(r.bytes, 32 * MiB);
+	assert_int_equal(fake_used(&fx->fake, 0), 0);
+}
+
+/* Proves: the fewest neighbours that hold the miss merge (24 MiB: two of the three parts, the
+ * 16 MiB one and one of the 8s), and the merged block serves it whole; the other 8 MiB part stays
+ * cached. */
+static void test_merge_fewest(void **state)
+{
+	struct fx *fx = *state;
+	void *parts[3], *a = three_parts(fx, parts), *p;
+
+	p = fx_alloc(fx, 0, 24 * MiB);
+	assert_true(p == a || p == (char *)a + 8 * MiB);
+	assert_int_equal(gp_pool_block_size(fx->pool, p, NULL), 24 * MiB);
+	assert_int_equal(fx_stats(fx, 0).merges, 1);
+	assert_int_equal(fx_stats(fx, 0).idle_bytes, 8 * MiB);
+	assert_int_equal(fx_stats(fx, 0).idle_blocks, 1);
+	assert_int_equal(fake_used(&fx->fake, 0), 32 * MiB);
+	fx_free(fx, p);
+}
+
+/* Proves: a neighbour whose fence is not done is not merged (nor moved): the 32 MiB miss moves the
+ * two idle 8 MiB parts into a new block with 16 MiB new (a remap), and the fenced 16 MiB part
+ * stays where it is, which a 16 MiB request gets once its fence is done. */
+static void test_merge_needs_reuse(void **state)
+{
+	struct fx *fx = *state;
+	void *parts[3], *a = three_parts(fx, parts), *p, *q;
+
+	q = fx_alloc(fx, 0, 16 * MiB);
+	assert_ptr_equal(q, (char *)a + 8 * MiB);
+	fx_free(fx, q); /* fenced again */
+	p = fx_alloc(fx, 0, 32 * MiB);
+	assert_true(p != a);
+	assert_int_equal(fx_stats(fx, 0).merges, 0);
+	assert_int_equal(fx_stats(fx, 0).remaps, 1);
+	assert_int_equal(fx_stats(fx, 0).remapped_bytes, 16 * MiB);
+	fx_settle(fx);
+	q = fx_alloc(fx, 0, 16 * MiB);
+	assert_ptr_equal(q, (char *)a + 8 * MiB);
+	fx_free(fx, q);
+	fx_free(fx, p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -212,6 +297,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ordered_at_once, setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_refused, setup_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_oversize_leaves_it, setup_oversize, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_merge_all, setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_merge_fewest, setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_merge_needs_reuse, setup_unordered, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
