@@ -168,28 +168,29 @@ static inline size_t bench_async_reserved_high(void)
 
 /* ---- peak device memory without timing the measurement ------------------------------------ */
 
-/* Device memory only grows inside a real cudaMalloc, so the peak is read right after any
- * allocation that made one (known from the counting library; without it, after every
- * allocation). With GPUPOOL_VMM on or auto the pool also grows through the driver's cuMemCreate,
- * which the counting library does not see: then after every allocation too. The time spent
- * reading is accounted so it can be left out of the timing. */
-static inline int bench_peak_every_alloc(void)
+/* Device memory only grows inside a real allocation, so the peak is read right after any
+ * allocation that made one: known from the counting library when every real allocation is a
+ * cudaMalloc it sees (native); for the pool (`every`) after every allocation, as it also
+ * allocates through the driver (cuMemAlloc in a current context, cuMemCreate with GPUPOOL_VMM),
+ * which the counting library does not see: gating on its count under-read the pool's peaks.
+ * The time spent reading is accounted so it can be left out of the timing. */
+static inline int bench_peak_every_alloc(enum bench_contender c)
 {
-	const char *vmm = getenv("GPUPOOL_VMM");
-
-	return vmm != NULL && *vmm != '\0' && strcmp(vmm, "off") != 0;
+	return c == B_POOL || c == B_POOL_FENCED;
 }
 
 struct bench_peak {
 	bench_count_fn count;
+	int every;        /* read after every allocation */
 	uint64_t last;    /* counter value at the last reading */
 	size_t peak;      /* bytes, device-wide */
 	uint64_t meas_ns; /* time spent reading */
 };
 
-static inline void bench_peak_start(struct bench_peak *m)
+static inline void bench_peak_start(struct bench_peak *m, enum bench_contender c)
 {
-	m->count = bench_peak_every_alloc() ? NULL : bench_counter();
+	m->count = bench_counter();
+	m->every = bench_peak_every_alloc(c);
 	m->last = m->count ? m->count() : 0;
 	m->peak = bench_device_used();
 	m->meas_ns = 0;
@@ -202,7 +203,7 @@ static inline void bench_peak_note(struct bench_peak *m)
 
 	if (m->count) {
 		c = m->count();
-		if (c == m->last)
+		if (c == m->last && !m->every)
 			return;
 	}
 	t0 = bench_now_ns();

@@ -199,7 +199,7 @@ static void run_config(enum bench_contender c, const struct opts *o, uint64_t n,
 	bench_shim_release();
 	bench_async_trim();
 	base = bench_device_used();
-	bench_peak_start(&m);
+	bench_peak_start(&m, c);
 	run_pass(c, o, n, max_mib, streams, nstreams, &m, &cold);
 	if (have_warm)
 		run_pass(c, o, n, max_mib, streams, nstreams, &m, &warm);

@@ -318,7 +318,7 @@ static void run_contender(const struct trace *t, enum bench_contender c, double 
 	sh.c = c;
 	sh.slot = new std::atomic<uintptr_t>[t->size.size()];
 	sh.count = bench_counter();
-	sh.every = bench_peak_every_alloc();
+	sh.every = bench_peak_every_alloc(c);
 	sh.limit_s = limit_s;
 	cudaDeviceSynchronize();
 	bench_shim_release();
