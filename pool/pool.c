@@ -113,7 +113,8 @@ void gp_pool_destroy(struct gp_pool *p)
  * of its counting (its allocations, and the frees of what it allocated), adds without a locked
  * instruction; any other thread adds atomically to `remote`. A locked add is a sizeable part of
  * a hit's cost (docs/BENCHMARKS.md). */
-static void account_live(struct gp_dev *d, unsigned stripe, int64_t bytes)
+static inline __attribute__((always_inline)) void account_live(struct gp_dev *d, unsigned stripe,
+							 int64_t bytes)
 {
 	struct gp_stripe_acct *a = &d->acct[stripe];
 	uint64_t v;
