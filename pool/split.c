@@ -8,16 +8,18 @@
 #include "pool_impl.h"
 
 /* The head of list c if it is movable and may be reused now, unlinked (still cached: a free of
- * it is refused as a double free meanwhile). */
-static struct gp_block *take_head(struct gp_pool *p, struct gp_list *c)
+ * it is refused as a double free meanwhile). *fenced: the list holds a block still fenced. */
+static struct gp_block *take_head(struct gp_pool *p, struct gp_list *c, int *fenced)
 {
 	struct gp_block *b;
 
 	if (ld(&c->cached_blocks) == 0)
 		return NULL;
 	if (!atomic_load_explicit(&p->ordered, memory_order_relaxed) &&
-	    ld(&c->head_epoch) >= atomic_load_explicit(&p->done_epoch, memory_order_acquire))
+	    ld(&c->head_epoch) >= atomic_load_explicit(&p->done_epoch, memory_order_acquire)) {
+		*fenced = 1;
 		return NULL;
+	}
 	gp_lock(&c->lock);
 	b = c->head;
 	if (b != NULL && b->movable && reusable(p, b)) {
@@ -38,21 +40,36 @@ static struct gp_block *take_head(struct gp_pool *p, struct gp_list *c)
  * of cls itself that may be reused would have been a hit: one is there after a merge
  * (merge.c), or freed a moment ago. */
 static struct gp_block *take_movable_from(struct gp_pool *p, struct gp_dev *d, unsigned cls,
-					  unsigned s0)
+					  unsigned s0, int *fenced)
 {
 	struct gp_block *b;
 
 	for (unsigned c = cls; c < gp_pool_class_count(); c++)
 		for (unsigned i = 0; i < GP_STRIPES; i++)
-			if ((b = take_head(p, &d->list[c * GP_STRIPES + (s0 + i) % GP_STRIPES])) != NULL)
+			if ((b = take_head(p, &d->list[c * GP_STRIPES + (s0 + i) % GP_STRIPES],
+					   fenced)) != NULL)
 				return b;
 	return NULL;
+}
+
+/* Such a block; when only fenced ones were found, the fences are driven once (recent frees
+ * covered, recorded fences polled; on an idle GPU, quiet, they are done at once) and it is looked
+ * for again: a free of another size a moment ago is otherwise never covered by a fence on this
+ * miss's path, which looks at its own class's fences only. */
+static struct gp_block *take_donor(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0)
+{
+	int fenced = 0;
+	struct gp_block *b = take_movable_from(p, d, cls, s0, &fenced);
+
+	if (b == NULL && fenced && gp_pool_advance(p, 0) == GP_OK)
+		b = take_movable_from(p, d, cls, s0, &fenced);
+	return b;
 }
 
 int gp_pool_split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
 		  size_t bytes, void **out)
 {
-	struct gp_block *b = take_movable_from(p, d, cls, s0), *nb;
+	struct gp_block *b = take_donor(p, d, cls, s0), *nb;
 	size_t tail = 0;
 	void *ptr;
 	int rc;

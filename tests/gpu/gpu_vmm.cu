@@ -6,6 +6,9 @@
  *     whole block, through the shim's driver door); legacy IPC refused;
  *   - a block freed while a kernel still writes it is not moved under the kernel: the kernel ends
  *     without error and the block that the miss got holds only what the host wrote;
+ *   - a miss takes the end of a larger idle block where it lies, the rest serves another; a part
+ *     given back while a kernel writes its neighbour in the same range leaves the kernel whole;
+ *     idle parts serve a miss of their size together again;
  *   - a release gives the memory back (NVML's free memory rises by it). */
 #include "gpu_common.cuh"
 
@@ -101,6 +104,66 @@ static void under_kernel(void)
 	cudaStreamDestroy(s);
 }
 
+/* An idle 64 MiB block (16 handles of 4 MiB) serves a 16 MiB miss with its last 16 MiB where they
+ * lie (no new memory, their bytes there) and a 48 MiB one with the rest, at its address; the two
+ * parts, idle again, serve a 64 MiB miss as one block there (merged): no new memory. Then, while a
+ * kernel writes the 48 MiB part for 300 ms, the 16 MiB part is freed and given back: its handles
+ * leave the range the kernel's block lies in, and the kernel ends without error, its bytes whole. */
+static void split_merge(void)
+{
+	void *a = NULL, *p = NULL, *q = NULL, *r = NULL;
+	unsigned long long bytes = 0;
+	cudaStream_t s;
+	size_t free0, free1;
+	cudaError_t e;
+
+	gt_shim_release()(-1, NULL);
+	gt_ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+	gt_ok(cudaMalloc(&a, 64 * GT_MIB), "cudaMalloc(64 MiB)");
+	gt_fill(a, 48 * GT_MIB, 0xA0A0u, 0);
+	gt_fill((char *)a + 48 * GT_MIB, 16 * GT_MIB, 0xB0B0u, 0);
+	gt_ok(cudaFree(a), "cudaFree(64 MiB)");
+	gt_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	free0 = gt_mem_free(NULL);
+	gt_ok(cudaMalloc(&p, 16 * GT_MIB), "cudaMalloc(16 MiB)");
+	gt_ok(cudaMalloc(&q, 48 * GT_MIB), "cudaMalloc(48 MiB)");
+	free1 = gt_mem_free(NULL);
+	gt_check(p == (char *)a + 48 * GT_MIB && q == a && free1 + 2 * GT_MIB >= free0,
+		 "an idle 64 MiB block serves 16 and 48 MiB misses where it lies",
+		 "+%lld and +%lld MiB, free %.0f -> %.0f MiB", ((long long)((char *)p - (char *)a)) >> 20,
+		 ((long long)((char *)q - (char *)a)) >> 20, gt_mib(free0), gt_mib(free1));
+	gt_check(gt_count_ne(p, 16 * GT_MIB, 0xB0B0u) == 0 && gt_count_ne(q, 48 * GT_MIB, 0xA0A0u) == 0,
+		 "their bytes are there", "16 MiB of 0xB0B0, 48 MiB of 0xA0A0");
+	gt_ok(cudaFree(p), "cudaFree(16 MiB)");
+	gt_ok(cudaFree(q), "cudaFree(48 MiB)");
+	gt_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	gt_ok(cudaMalloc(&r, 64 * GT_MIB), "cudaMalloc(64 MiB)");
+	free1 = gt_mem_free(NULL);
+	gt_check(r == a && free1 + 2 * GT_MIB >= free0,
+		 "the idle parts serve a 64 MiB miss as one block where they lie",
+		 "+%lld MiB, free %.0f -> %.0f MiB", ((long long)((char *)r - (char *)a)) >> 20,
+		 gt_mib(free0), gt_mib(free1));
+	gt_fill(r, 64 * GT_MIB, 9u, 0);
+	gt_check(gt_count_ne(r, 64 * GT_MIB, 9u) == 0, "a kernel writes the whole block", "64 MiB");
+	gt_ok(cudaFree(r), "cudaFree(64 MiB)");
+	gt_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+
+	gt_ok(cudaMalloc(&p, 16 * GT_MIB), "cudaMalloc(16 MiB)");
+	gt_ok(cudaMalloc(&q, 48 * GT_MIB), "cudaMalloc(48 MiB)");
+	gt_slow_fill_kernel<<<GT_GRID, GT_BLOCK, 0, s>>>((uint32_t *)q, 48 * GT_MIB / 4, 0xC0DEu,
+							  300000000ull);
+	gt_ok(cudaFree(p), "cudaFree(16 MiB) while a kernel writes its neighbour");
+	gt_shim_release()(-1, &bytes);
+	e = cudaStreamSynchronize(s);
+	gt_check(e == cudaSuccess && bytes >= 16 * GT_MIB,
+		 "a part given back beside a running kernel's block in its range; the kernel ends "
+		 "without error", "%s, %llu MiB released", cudaGetErrorName(e), bytes >> 20);
+	gt_check(gt_count_ne(q, 48 * GT_MIB, 0xC0DEu) == 0, "the kernel's block holds its bytes",
+		 "48 MiB of 0xC0DE");
+	gt_ok(cudaFree(q), "cudaFree(48 MiB)");
+	cudaStreamDestroy(s);
+}
+
 static void release(void)
 {
 	void *p[8];
@@ -130,6 +193,7 @@ int main(void)
 		 vmm ? vmm : "(unset)");
 	moves();
 	under_kernel();
+	split_merge();
 	release();
 	return gt_finish();
 }

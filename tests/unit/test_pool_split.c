@@ -149,6 +149,21 @@ static void test_fenced_not_split(void **state)
 	fx_free(fx, q);
 }
 
+/* Proves: without ordered mode, a block of another size freed a moment ago splits once the miss
+ * has driven the fences: on an idle GPU (quiet) at once. */
+static void test_idle_gpu_splits(void **state)
+{
+	struct fx *fx = *state;
+	void *a = fx_alloc(fx, 0, 32 * MiB), *p;
+
+	fx_free(fx, a);
+	fake_set_quiet(&fx->fake, 1);
+	p = fx_alloc(fx, 0, 8 * MiB);
+	assert_ptr_equal(p, (char *)a + 24 * MiB);
+	assert_int_equal(fx_stats(fx, 0).splits, 1);
+	fx_free(fx, p);
+}
+
 /* Proves: in ordered mode a block freed a moment ago splits at once (as it would be reused at
  * once), with no fence recorded. */
 static void test_ordered_at_once(void **state)
@@ -294,6 +309,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_split_serves_miss, setup_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_smallest_and_again, setup_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_fenced_not_split, setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_idle_gpu_splits, setup_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_at_once, setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_refused, setup_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_oversize_leaves_it, setup_oversize, fx_teardown),
