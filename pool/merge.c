@@ -107,7 +107,7 @@ static void map_remove(struct gp_pool *p, struct gp_block *b)
 	gp_unlock(&s->lock);
 }
 
-int gp_pool_coalesce(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls)
+static int coalesce(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls)
 {
 	struct ent *e = malloc(MERGE_SNAPSHOT_MAX * sizeof(*e));
 	void *ptr[MERGE_MAX];
@@ -153,5 +153,15 @@ int gp_pool_coalesce(struct gp_pool *p, struct gp_dev *d, int device, unsigned c
 	atomic_fetch_add_explicit(&d->merges, 1, memory_order_relaxed);
 out:
 	free(e);
+	return rc;
+}
+
+int gp_pool_coalesce(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls)
+{
+	int rc;
+
+	moving_begin(d);
+	rc = coalesce(p, d, device, cls);
+	moving_end(d);
 	return rc;
 }

@@ -223,6 +223,58 @@ static void trim_to_cap(struct gp_pool *p, struct gp_dev *d, int device)
 		gp_pool_release(p, device, cap, GP_CAUSE_CAP, NULL);
 }
 
+/* Until no other thread has blocks out of their lists to split, merge or move them (their
+ * blocks are in no list meanwhile: a miss that does not wait grows the pool by what is in
+ * transit), for at most MOVE_WAIT_NS. 1 when there were such blocks. */
+#define MOVE_WAIT_NS 2000000u
+
+static int await_moves(struct gp_dev *d)
+{
+	uint64_t t0;
+
+	if (atomic_load_explicit(&d->moving, memory_order_acquire) == 0)
+		return 0;
+	t0 = gp_fine_ns();
+	while (atomic_load_explicit(&d->moving, memory_order_acquire) != 0 &&
+	       gp_fine_ns() - t0 < MOVE_WAIT_NS)
+		sched_yield();
+	return 1;
+}
+
+/* A miss of a class that remaps (cfg.remap_min_bytes), its own class's blocks looked at: the end
+ * of a larger idle block, idle neighbours made one; when neither serves and another thread has
+ * blocks in transit, the cache and a split once more after it is done; then idle blocks moved
+ * (with new memory for what they lack). GP_OK with *out, else the caller makes a real
+ * allocation. */
+static __attribute__((noinline)) int miss_movable(struct gp_pool *p, struct gp_dev *d, int device,
+						  unsigned cls, unsigned s0, size_t bytes,
+						  void **out)
+{
+	struct gp_block *b;
+
+	if (p->be.split != NULL && gp_pool_split(p, d, device, cls, s0, bytes, out) == GP_OK)
+		return GP_OK;
+	if (p->be.split != NULL && p->be.merge != NULL &&
+	    gp_pool_coalesce(p, d, device, cls) == GP_OK &&
+	    gp_pool_split(p, d, device, cls, s0, bytes, out) == GP_OK)
+		return GP_OK;
+	if (await_moves(d)) { /* the cache again, with what was in transit */
+		b = gp_pool_take_missed(p, d, cls, s0, bytes, 0);
+		if (b != NULL) {
+			account_live(d, b->list % GP_STRIPES, (int64_t)b->bytes);
+			*out = b->ptr;
+			return GP_OK;
+		}
+		if (p->be.split != NULL && gp_pool_split(p, d, device, cls, s0, bytes, out) == GP_OK)
+			return GP_OK;
+	}
+	if (gp_may_release(p) && gp_pool_remap(p, d, device, cls, s0, bytes, out) == GP_OK) {
+		trim_to_cap(p, d, device); /* what stays cached keeps within the cap too */
+		return GP_OK;
+	}
+	return GP_ENOMEM;
+}
+
 int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *retried)
 {
 	unsigned cls = gp_pool_class_of(bytes), s0 = my_stripe();
@@ -248,18 +300,8 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 		return GP_OK;
 	}
 
-	if (remaps_class(p, cls)) {
-		if (p->be.split != NULL && gp_pool_split(p, d, device, cls, s0, bytes, out) == GP_OK)
-			return GP_OK;
-		if (p->be.split != NULL && p->be.merge != NULL &&
-		    gp_pool_coalesce(p, d, device, cls) == GP_OK &&
-		    gp_pool_split(p, d, device, cls, s0, bytes, out) == GP_OK)
-			return GP_OK;
-		if (gp_may_release(p) && gp_pool_remap(p, d, device, cls, s0, bytes, out) == GP_OK) {
-			trim_to_cap(p, d, device); /* what stays cached keeps within the cap too */
-			return GP_OK;
-		}
-	}
+	if (remaps_class(p, cls) && miss_movable(p, d, device, cls, s0, bytes, out) == GP_OK)
+		return GP_OK;
 	trim_to_cap(p, d, device);
 	rc = real_alloc(p, d, device, cls, s0, bytes, out);
 	if (rc == GP_ENOMEM && gp_may_release(p)) {

@@ -113,6 +113,9 @@ struct gp_dev {
 	_Atomic uint64_t real_allocs, real_frees, failed_allocs, bad_frees;
 	_Atomic uint64_t fence_waits, fence_wait_timeouts, oversize_hits; /* misses only */
 	_Atomic uint64_t splits, merges;
+	/* Threads that have cached blocks out of their lists to split, merge or move them (a miss
+	 * that would grow waits for them: pool.c await_moves). */
+	_Atomic unsigned moving;
 	_Atomic uint64_t remaps, remapped_bytes, movable_bytes;
 	_Atomic uint64_t cap;      /* bytes of cache allowed, 0 = no cap */
 	_Atomic int cap_notified;  /* over_cap was called and no release ran since */
@@ -455,6 +458,17 @@ int gp_pool_split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 /* Cached neighbours that together hold class cls made one cached block (merge.c): GP_OK when
  * one was made, so that a look at the cache (and a split) can serve the miss. */
 int gp_pool_coalesce(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls);
+
+/* Around work on cached blocks taken out of their lists (split.c, merge.c, remap.c). */
+static inline void moving_begin(struct gp_dev *d)
+{
+	atomic_fetch_add_explicit(&d->moving, 1, memory_order_acq_rel);
+}
+
+static inline void moving_end(struct gp_dev *d)
+{
+	atomic_fetch_sub_explicit(&d->moving, 1, memory_order_acq_rel);
+}
 
 /* Whether a miss of class cls may be served by a remap (cfg.remap_min_bytes). */
 static inline int remaps_class(const struct gp_pool *p, unsigned cls)

@@ -179,8 +179,8 @@ static void settle_source(struct gp_pool *p, struct gp_dev *d, struct gp_block *
 	relist(p, d, b);
 }
 
-int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
-		  size_t bytes, void **out)
+static int remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
+		 size_t bytes, void **out)
 {
 	struct gp_block *blk[REMAP_MAX_PIECES], *nb;
 	struct gp_piece src[REMAP_MAX_PIECES];
@@ -238,4 +238,15 @@ int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 	}
 	*out = ptr;
 	return GP_OK;
+}
+
+int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
+		  size_t bytes, void **out)
+{
+	int rc;
+
+	moving_begin(d);
+	rc = remap(p, d, device, cls, s0, bytes, out);
+	moving_end(d);
+	return rc;
 }

@@ -66,8 +66,8 @@ static struct gp_block *take_donor(struct gp_pool *p, struct gp_dev *d, unsigned
 	return b;
 }
 
-int gp_pool_split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
-		  size_t bytes, void **out)
+static int split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
+		 size_t bytes, void **out)
 {
 	struct gp_block *b = take_donor(p, d, cls, s0), *nb;
 	size_t tail = 0;
@@ -104,4 +104,15 @@ int gp_pool_split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 	atomic_fetch_add_explicit(&d->splits, 1, memory_order_relaxed);
 	*out = ptr;
 	return GP_OK;
+}
+
+int gp_pool_split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
+		  size_t bytes, void **out)
+{
+	int rc;
+
+	moving_begin(d);
+	rc = split(p, d, device, cls, s0, bytes, out);
+	moving_end(d);
+	return rc;
 }
