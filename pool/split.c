@@ -36,15 +36,15 @@ static struct gp_block *take_head(struct gp_pool *p, struct gp_list *c, int *fen
 	return b;
 }
 
-/* The first such block of the smallest class from cls up (this thread's stripe first). A block
- * of cls itself that may be reused would have been a hit: one is there after a merge
- * (merge.c), or freed a moment ago. */
-static struct gp_block *take_movable_from(struct gp_pool *p, struct gp_dev *d, unsigned cls,
+/* The first such block of the smallest class from `from` up (this thread's stripe first). A
+ * block of the miss's class itself that may be reused would have been a hit: one is there after
+ * a merge (merge.c), or freed a moment ago. */
+static struct gp_block *take_movable_from(struct gp_pool *p, struct gp_dev *d, unsigned from,
 					  unsigned s0, int *fenced)
 {
 	struct gp_block *b;
 
-	for (unsigned c = cls; c < gp_pool_class_count(); c++)
+	for (unsigned c = from; c < gp_pool_class_count(); c++)
 		for (unsigned i = 0; i < GP_STRIPES; i++)
 			if ((b = take_head(p, &d->list[c * GP_STRIPES + (s0 + i) % GP_STRIPES],
 					   fenced)) != NULL)
@@ -52,40 +52,38 @@ static struct gp_block *take_movable_from(struct gp_pool *p, struct gp_dev *d, u
 	return NULL;
 }
 
-/* Such a block; when only fenced ones were found, the fences are driven once (recent frees
- * covered, recorded fences polled; on an idle GPU, quiet, they are done at once) and it is looked
- * for again: a free of another size a moment ago is otherwise never covered by a fence on this
- * miss's path, which looks at its own class's fences only. */
-static struct gp_block *take_donor(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0)
+/* Such a block; the first time only fenced ones were found, the fences are driven once (recent
+ * frees covered, recorded fences polled; on an idle GPU, quiet, they are done at once) and it is
+ * looked for again: a free of another size a moment ago is otherwise never covered by a fence on
+ * this miss's path, which looks at its own class's fences only. */
+static struct gp_block *take_donor(struct gp_pool *p, struct gp_dev *d, unsigned from, unsigned s0,
+				   int *driven)
 {
 	int fenced = 0;
-	struct gp_block *b = take_movable_from(p, d, cls, s0, &fenced);
+	struct gp_block *b = take_movable_from(p, d, from, s0, &fenced);
 
-	if (b == NULL && fenced && gp_pool_advance(p, 0) == GP_OK)
-		b = take_movable_from(p, d, cls, s0, &fenced);
+	if (b == NULL && fenced && !*driven) {
+		*driven = 1;
+		if (gp_pool_advance(p, 0) == GP_OK)
+			b = take_movable_from(p, d, from, s0, &fenced);
+	}
 	return b;
 }
 
-static int split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
-		 size_t bytes, void **out)
+/* The end of b (out of its list, reusable) becomes a block of class cls for a request of
+ * `bytes`; b, smaller, goes back to the head of its list. Otherwise (the backend would not split
+ * it: its last pieces that hold the class are all of it) b stays out of its list, as it was. */
+static int split_block(struct gp_pool *p, struct gp_dev *d, int device, struct gp_block *b,
+		       unsigned cls, unsigned s0, size_t bytes, void **out)
 {
-	struct gp_block *b = take_donor(p, d, cls, s0), *nb;
+	struct gp_block *nb;
 	size_t tail = 0;
 	void *ptr;
 	int rc;
 
-	if (b == NULL)
-		return GP_ENOMEM;
-	if (b->cls == cls) { /* all of it: no larger class's worth to keep */
-		gp_pool_hand_out(d, b, bytes);
-		*out = b->ptr;
-		return GP_OK;
-	}
 	rc = p->be.split(p->be.ctx, device, b->ptr, b->bytes, gp_pool_class_bytes(cls), &tail);
-	if (rc != GP_OK || tail == 0 || tail >= b->bytes) {
-		push_cached(d, b); /* as it was (a split that answers nonsense changed nothing) */
-		return rc != GP_OK ? rc : GP_EBACKEND;
-	}
+	if (rc != GP_OK || tail == 0 || tail >= b->bytes)
+		return rc != GP_OK ? rc : GP_EBACKEND; /* nonsense: nothing changed either */
 	ptr = (char *)b->ptr + (b->bytes - tail);
 	/* The tail's bytes leave the block and come back with the new one (enter_block). */
 	atomic_fetch_sub(&d->reserved_bytes, tail);
@@ -104,6 +102,46 @@ static int split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, 
 	atomic_fetch_add_explicit(&d->splits, 1, memory_order_relaxed);
 	*out = ptr;
 	return GP_OK;
+}
+
+#define SPLIT_TRIES 4 /* blocks a miss tries that the backend will not split */
+
+/* The smallest block that can give: of the miss's class, handed out whole; larger, its end. One
+ * the backend will not split (its pieces too large for the part asked for) is handed out whole
+ * when it is at most cfg.oversize_pct of the request (an oversize hit, as without this), else
+ * the next larger class is tried. */
+static int split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
+		 size_t bytes, void **out)
+{
+	unsigned from = cls;
+	int driven = 0, rc = GP_ENOMEM;
+
+	for (int tries = 0; tries < SPLIT_TRIES; tries++) {
+		struct gp_block *b = take_donor(p, d, from, s0, &driven);
+
+		if (b == NULL)
+			return GP_ENOMEM;
+		if (b->cls == cls) { /* all of it: no larger class's worth to keep */
+			gp_pool_hand_out(d, b, bytes);
+			*out = b->ptr;
+			return GP_OK;
+		}
+		rc = split_block(p, d, device, b, cls, s0, bytes, out);
+		if (rc == GP_OK || rc == GP_ENOMEM)
+			return rc;
+		if (p->cfg.oversize_pct > 100 &&
+		    (uint64_t)b->bytes * 100 <= (uint64_t)bytes * p->cfg.oversize_pct) {
+			gp_pool_hand_out(d, b, bytes);
+			atomic_fetch_add_explicit(&d->oversize_hits, 1, memory_order_relaxed);
+			*out = b->ptr;
+			return GP_OK;
+		}
+		from = b->cls + 1u;
+		push_cached(d, b);
+		if (rc != GP_EINVAL)
+			return rc;
+	}
+	return rc;
 }
 
 int gp_pool_split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,

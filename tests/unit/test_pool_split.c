@@ -219,6 +219,46 @@ static void test_oversize_leaves_it(void **state)
 	fx_free(fx, q);
 }
 
+/* Proves: a block the backend will not split for the request (its pieces, the fake's 16 MiB, too
+ * large: a 10 MiB part of a 16 MiB block would be all of it) is passed over for the next larger
+ * one, which splits (16 MiB of the 32 at +16); with cfg.oversize_pct it is handed out whole
+ * instead (16 MiB for 10, an oversize hit), as without VMM. */
+static void test_unsplittable_next(void **state)
+{
+	struct fx *fx = *state;
+	void *a, *b, *p;
+
+	fake_set_remap_piece(&fx->fake, 16 * MiB);
+	a = fx_alloc(fx, 0, 16 * MiB);
+	b = fx_alloc(fx, 0, 32 * MiB);
+	fx_free(fx, a);
+	fx_free(fx, b);
+	fx_settle(fx);
+	p = fx_alloc(fx, 0, 10 * MiB);
+	assert_ptr_equal(p, (char *)b + 16 * MiB);
+	assert_int_equal(gp_pool_block_size(fx->pool, p, NULL), 16 * MiB);
+	assert_int_equal(fx_stats(fx, 0).splits, 1);
+	assert_int_equal(fx_stats(fx, 0).idle_bytes, 32 * MiB);
+	fx_free(fx, p);
+}
+
+static void test_unsplittable_whole(void **state)
+{
+	struct fx *fx = *state;
+	void *a = fx_alloc(fx, 0, 16 * MiB), *p;
+
+	fake_set_remap_piece(&fx->fake, 16 * MiB);
+	fx_free(fx, a);
+	fx_settle(fx);
+	p = fx_alloc(fx, 0, 10 * MiB);
+	assert_ptr_equal(p, a);
+	assert_int_equal(gp_pool_block_size(fx->pool, p, NULL), 16 * MiB);
+	assert_int_equal(fx_stats(fx, 0).splits, 0);
+	assert_int_equal(fx_stats(fx, 0).oversize_hits, 1);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
+	fx_free(fx, p);
+}
+
 /* Three parts of an idle 32 MiB block (8 MiB at +0, 16 at +8, 8 at +24), all cached. */
 static void *three_parts(struct fx *fx, void **parts)
 {
@@ -313,6 +353,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ordered_at_once, setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_refused, setup_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_oversize_leaves_it, setup_oversize, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_unsplittable_next, setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_unsplittable_whole, setup_oversize, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_merge_all, setup_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_merge_fewest, setup_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_merge_needs_reuse, setup_unordered, fx_teardown),
