@@ -55,8 +55,10 @@ struct probe {
 static const char *op_name[NOPS] = {
 	"backend alloc", "backend free", "backend fence_record", "backend fence_query",
 	"backend fence_wait", "backend fence_destroy", "backend now_ns", "backend may_release",
-	"backend quiet", "over_cap callback",
+	"backend quiet", "backend remap", "backend split", "backend merge", "over_cap callback",
 };
+_Static_assert(sizeof(op_name) / sizeof(op_name[0]) == NOPS && FAKE_OP_MERGE + 2 == NOPS,
+	       "a name for every backend call the fake counts");
 
 /* Sizes the helper allocates and frees: the classes the owner's calls work on, so a class lock
  * held across a backend call would block it. */
@@ -270,6 +272,62 @@ static void test_no_lock_across_backend_calls(void **state)
 	alarm(0);
 }
 
+/* A pool whose fake backend has VMM's calls (blocks of 4 MiB and more movable, split, merge,
+ * remap from 4 MiB). */
+static int setup_vmm(void **state)
+{
+	struct gp_pool_config cfg = { .ordered = 0, .remap_min_bytes = 4 * MiB };
+	struct fx *fx;
+
+	if (fx_setup_cfg(state, &cfg) != 0)
+		return -1;
+	fx = *state;
+	gp_pool_destroy(fx->pool);
+	fake_set_movable(&fx->fake, 4 * MiB);
+	fake_set_split(&fx->fake, 1, GP_OK);
+	return gp_pool_create(&fx->fake.be, &cfg, &fx->pool) == GP_OK ? 0 : -1;
+}
+
+/* Proves: no pool lock is held across backend split, merge and remap: an idle 32 MiB block split
+ * for 8 MiB (its rest a hit), the parts merged again for 32 MiB, idle 8 and 4 MiB blocks moved
+ * into a 12 MiB one. */
+static void test_no_lock_across_vmm_calls(void **state)
+{
+	struct fx *fx = *state;
+	struct probe pr;
+	void *a, *b, *c;
+
+	alarm(60);
+	probe_init(&pr, fx);
+	pr.armed[FAKE_OP_SPLIT] = pr.armed[FAKE_OP_MERGE] = pr.armed[FAKE_OP_REMAP] = 1;
+	fake_set_hook(&fx->fake, hook, &pr);
+	a = fx_alloc(fx, 0, 32 * MiB);
+	fx_free(fx, a);
+	fx_settle(fx);
+	next_step(&pr);
+	b = fx_alloc(fx, 0, 8 * MiB);
+	c = fx_alloc(fx, 0, 24 * MiB);
+	fx_free(fx, b);
+	fx_free(fx, c);
+	fx_settle(fx);
+	next_step(&pr);
+	a = fx_alloc(fx, 0, 32 * MiB);
+	b = fx_alloc(fx, 0, 8 * MiB);
+	c = fx_alloc(fx, 0, 4 * MiB);
+	fx_free(fx, b);
+	fx_free(fx, c);
+	fx_settle(fx);
+	next_step(&pr);
+	b = fx_alloc(fx, 0, 12 * MiB);
+	fx_free(fx, b);
+	fx_free(fx, a);
+	assert_int_equal(probe_finish(&pr), 0);
+	assert_true(pr.probes[FAKE_OP_SPLIT] >= 1);
+	assert_true(pr.probes[FAKE_OP_MERGE] >= 1);
+	assert_true(pr.probes[FAKE_OP_REMAP] >= 1);
+	alarm(0);
+}
+
 /* Proves: the clock (now_ns) is not read under a pool lock either (the header says no backend
  * function is); kept apart so a failure here is told from the one above. */
 static void test_no_lock_across_clock(void **state)
@@ -320,6 +378,7 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_no_lock_across_over_cap, setup_capped,
 						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_no_lock_across_vmm_calls, setup_vmm, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
