@@ -508,10 +508,11 @@ static int fake_merge(void *ctx, int device, void *const *ptr, const size_t *byt
 	for (unsigned i = 0; i < n && rc == GP_OK; i++) {
 		b[i] = n <= 64 ? find_block(f, ptr[i]) : NULL;
 		if (b[i] == NULL || !b[i]->movable || b[i]->device != device || b[i]->bytes != bytes[i] ||
-		    (i > 0 && (b[i]->mem != b[0]->mem ||
-			       (char *)b[i - 1]->ptr + b[i - 1]->bytes != (char *)b[i]->ptr))) {
+		    (i > 0 && (char *)b[i - 1]->ptr + b[i - 1]->bytes != (char *)b[i]->ptr)) {
 			f->counts.misuse++;
 			rc = GP_EINVAL;
+		} else if (i > 0 && b[i]->mem != b[0]->mem) {
+			rc = GP_EINVAL; /* neighbours, but not of one allocation: refused, as allowed */
 		}
 	}
 	if (n < 2 || rc != GP_OK) {
