@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define BENCH_MIB ((size_t)1 << 20)
 #define BENCH_MAX_LIST 16
@@ -86,8 +87,26 @@ static inline bench_count_fn bench_counter(void)
 	return f;
 }
 
-/* Device-wide used bytes as the driver reports them: the runtime's own cudaMemGetInfo, looked up
- * in libcudart's scope so the shim's (which counts its cache as free) is bypassed. */
+/* With the shim preloaded, every way to ask for free memory passes it: cudaMemGetInfo, and the
+ * driver's cuMemGetInfo, which the runtime reaches through cuGetProcAddress and dlsym finds in the
+ * shim first. By default (GPUPOOL_REPORT_CACHED_AS_FREE) it counts its cached blocks as free, so
+ * a pool's peak would leave its idle cache out. A benchmark that measures memory calls this first
+ * in main, before any CUDA call: with the shim loaded and that setting not 0, it runs the program
+ * again with it 0 (the shim reads its settings when it loads). */
+static inline void bench_exact_meminfo(char **argv)
+{
+	const char *v = getenv("GPUPOOL_REPORT_CACHED_AS_FREE");
+
+	if (!bench_shim_loaded() || (v != NULL && strcmp(v, "0") == 0))
+		return;
+	if (setenv("GPUPOOL_REPORT_CACHED_AS_FREE", "0", 1) == 0)
+		execv("/proc/self/exe", argv);
+	fprintf(stderr, "bench: cannot run again with GPUPOOL_REPORT_CACHED_AS_FREE=0: the pool's "
+			"idle cache counts as free in the memory figures\n");
+}
+
+/* Device-wide used bytes as the driver reports them (the runtime's own cudaMemGetInfo, looked up
+ * in libcudart's scope; with the shim loaded, exact only after bench_exact_meminfo). */
 static inline size_t bench_device_used(void)
 {
 	typedef cudaError_t (*meminfo_fn)(size_t *, size_t *);

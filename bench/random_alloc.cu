@@ -254,6 +254,8 @@ int main(int argc, char **argv)
 	uint64_t most = 0;
 	double kernel_us = 20, cpu_us = 0;
 
+	bench_exact_meminfo(argv);
+
 	memset(&o, 0, sizeof(o));
 	o.allocs[0] = 10000, o.allocs[1] = 100000, o.nallocs = 2;
 	o.max_mib[0] = 1, o.max_mib[1] = 64, o.max_mib[2] = 1024, o.nmax = 3;

@@ -497,6 +497,8 @@ int main(int argc, char **argv)
 	double limit_s = 20;
 	std::vector<const char *> files;
 
+	bench_exact_meminfo(argv);
+
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--no-warm")) {

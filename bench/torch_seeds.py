@@ -16,9 +16,9 @@ Workloads:
   reload       seed 2: a loop that builds a model, runs inference and `del`s it without
                empty_cache(); device memory per iteration.
 
-Device memory is the device-wide figure (total - free from the CUDA runtime's own
-cudaMemGetInfo, as any other process sees it), sampled every ~2 ms by a thread of the child, so
-peaks inside a forward are seen. Output: a markdown table on stdout and JSON (with the time
+Device memory is the device-wide figure in use (NVML, as any other process sees it: every CUDA
+call's figure passes the shim, which counts its cache as free), sampled every ~2 ms by a thread of
+the child, so peaks inside a forward are seen. Output: a markdown table on stdout and JSON (with the time
 series) for scripts/plot-torch-seeds.
 
 Usage: python3 bench/torch_seeds.py --lib build/shim/libgpupool.so --out DIR [--quick]
@@ -52,25 +52,21 @@ def config_env(name, lib, extra=None):
 # ---- child side -----------------------------------------------------------------------------
 
 def runtime_meminfo():
-    """The runtime's own cudaMemGetInfo (never the shim's, which counts its cache as free)."""
-    import ctypes
-    names = ["libcudart.so.13"]
-    with open("/proc/self/maps") as f:
-        names += sorted({ln.split()[-1] for ln in f if "/libcudart.so" in ln})
-    for name in names:
-        try:
-            fn = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY).cudaMemGetInfo
-        except (OSError, AttributeError):
-            continue
-        fn.argtypes = [ctypes.POINTER(ctypes.c_size_t)] * 2
-        fn.restype = ctypes.c_int
+    """Device 0's memory in use (bytes), from NVML through tests/gpu/gpucommon.py: every CUDA
+    call's figure passes the shim (the runtime's cudaMemGetInfo too: it reaches the driver's
+    cuMemGetInfo through cuGetProcAddress), which by default counts this process's cached blocks
+    as free (GPUPOOL_REPORT_CACHED_AS_FREE): the pool's idle cache would read as not held."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "gpu"))
+    import gpucommon
+    mem = gpucommon.nvml_memory()
+    if mem is None:
+        raise RuntimeError("NVML (libnvidia-ml.so.1) not found: no exact device memory figure")
 
-        def used(fn=fn):
-            free, total = ctypes.c_size_t(), ctypes.c_size_t()
-            fn(ctypes.byref(free), ctypes.byref(total))
-            return total.value - free.value
-        return used
-    raise RuntimeError("libcudart not found in the process")
+    def used():
+        free, total = mem()
+        return total - free
+    return used
 
 
 class Sampler:

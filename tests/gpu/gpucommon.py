@@ -18,11 +18,11 @@ class _NvmlMemory(ctypes.Structure):
                 ("used", ctypes.c_ulonglong)]
 
 
-def runtime_meminfo():
-    """A function returning device 0's free memory in bytes, from NVML, or None. Every CUDA
-    call's figure (cudaMemGetInfo, cuMemGetInfo, torch.cuda.mem_get_info) passes the shim, which
-    may count this process's cached blocks as free (GPUPOOL_REPORT_CACHED_AS_FREE); NVML does not
-    go through the driver's entry points."""
+def nvml_memory():
+    """A function returning device 0's (free, total) memory in bytes, from NVML, or None. Every
+    CUDA call's figure (cudaMemGetInfo, cuMemGetInfo, torch.cuda.mem_get_info) passes the shim,
+    which may count this process's cached blocks as free (GPUPOOL_REPORT_CACHED_AS_FREE); NVML
+    does not go through the driver's entry points."""
     try:
         nvml = ctypes.CDLL("libnvidia-ml.so.1", mode=os.RTLD_LAZY)
     except OSError:
@@ -34,8 +34,16 @@ def runtime_meminfo():
     def call():
         m = _NvmlMemory()
         m.version = ctypes.sizeof(m) | (2 << 24)  # nvmlMemory_v2
-        return m.free if nvml.nvmlDeviceGetMemoryInfo_v2(dev, ctypes.byref(m)) == 0 else 0
+        if nvml.nvmlDeviceGetMemoryInfo_v2(dev, ctypes.byref(m)) != 0:
+            return 0, 0
+        return m.free, m.total
     return call
+
+
+def runtime_meminfo():
+    """A function returning device 0's free memory in bytes, from NVML (nvml_memory), or None."""
+    mem = nvml_memory()
+    return None if mem is None else (lambda: mem()[0])
 
 
 def smi_used_mib():
