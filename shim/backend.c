@@ -118,7 +118,7 @@ static int vmm_alloc(int device, int on, size_t bytes, CUdeviceptr *p, int *rc)
 
 /* Through the runtime when the allocation came through its door (its context is the program's
  * current one) or the device's context is not current here; else the driver in the current
- * context; else the driver in the device's context, entered for the call. A block above 2 MiB
+ * context; else the driver in the device's context, entered for the call. A block above 1 MiB
  * is VMM-backed while GPUPOOL_VMM is on (an error other than memory turns that off: the block is
  * then made the ordinary way). */
 static int be_alloc(void *ctx, int device, size_t bytes, void **out)

@@ -267,7 +267,7 @@ struct gp_vmm_dev {
 	int peer[GP_MAX_DEVICES]; /* devices that can access this one's memory */
 };
 struct gp_shim_vmm {
-	/* 1 while new blocks above 2 MiB are made with the API: set by init (GPUPOOL_VMM on or
+	/* 1 while new blocks above 1 MiB are made with the API: set by init (GPUPOOL_VMM on or
 	 * auto), cleared for good at the first IPC call in auto mode or when a call of the API
 	 * fails for a reason other than memory (any thread; relaxed: one more legacy or VMM block
 	 * is harmless). */

@@ -11,9 +11,10 @@
 #include <cuda.h>
 #include <stddef.h>
 
-/* Requests above this are VMM-backed while VMM is on: at or below it, one 2 MiB granule would
- * hold a block that the driver packs with others. */
-#define GP_VMM_MIN_BYTES ((size_t)2 << 20)
+/* Requests above this (the pool's classes of 2 MiB and more) are VMM-backed while VMM is on: at
+ * or below it the driver packs requests tightly, where a block of its own would take a 2 MiB
+ * granule; above it the driver charges whole 2 MiB granules either way. */
+#define GP_VMM_MIN_BYTES ((size_t)1 << 20)
 
 /* Set up from GPUPOOL_VMM (enum gp_vmm_mode) at init. */
 void gp_vmm_init(int mode);
