@@ -48,18 +48,26 @@ static int by_ptr(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The shortest run of neighbours (each ends where the next begins) that holds `want` bytes, the
- * one with the fewest bytes: *first and *count. 0 when none. */
-static int best_run(const struct ent *e, unsigned n, size_t want, unsigned *first,
-		    unsigned *count)
+/* Whether e[j] may join e[j - 1]: it begins where that one ends, and (where the backend can say)
+ * both are parts of one allocation: blocks of two ranges that happen to touch are not. */
+static int joins(struct gp_pool *p, const struct ent *e, unsigned j)
+{
+	return e[j - 1].ptr + e[j - 1].bytes == e[j].ptr &&
+	       (p->be.joinable == NULL ||
+		p->be.joinable(p->be.ctx, (void *)e[j - 1].ptr, (void *)e[j].ptr));
+}
+
+/* The shortest run of neighbours (each joins the one before) that holds `want` bytes, the one
+ * with the fewest bytes: *first and *count. 0 when none. */
+static int best_run(struct gp_pool *p, const struct ent *e, unsigned n, size_t want,
+		    unsigned *first, unsigned *count)
 {
 	size_t best = SIZE_MAX;
 
 	for (unsigned i = 0; i < n; i++) {
 		size_t sum = e[i].bytes;
 
-		for (unsigned j = i + 1; j < n && j - i < MERGE_MAX && sum < want &&
-					 e[j - 1].ptr + e[j - 1].bytes == e[j].ptr;
+		for (unsigned j = i + 1; j < n && j - i < MERGE_MAX && sum < want && joins(p, e, j);
 		     j++) {
 			sum += e[j].bytes;
 			if (sum >= want && sum < best) {
@@ -120,7 +128,7 @@ static int coalesce(struct gp_pool *p, struct gp_dev *d, int device, unsigned cl
 		return GP_ENOMEM;
 	n = snapshot(p, d, e, MERGE_SNAPSHOT_MAX);
 	qsort(e, n, sizeof(*e), by_ptr);
-	if (!best_run(e, n, gp_pool_class_bytes(cls), &first, &count))
+	if (!best_run(p, e, n, gp_pool_class_bytes(cls), &first, &count))
 		goto out;
 	for (got = 0; got < count && take(p, d, &e[first + got]); got++) {
 		ptr[got] = e[first + got].b->ptr;

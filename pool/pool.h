@@ -61,6 +61,9 @@ enum gp_release_cause {
  *              ends, become one at ptr[0] of their bytes together, with no memory moved and no
  *              driver call. GP_EINVAL, nothing changed, when they are not parts of one
  *              allocation that splits made.
+ * joinable     optional, with merge: 1 when the allocation at b begins where the one at a ends
+ *              and both are parts of one allocation (merge would join them), else 0. Cheap, no
+ *              driver call.
  * fence_record record a fence: it completes once every GPU operation issued before this call,
  *              on every stream of every device, has completed. GP_EAGAIN: cannot now (capture).
  *              The fence handle is opaque to the pool.
@@ -91,6 +94,7 @@ struct gp_backend {
 		     void **out, size_t *got, int *consumed);
 	int (*split)(void *ctx, int device, void *ptr, size_t bytes, size_t take, size_t *tail);
 	int (*merge)(void *ctx, int device, void *const *ptr, const size_t *bytes, unsigned n);
+	int (*joinable)(void *ctx, void *a, void *b);
 	int (*fence_record)(void *ctx, void **fence);
 	int (*fence_query)(void *ctx, void *fence);
 	int (*fence_wait)(void *ctx, void *fence);

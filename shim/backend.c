@@ -232,6 +232,12 @@ static int be_merge(void *ctx, int device, void *const *ptr, const size_t *bytes
 	return to_rc(gp_vmm_merge(ptr, bytes, n), 0);
 }
 
+static int be_joinable(void *ctx, void *a, void *b)
+{
+	(void)ctx;
+	return gp_vmm_joinable(a, b);
+}
+
 /* Coarse on purpose: it is read on every free, and idle ages need milliseconds, not ns. */
 static uint64_t be_now(void *ctx)
 {
@@ -262,4 +268,5 @@ void gp_backend_fill(struct gp_backend *be)
 	be->remap = atomic_load(&gp_shim.vmm.on) ? be_remap : NULL;
 	be->split = atomic_load(&gp_shim.vmm.on) ? be_split : NULL;
 	be->merge = atomic_load(&gp_shim.vmm.on) ? be_merge : NULL;
+	be->joinable = atomic_load(&gp_shim.vmm.on) ? be_joinable : NULL;
 }

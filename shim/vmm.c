@@ -457,6 +457,21 @@ out:
 	return e;
 }
 
+int gp_vmm_joinable(const void *a, const void *b)
+{
+	struct gp_vmm_block *x, *y;
+	int yes;
+
+	if (never_made())
+		return 0;
+	pthread_mutex_lock(&V.lock);
+	x = find_locked((CUdeviceptr)(uintptr_t)a);
+	y = find_locked((CUdeviceptr)(uintptr_t)b);
+	yes = x != NULL && y != NULL && x->range == y->range && x->va + x->bytes == y->va;
+	pthread_mutex_unlock(&V.lock);
+	return yes;
+}
+
 CUresult gp_vmm_merge(void *const *ptr, const size_t *bytes, unsigned n)
 {
 	struct gp_vmm_block *b[64], *nb = NULL;

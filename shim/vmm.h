@@ -45,6 +45,9 @@ CUresult gp_vmm_split(const void *ptr, size_t bytes, size_t take, size_t *tail);
  * otherwise. */
 CUresult gp_vmm_merge(void *const *ptr, const size_t *bytes, unsigned n);
 
+/* 1 when the block at b begins where the block at a ends, in one range (merge would join them). */
+int gp_vmm_joinable(const void *a, const void *b);
+
 /* Whether ptr is the base of a VMM-backed block. */
 int gp_vmm_owns(const void *ptr);
 

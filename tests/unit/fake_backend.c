@@ -532,11 +532,28 @@ out:
 	return rc;
 }
 
+static int fake_joinable(void *ctx, void *a, void *b)
+{
+	struct fake_backend *f = ctx;
+	struct fake_block *x, *y;
+	int yes;
+
+	run_hook(f, FAKE_OP_JOINABLE);
+	pthread_mutex_lock(&f->lock);
+	x = find_block(f, a);
+	y = find_block(f, b);
+	yes = x != NULL && y != NULL && x->mem == y->mem && (char *)x->ptr + x->bytes == (char *)y->ptr;
+	f->counts.joinable_calls++;
+	pthread_mutex_unlock(&f->lock);
+	return yes;
+}
+
 void fake_set_split(struct fake_backend *f, int on, int rc)
 {
 	pthread_mutex_lock(&f->lock);
 	f->be.split = on ? fake_split : NULL;
 	f->be.merge = on ? fake_merge : NULL;
+	f->be.joinable = on ? fake_joinable : NULL;
 	f->split_rc = rc;
 	pthread_mutex_unlock(&f->lock);
 }

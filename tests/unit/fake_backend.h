@@ -25,6 +25,7 @@ enum fake_op {
 	FAKE_OP_REMAP,
 	FAKE_OP_SPLIT,
 	FAKE_OP_MERGE,
+	FAKE_OP_JOINABLE,
 	FAKE_OP_COUNT
 };
 
@@ -45,6 +46,7 @@ struct fake_counts {
 	uint64_t remap_partial;        /* sources a remap was asked for part of */
 	uint64_t splits_ok;            /* split calls that made a block */
 	uint64_t merges_ok;            /* merge calls that made one block of several */
+	uint64_t joinable_calls;       /* joinable questions asked */
 	uint64_t misuse;               /* contract breaches seen: unknown or double free, wrong
 					* device or size on free, use of a destroyed fence, bad device */
 };
@@ -125,10 +127,10 @@ void fake_set_movable(struct fake_backend *f, size_t min_bytes);
 /* A partial source moves its take rounded up to `bytes` (0, the default: exactly its take);
  * a split makes the end of that size a block. */
 void fake_set_remap_piece(struct fake_backend *f, size_t bytes);
-/* The backend offers split and merge (on, after fake_set_movable, which leaves them off): the end
- * of a movable block (its take, rounded as a remap's partial source) becomes a block of its own in
- * the same memory, and neighbours in one memory become one block again; rc: what a split that
- * could be made answers instead (GP_OK: makes it). */
+/* The backend offers split, merge and joinable (on, after fake_set_movable, which leaves them
+ * off): the end of a movable block (its take, rounded as a remap's partial source) becomes a block
+ * of its own in the same memory, and neighbours in one memory become one block again; rc: what a
+ * split that could be made answers instead (GP_OK: makes it). */
 void fake_set_split(struct fake_backend *f, int on, int rc);
 /* remap fails with rc (GP_OK: works again); consumes: the failure gives the sources back. */
 void fake_set_remap_rc(struct fake_backend *f, int rc, int consumes);

@@ -55,9 +55,10 @@ struct probe {
 static const char *op_name[NOPS] = {
 	"backend alloc", "backend free", "backend fence_record", "backend fence_query",
 	"backend fence_wait", "backend fence_destroy", "backend now_ns", "backend may_release",
-	"backend quiet", "backend remap", "backend split", "backend merge", "over_cap callback",
+	"backend quiet", "backend remap", "backend split", "backend merge", "backend joinable",
+	"over_cap callback",
 };
-_Static_assert(sizeof(op_name) / sizeof(op_name[0]) == NOPS && FAKE_OP_MERGE + 2 == NOPS,
+_Static_assert(sizeof(op_name) / sizeof(op_name[0]) == NOPS && FAKE_OP_JOINABLE + 2 == NOPS,
 	       "a name for every backend call the fake counts");
 
 /* Sizes the helper allocates and frees: the classes the owner's calls work on, so a class lock
@@ -288,9 +289,9 @@ static int setup_vmm(void **state)
 	return gp_pool_create(&fx->fake.be, &cfg, &fx->pool) == GP_OK ? 0 : -1;
 }
 
-/* Proves: no pool lock is held across backend split, merge and remap: an idle 32 MiB block split
- * for 8 MiB (its rest a hit), the parts merged again for 32 MiB, idle 8 and 4 MiB blocks moved
- * into a 12 MiB one. */
+/* Proves: no pool lock is held across backend split, merge, joinable and remap: an idle 32 MiB
+ * block split for 8 MiB (its rest a hit), the parts merged again for 32 MiB, idle 8 and 4 MiB
+ * blocks moved into a 12 MiB one. */
 static void test_no_lock_across_vmm_calls(void **state)
 {
 	struct fx *fx = *state;
@@ -300,6 +301,7 @@ static void test_no_lock_across_vmm_calls(void **state)
 	alarm(60);
 	probe_init(&pr, fx);
 	pr.armed[FAKE_OP_SPLIT] = pr.armed[FAKE_OP_MERGE] = pr.armed[FAKE_OP_REMAP] = 1;
+	pr.armed[FAKE_OP_JOINABLE] = 1;
 	fake_set_hook(&fx->fake, hook, &pr);
 	a = fx_alloc(fx, 0, 32 * MiB);
 	fx_free(fx, a);
@@ -325,6 +327,7 @@ static void test_no_lock_across_vmm_calls(void **state)
 	assert_true(pr.probes[FAKE_OP_SPLIT] >= 1);
 	assert_true(pr.probes[FAKE_OP_MERGE] >= 1);
 	assert_true(pr.probes[FAKE_OP_REMAP] >= 1);
+	assert_true(pr.probes[FAKE_OP_JOINABLE] >= 1);
 	alarm(0);
 }
 
