@@ -106,19 +106,21 @@ static void under_kernel(void)
 
 /* An idle 64 MiB block (16 handles of 4 MiB) serves a 16 MiB miss with its last 16 MiB where they
  * lie (no new memory, their bytes there) and a 48 MiB one with the rest, at its address; the two
- * parts, idle again, serve a 64 MiB miss as one block there (merged): no new memory. Then, while a
- * kernel writes the 48 MiB part for 300 ms, the 16 MiB part is freed and given back: its handles
- * leave the range the kernel's block lies in, and the kernel ends without error, its bytes whole. */
+ * parts, idle again, serve a 64 MiB miss as one block there (merged): no new memory. Then the
+ * 16 MiB part, freed and its fence done, is given back while a kernel writes the 48 MiB part of
+ * the same range: its handles are unmapped beside the running kernel (a release of settled blocks
+ * does not wait for the device), and the kernel ends without error, its bytes whole. */
 static void split_merge(void)
 {
-	void *a = NULL, *p = NULL, *q = NULL, *r = NULL;
+	void *a = NULL, *p = NULL, *q = NULL, *r = NULL, *x = NULL, *t = NULL;
 	unsigned long long bytes = 0;
 	cudaStream_t s;
 	size_t free0, free1;
-	cudaError_t e;
+	cudaError_t e, running;
 
 	gt_shim_release()(-1, NULL);
 	gt_ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+	gt_ok(cudaMalloc(&x, 96 * GT_MIB), "cudaMalloc(96 MiB)"); /* a range of its own, for later */
 	gt_ok(cudaMalloc(&a, 64 * GT_MIB), "cudaMalloc(64 MiB)");
 	gt_fill(a, 48 * GT_MIB, 0xA0A0u, 0);
 	gt_fill((char *)a + 48 * GT_MIB, 16 * GT_MIB, 0xB0B0u, 0);
@@ -150,17 +152,27 @@ static void split_merge(void)
 
 	gt_ok(cudaMalloc(&p, 16 * GT_MIB), "cudaMalloc(16 MiB)");
 	gt_ok(cudaMalloc(&q, 48 * GT_MIB), "cudaMalloc(48 MiB)");
+	gt_ok(cudaFree(p), "cudaFree(16 MiB)");
+	gt_ok(cudaFree(x), "cudaFree(96 MiB)");
+	gt_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	/* A 32 MiB miss drives the fences (the GPU is idle: the 16 and 96 MiB blocks settle) and
+	 * takes the end of the 96 MiB block. */
+	gt_ok(cudaMalloc(&t, 32 * GT_MIB), "cudaMalloc(32 MiB)");
 	gt_slow_fill_kernel<<<GT_GRID, GT_BLOCK, 0, s>>>((uint32_t *)q, 48 * GT_MIB / 4, 0xC0DEu,
 							  300000000ull);
-	gt_ok(cudaFree(p), "cudaFree(16 MiB) while a kernel writes its neighbour");
 	gt_shim_release()(-1, &bytes);
+	running = cudaStreamQuery(s);
 	e = cudaStreamSynchronize(s);
-	gt_check(e == cudaSuccess && bytes >= 16 * GT_MIB,
-		 "a part given back beside a running kernel's block in its range; the kernel ends "
-		 "without error", "%s, %llu MiB released", cudaGetErrorName(e), bytes >> 20);
+	gt_check(running == cudaErrorNotReady && bytes >= 16 * GT_MIB,
+		 "the freed 16 MiB part given back while a kernel writes its neighbour in the range",
+		 "%llu MiB released; the kernel was %s when the release returned", bytes >> 20,
+		 running == cudaErrorNotReady ? "still running" : cudaGetErrorName(running));
+	gt_check(e == cudaSuccess, "the kernel ends without error", "%s", cudaGetErrorName(e));
 	gt_check(gt_count_ne(q, 48 * GT_MIB, 0xC0DEu) == 0, "the kernel's block holds its bytes",
 		 "48 MiB of 0xC0DE");
 	gt_ok(cudaFree(q), "cudaFree(48 MiB)");
+	gt_ok(cudaFree(t), "cudaFree(32 MiB)");
+	cudaGetLastError();
 	cudaStreamDestroy(s);
 }
 
