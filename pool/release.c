@@ -193,6 +193,9 @@ static int release_devices(struct gp_pool *p, int device, const struct keep *k,
 
 	if (cause >= GP_CAUSE_COUNT || device >= GP_MAX_DEVICES)
 		return GP_EINVAL;
+	/* Fences driven first, without waiting: on a GPU that is done (quiet), every cached block
+	 * settles, and the backend gives it back without waiting for the device. */
+	gp_pool_advance(p, 0);
 	for (int i = 0; i < GP_MAX_DEVICES; i++) {
 		struct gp_dev *d = device >= 0 && i != device ? NULL : dev_get(p, i, 0);
 		if (d == NULL)

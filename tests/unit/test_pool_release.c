@@ -257,6 +257,30 @@ static void test_oom_releases_pending(void **state)
 	fx_free(fx, p);
 }
 
+/* Proves: a release drives the fences first: blocks freed a moment ago on a GPU that is done
+ * (quiet) are given back settled (the backend need not wait for the device); on a GPU that is
+ * not, they are given back as still possibly in use. */
+static void test_release_settles_when_quiet(void **state)
+{
+	struct fx *fx = *state;
+	void *a = fx_alloc(fx, 0, 8 * MiB), *b;
+	struct fake_counts fc;
+
+	fx_free(fx, a);
+	fake_set_quiet(&fx->fake, 1);
+	assert_int_equal(gp_pool_release(fx->pool, 0, 0, GP_CAUSE_API, NULL), GP_OK);
+	fake_get_counts(&fx->fake, &fc);
+	assert_int_equal(fc.frees_ok, 1);
+	assert_int_equal(fc.frees_unsettled, 0);
+	fake_set_quiet(&fx->fake, 0);
+	b = fx_alloc(fx, 0, 8 * MiB);
+	fx_free(fx, b);
+	assert_int_equal(gp_pool_release(fx->pool, 0, 0, GP_CAUSE_API, NULL), GP_OK);
+	fake_get_counts(&fx->fake, &fc);
+	assert_int_equal(fc.frees_ok, 2);
+	assert_int_equal(fc.frees_unsettled, 1);
+}
+
 /* Proves: when even an empty cache does not make room, gp_pool_alloc returns GP_ENOMEM after one
  * retry, counts a failed alloc, has still released the cache, and leaves live blocks alone. */
 static void test_oom_fails_when_still_full(void **state)
@@ -386,6 +410,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_oom_without_release_permission,
 						fx_setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_forget_device, fx_setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_release_settles_when_quiet, fx_setup_unordered,
+						fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
