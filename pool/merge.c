@@ -91,31 +91,14 @@ static int take(struct gp_pool *p, struct gp_dev *d, const struct ent *e)
 	for (b = c->head; b != NULL && b != e->b; prev = b, b = b->next)
 		;
 	if (b != NULL && (uintptr_t)b->ptr == e->ptr && b->bytes == e->bytes && reusable(p, b)) {
-		if (prev != NULL)
-			prev->next = b->next;
-		else
-			c->head = b->next;
-		if (c->tail == b)
-			c->tail = prev;
-		b->next = NULL;
-		bump(&c->cached_blocks, -1);
-		bump(&c->cached_bytes, -(int64_t)b->bytes);
+		unlink_cached(c, prev, b);
 		ok = 1;
 	}
 	gp_unlock(&c->lock);
 	return ok;
 }
 
-static void map_remove(struct gp_pool *p, struct gp_block *b)
-{
-	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
-
-	gp_lock(&s->lock);
-	gp_ptrmap_remove(s, (uintptr_t)b->ptr);
-	gp_unlock(&s->lock);
-}
-
-static int coalesce(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls)
+int gp_pool_coalesce(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls)
 {
 	struct ent *e = malloc(MERGE_SNAPSHOT_MAX * sizeof(*e));
 	void *ptr[MERGE_MAX];
@@ -153,7 +136,7 @@ static int coalesce(struct gp_pool *p, struct gp_dev *d, int device, unsigned cl
 			head->epoch = b->epoch;
 		if (b->freed_ns > head->freed_ns)
 			head->freed_ns = b->freed_ns;
-		map_remove(p, b);
+		map_remove_block(p, b);
 		retire_block(p, b);
 	}
 	shrink_block(head, head->bytes + sum);
@@ -161,15 +144,5 @@ static int coalesce(struct gp_pool *p, struct gp_dev *d, int device, unsigned cl
 	atomic_fetch_add_explicit(&d->merges, 1, memory_order_relaxed);
 out:
 	free(e);
-	return rc;
-}
-
-int gp_pool_coalesce(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls)
-{
-	int rc;
-
-	moving_begin(d);
-	rc = coalesce(p, d, device, cls);
-	moving_end(d);
 	return rc;
 }

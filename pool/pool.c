@@ -251,12 +251,16 @@ static __attribute__((noinline)) int miss_movable(struct gp_pool *p, struct gp_d
 						  void **out)
 {
 	struct gp_block *b;
+	int rc = GP_ENOMEM;
 
-	if (p->be.split != NULL && gp_pool_split(p, d, device, cls, s0, bytes, out) == GP_OK)
-		return GP_OK;
-	if (p->be.split != NULL && p->be.merge != NULL &&
-	    gp_pool_coalesce(p, d, device, cls) == GP_OK &&
-	    gp_pool_split(p, d, device, cls, s0, bytes, out) == GP_OK)
+	moving_begin(d);
+	if (p->be.split != NULL) {
+		rc = gp_pool_split(p, d, device, cls, s0, bytes, out);
+		if (rc != GP_OK && p->be.merge != NULL && gp_pool_coalesce(p, d, device, cls) == GP_OK)
+			rc = gp_pool_split(p, d, device, cls, s0, bytes, out);
+	}
+	moving_end(d);
+	if (rc == GP_OK)
 		return GP_OK;
 	if (await_moves(d)) { /* the cache again, with what was in transit */
 		b = gp_pool_take_missed(p, d, cls, s0, bytes, 0);
@@ -265,14 +269,21 @@ static __attribute__((noinline)) int miss_movable(struct gp_pool *p, struct gp_d
 			*out = b->ptr;
 			return GP_OK;
 		}
-		if (p->be.split != NULL && gp_pool_split(p, d, device, cls, s0, bytes, out) == GP_OK)
+		moving_begin(d);
+		if (p->be.split != NULL)
+			rc = gp_pool_split(p, d, device, cls, s0, bytes, out);
+		moving_end(d);
+		if (rc == GP_OK)
 			return GP_OK;
 	}
-	if (gp_may_release(p) && gp_pool_remap(p, d, device, cls, s0, bytes, out) == GP_OK) {
-		trim_to_cap(p, d, device); /* what stays cached keeps within the cap too */
-		return GP_OK;
+	moving_begin(d);
+	if (gp_may_release(p)) {
+		rc = gp_pool_remap(p, d, device, cls, s0, bytes, out);
+		if (rc == GP_OK)
+			trim_to_cap(p, d, device); /* what stays cached keeps within the cap too */
 	}
-	return GP_ENOMEM;
+	moving_end(d);
+	return rc == GP_OK ? GP_OK : GP_ENOMEM;
 }
 
 int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *retried)

@@ -419,6 +419,46 @@ static inline int settled(struct gp_pool *p, const struct gp_block *b)
 	return b->epoch < atomic_load_explicit(&p->done_epoch, memory_order_acquire);
 }
 
+/* A block out of the pointer map: before its address may go (a remap frees its range, a merge
+ * joins it to another). */
+static inline void map_remove_block(struct gp_pool *p, struct gp_block *b)
+{
+	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
+
+	gp_lock(&s->lock);
+	gp_ptrmap_remove(s, (uintptr_t)b->ptr);
+	gp_unlock(&s->lock);
+}
+
+/* Unlink b, the block after prev (NULL: the head), from list c (c's lock held): it leaves the
+ * cached counters. */
+static inline void unlink_cached(struct gp_list *c, struct gp_block *prev, struct gp_block *b)
+{
+	if (prev != NULL)
+		prev->next = b->next;
+	else
+		c->head = b->next;
+	if (c->tail == b)
+		c->tail = prev;
+	b->next = NULL;
+	bump(&c->cached_blocks, -1);
+	bump(&c->cached_bytes, -(int64_t)b->bytes);
+}
+
+/* A block that a remap or split made for a request of `bytes` (class cls, stripe s0), `real`
+ * bytes at ptr: entered live, or, with no record for it, given back (`settled`). */
+static inline int enter_made(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
+			     unsigned s0, size_t bytes, size_t real, void *ptr, int settled,
+			     struct gp_block **nb)
+{
+	if (gp_pool_enter_block(p, d, device, cls, cls * GP_STRIPES + s0, bytes, real, ptr, 1, nb) ==
+	    GP_OK)
+		return GP_OK;
+	p->be.free(p->be.ctx, device, ptr, real, settled);
+	atomic_fetch_add(&d->real_frees, 1);
+	return GP_ENOMEM;
+}
+
 /* A cached block onto the head of its list (b->list): one that is reusable now, which a remap
  * or split handed back (put back as it was, or smaller). The list lock is taken here. */
 static inline void push_cached(struct gp_dev *d, struct gp_block *b)
@@ -459,7 +499,8 @@ int gp_pool_split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
  * one was made, so that a look at the cache (and a split) can serve the miss. */
 int gp_pool_coalesce(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls);
 
-/* Around work on cached blocks taken out of their lists (split.c, merge.c, remap.c). */
+/* Around a miss's split, merge and remap (pool.c miss_movable): they take cached blocks out of
+ * their lists while they work on them. */
 static inline void moving_begin(struct gp_dev *d)
 {
 	atomic_fetch_add_explicit(&d->moving, 1, memory_order_acq_rel);

@@ -62,11 +62,8 @@ void gp_pool_free_blocks(struct gp_pool *p, struct gp_dev *d, struct gp_block *b
 {
 	while (b != NULL) {
 		struct gp_block *next = b->next;
-		struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
 
-		gp_lock(&s->lock);
-		gp_ptrmap_remove(s, (uintptr_t)b->ptr);
-		gp_unlock(&s->lock);
+		map_remove_block(p, b);
 		if (p->be.free(p->be.ctx, b->device, b->ptr, b->bytes, settled(p, b)) != GP_OK)
 			r->errors++;
 		atomic_fetch_add(&d->real_frees, 1);

@@ -29,17 +29,8 @@ static struct gp_block *take_movable(struct gp_pool *p, struct gp_list *c, uint6
 			break;
 		}
 	}
-	if (b != NULL) {
-		if (prev != NULL)
-			prev->next = b->next;
-		else
-			c->head = b->next;
-		if (c->tail == b)
-			c->tail = prev;
-		b->next = NULL;
-		bump(&c->cached_blocks, -1);
-		bump(&c->cached_bytes, -(int64_t)b->bytes);
-	}
+	if (b != NULL)
+		unlink_cached(c, prev, b);
 	gp_unlock(&c->lock);
 	return b;
 }
@@ -128,15 +119,6 @@ static void trim(struct gp_pool *p, struct gp_dev *d, unsigned cls, size_t need)
 		gp_pool_free_blocks(p, d, list, &r);
 }
 
-static void map_remove(struct gp_pool *p, struct gp_block *b)
-{
-	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
-
-	gp_lock(&s->lock);
-	gp_ptrmap_remove(s, (uintptr_t)b->ptr);
-	gp_unlock(&s->lock);
-}
-
 /* Back into the map and to the head of its list: a source a remap left as it was, or the
  * smaller block a partial source became (reusable now: its fence is done). */
 static void relist(struct gp_pool *p, struct gp_dev *d, struct gp_block *b)
@@ -179,8 +161,8 @@ static void settle_source(struct gp_pool *p, struct gp_dev *d, struct gp_block *
 	relist(p, d, b);
 }
 
-static int remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
-		 size_t bytes, void **out)
+int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
+		  size_t bytes, void **out)
 {
 	struct gp_block *blk[REMAP_MAX_PIECES], *nb;
 	struct gp_piece src[REMAP_MAX_PIECES];
@@ -207,7 +189,7 @@ static int remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, 
 	if (n == 0)
 		return GP_ENOMEM;
 	for (unsigned i = 0; i < n; i++) {
-		map_remove(p, blk[i]);
+		map_remove_block(p, blk[i]);
 		src[i] = (struct gp_piece){ blk[i]->ptr, blk[i]->bytes, take[i] };
 	}
 	rc = p->be.remap(p->be.ctx, device, want, src, n, &ptr, &got, &consumed);
@@ -230,23 +212,8 @@ static int remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, 
 	atomic_fetch_add(&d->remapped_bytes, moved);
 	if (got < want)
 		got = want;
-	if (gp_pool_enter_block(p, d, device, cls, cls * GP_STRIPES + s0, bytes, got, ptr, 1,
-				&nb) != GP_OK) {
-		p->be.free(p->be.ctx, device, ptr, got, 1);
-		atomic_fetch_add(&d->real_frees, 1);
+	if (enter_made(p, d, device, cls, s0, bytes, got, ptr, 1, &nb) != GP_OK)
 		return GP_ENOMEM;
-	}
 	*out = ptr;
 	return GP_OK;
-}
-
-int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
-		  size_t bytes, void **out)
-{
-	int rc;
-
-	moving_begin(d);
-	rc = remap(p, d, device, cls, s0, bytes, out);
-	moving_end(d);
-	return rc;
 }

@@ -22,16 +22,10 @@ static struct gp_block *take_head(struct gp_pool *p, struct gp_list *c, int *fen
 	}
 	gp_lock(&c->lock);
 	b = c->head;
-	if (b != NULL && b->movable && reusable(p, b)) {
-		c->head = b->next;
-		if (c->head == NULL)
-			c->tail = NULL;
-		b->next = NULL;
-		bump(&c->cached_blocks, -1);
-		bump(&c->cached_bytes, -(int64_t)b->bytes);
-	} else {
+	if (b != NULL && b->movable && reusable(p, b))
+		unlink_cached(c, NULL, b);
+	else
 		b = NULL;
-	}
 	gp_unlock(&c->lock);
 	return b;
 }
@@ -90,12 +84,8 @@ static int split_block(struct gp_pool *p, struct gp_dev *d, int device, struct g
 	atomic_fetch_sub(&d->movable_bytes, tail);
 	shrink_block(b, b->bytes - tail);
 	push_cached(d, b);
-	if (gp_pool_enter_block(p, d, device, cls, cls * GP_STRIPES + s0, bytes, tail, ptr, 1, &nb) !=
-	    GP_OK) {
-		p->be.free(p->be.ctx, device, ptr, tail, settled(p, b));
-		atomic_fetch_add(&d->real_frees, 1);
+	if (enter_made(p, d, device, cls, s0, bytes, tail, ptr, settled(p, b), &nb) != GP_OK)
 		return GP_ENOMEM;
-	}
 	gp_lock(&d->list[nb->list].lock);
 	bump(&d->list[nb->list].hits, 1);
 	gp_unlock(&d->list[nb->list].lock);
@@ -110,8 +100,8 @@ static int split_block(struct gp_pool *p, struct gp_dev *d, int device, struct g
  * the backend will not split (its pieces too large for the part asked for) is handed out whole
  * when it is at most cfg.oversize_pct of the request (an oversize hit, as without this), else
  * the next larger class is tried. */
-static int split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
-		 size_t bytes, void **out)
+int gp_pool_split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
+		  size_t bytes, void **out)
 {
 	unsigned from = cls;
 	int driven = 0, rc = GP_ENOMEM;
@@ -141,16 +131,5 @@ static int split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, 
 		if (rc != GP_EINVAL)
 			return rc;
 	}
-	return rc;
-}
-
-int gp_pool_split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
-		  size_t bytes, void **out)
-{
-	int rc;
-
-	moving_begin(d);
-	rc = split(p, d, device, cls, s0, bytes, out);
-	moving_end(d);
 	return rc;
 }

@@ -155,16 +155,21 @@ static CUresult grant(CUdeviceptr va, size_t bytes, int device)
 	return e;
 }
 
+/* Into its bucket (lock held, the buckets there). */
+static void insert_locked(struct gp_vmm_block *b)
+{
+	b->next = V.bucket[bucket_of(b->va)];
+	V.bucket[bucket_of(b->va)] = b;
+	V.count++;
+}
+
 static void registry_add(struct gp_vmm_block *b)
 {
 	pthread_mutex_lock(&V.lock);
 	if (V.bucket == NULL)
 		__atomic_store_n(&V.bucket, calloc(NBUCKETS, sizeof(*V.bucket)), __ATOMIC_RELEASE);
-	if (V.bucket != NULL) {
-		b->next = V.bucket[bucket_of(b->va)];
-		V.bucket[bucket_of(b->va)] = b;
-		V.count++;
-	}
+	if (V.bucket != NULL)
+		insert_locked(b);
 	pthread_mutex_unlock(&V.lock);
 }
 
@@ -447,9 +452,7 @@ CUresult gp_vmm_split(const void *ptr, size_t bytes, size_t take, size_t *tail)
 	b->range->refs++;
 	b->n = k;
 	b->bytes -= t;
-	nb->next = V.bucket[bucket_of(nb->va)];
-	V.bucket[bucket_of(nb->va)] = nb;
-	V.count++;
+	insert_locked(nb);
 	*tail = t;
 	e = CUDA_SUCCESS;
 out:
@@ -506,9 +509,7 @@ CUresult gp_vmm_merge(void *const *ptr, const size_t *bytes, unsigned n)
 	}
 	nb->n = k;
 	nb->range->refs -= n - 1;
-	nb->next = V.bucket[bucket_of(nb->va)];
-	V.bucket[bucket_of(nb->va)] = nb;
-	V.count++;
+	insert_locked(nb);
 	e = CUDA_SUCCESS;
 out:
 	pthread_mutex_unlock(&V.lock);

@@ -30,6 +30,20 @@ int fx_setup_cfg(void **state, const struct gp_pool_config *cfg)
 	return 0;
 }
 
+int fx_setup_movable(void **state, const struct gp_pool_config *cfg, size_t movable, int split)
+{
+	struct fx *fx;
+
+	if (fx_setup_cfg(state, cfg) != 0)
+		return -1;
+	fx = *state;
+	gp_pool_destroy(fx->pool);
+	fake_set_movable(&fx->fake, movable);
+	if (split)
+		fake_set_split(&fx->fake, 1, GP_OK);
+	return gp_pool_create(&fx->fake.be, cfg, &fx->pool) == GP_OK ? 0 : -1;
+}
+
 static int fx_setup(void **state, int ordered)
 {
 	struct gp_pool_config cfg = { .ordered = ordered };

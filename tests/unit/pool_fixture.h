@@ -30,6 +30,10 @@ int fx_setup_ordered(void **state);
 int fx_setup_unordered(void **state);
 /* For a setup of a test's own: a pool created with that configuration. */
 int fx_setup_cfg(void **state, const struct gp_pool_config *cfg);
+/* The same, the fake making blocks of at least `movable` bytes movable (with remap), and with
+ * split and merge when `split` (the backend's table is copied at create: the fake is told
+ * first). */
+int fx_setup_movable(void **state, const struct gp_pool_config *cfg, size_t movable, int split);
 int fx_teardown(void **state);
 
 /* Real size of a block serving a request of `bytes`. */

@@ -278,15 +278,8 @@ static void test_no_lock_across_backend_calls(void **state)
 static int setup_vmm(void **state)
 {
 	struct gp_pool_config cfg = { .ordered = 0, .remap_min_bytes = 4 * MiB };
-	struct fx *fx;
 
-	if (fx_setup_cfg(state, &cfg) != 0)
-		return -1;
-	fx = *state;
-	gp_pool_destroy(fx->pool);
-	fake_set_movable(&fx->fake, 4 * MiB);
-	fake_set_split(&fx->fake, 1, GP_OK);
-	return gp_pool_create(&fx->fake.be, &cfg, &fx->pool) == GP_OK ? 0 : -1;
+	return fx_setup_movable(state, &cfg, 4 * MiB, 1);
 }
 
 /* Proves: no pool lock is held across backend split, merge, joinable and remap: an idle 32 MiB

@@ -16,19 +16,11 @@
 #include "pool_fixture.h"
 
 /* A pool with cfg (remap from 4 MiB) whose fake backend makes blocks of at least `movable` bytes
- * movable: the backend's table is copied at create, so the pool is made again after the fake is
- * told. */
+ * movable. */
 static int setup_with(void **state, struct gp_pool_config cfg, size_t movable)
 {
-	struct fx *fx;
-
 	cfg.remap_min_bytes = 4 * MiB;
-	if (fx_setup_cfg(state, &cfg) != 0)
-		return -1;
-	fx = *state;
-	gp_pool_destroy(fx->pool);
-	fake_set_movable(&fx->fake, movable);
-	return gp_pool_create(&fx->fake.be, &cfg, &fx->pool) == GP_OK ? 0 : -1;
+	return fx_setup_movable(state, &cfg, movable, 0);
 }
 
 static int setup_remap(void **state, int ordered, size_t movable, uint64_t age, unsigned pieces)

@@ -16,21 +16,13 @@
 #include "pool_fixture.h"
 
 /* A pool (remap from 4 MiB, ordered or not, cfg.oversize_pct) whose fake backend makes blocks of
- * 4 MiB and more movable and splits them: the backend's table is copied at create, so the pool
- * is made again after the fake is told. */
+ * 4 MiB and more movable and splits and merges them. */
 static int setup_split(void **state, int ordered, unsigned oversize_pct)
 {
 	struct gp_pool_config cfg = { .ordered = ordered, .oversize_pct = oversize_pct,
 				      .remap_min_bytes = 4 * MiB };
-	struct fx *fx;
 
-	if (fx_setup_cfg(state, &cfg) != 0)
-		return -1;
-	fx = *state;
-	gp_pool_destroy(fx->pool);
-	fake_set_movable(&fx->fake, 4 * MiB);
-	fake_set_split(&fx->fake, 1, GP_OK);
-	return gp_pool_create(&fx->fake.be, &cfg, &fx->pool) == GP_OK ? 0 : -1;
+	return fx_setup_movable(state, &cfg, 4 * MiB, 1);
 }
 
 static int setup_unordered(void **state)
