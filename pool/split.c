@@ -73,18 +73,19 @@ static int split_block(struct gp_pool *p, struct gp_dev *d, int device, struct g
 	struct gp_block *nb;
 	size_t tail = 0;
 	void *ptr;
-	int rc;
+	int rc, was_settled;
 
 	rc = p->be.split(p->be.ctx, device, b->ptr, b->bytes, gp_pool_class_bytes(cls), &tail);
 	if (rc != GP_OK || tail == 0 || tail >= b->bytes)
 		return rc != GP_OK ? rc : GP_EBACKEND; /* nonsense: nothing changed either */
 	ptr = (char *)b->ptr + (b->bytes - tail);
+	was_settled = settled(p, b); /* read now: once back in its list b is another thread's */
 	/* The tail's bytes leave the block and come back with the new one (enter_block). */
 	atomic_fetch_sub(&d->reserved_bytes, tail);
 	atomic_fetch_sub(&d->movable_bytes, tail);
 	shrink_block(b, b->bytes - tail);
 	push_cached(d, b);
-	if (enter_made(p, d, device, cls, s0, bytes, tail, ptr, settled(p, b), &nb) != GP_OK)
+	if (enter_made(p, d, device, cls, s0, bytes, tail, ptr, was_settled, &nb) != GP_OK)
 		return GP_ENOMEM;
 	gp_lock(&d->list[nb->list].lock);
 	bump(&d->list[nb->list].hits, 1);
