@@ -116,8 +116,13 @@ static const struct gp_vmm_dev *dev_facts(int device)
 				f.peer[f.npeers++] = o;
 	}
 	pthread_mutex_lock(&V.lock);
-	if (!d->known) {
-		*d = f;
+	if (!__atomic_load_n(&d->known, __ATOMIC_RELAXED)) {
+		/* Every field but `known`, which readers load without the lock: a copy of the whole
+		 * struct would write it too, under their feet. */
+		d->usable = f.usable;
+		d->rdma = f.rdma;
+		d->npeers = f.npeers;
+		memcpy(d->peer, f.peer, sizeof(d->peer));
 		__atomic_store_n(&d->known, 1, __ATOMIC_RELEASE); /* last: a reader that sees it sees all */
 	}
 	pthread_mutex_unlock(&V.lock);
