@@ -136,14 +136,7 @@ void gp_pool_hand_out(struct gp_dev *d, struct gp_block *b, size_t bytes)
 	struct gp_list *c = &d->list[b->list];
 
 	gp_lock(&c->lock);
-	b->requested = bytes;
-	atomic_store_explicit(&b->state, next_live(atomic_load_explicit(&b->state, memory_order_relaxed)),
-			      memory_order_relaxed);
-	bump(&c->live_blocks, 1);
-	bump(&c->live_bytes, (int64_t)b->bytes);
-	bump(&c->requested_bytes, (int64_t)bytes);
-	bump(&c->allocs, 1);
-	bump(&c->hits, 1);
+	hand_out_locked(c, b, bytes);
 	gp_unlock(&c->lock);
 	account_live(d, b->list % GP_STRIPES, (int64_t)b->bytes);
 }

@@ -344,6 +344,44 @@ static inline int reusable(struct gp_pool *p, const struct gp_block *b)
 	       b->epoch < atomic_load_explicit(&p->done_epoch, memory_order_acquire);
 }
 
+/* Unlink b, the block after prev (NULL: the head), from list c (c's lock held): it leaves the
+ * cached counters. */
+static inline void unlink_cached(struct gp_list *c, struct gp_block *prev, struct gp_block *b)
+{
+	if (prev != NULL)
+		prev->next = b->next;
+	else
+		c->head = b->next;
+	if (c->tail == b)
+		c->tail = prev;
+	b->next = NULL;
+	bump(&c->cached_blocks, -1);
+	bump(&c->cached_bytes, -(int64_t)b->bytes);
+}
+
+/* Whether list c's head is surely fenced (a hint read without the lock: head_epoch is at most the
+ * head's free epoch): its blocks may not be reused yet, and the list is passed over without
+ * writing to its lines. */
+static inline int head_fenced(struct gp_pool *p, struct gp_list *c)
+{
+	return !atomic_load_explicit(&p->ordered, memory_order_relaxed) &&
+	       ld(&c->head_epoch) >= atomic_load_explicit(&p->done_epoch, memory_order_acquire);
+}
+
+/* A cached block out of list c handed out to a request of `bytes` (c's lock held): its next
+ * generation, live, counted as a hit on c. */
+static inline void hand_out_locked(struct gp_list *c, struct gp_block *b, size_t bytes)
+{
+	b->requested = bytes;
+	atomic_store_explicit(&b->state, next_live(atomic_load_explicit(&b->state, memory_order_relaxed)),
+			      memory_order_relaxed);
+	bump(&c->live_blocks, 1);
+	bump(&c->live_bytes, (int64_t)b->bytes);
+	bump(&c->requested_bytes, (int64_t)bytes);
+	bump(&c->allocs, 1);
+	bump(&c->hits, 1);
+}
+
 /* Pop the oldest cached block of a list if it may be reused. *waiting: one is cached there
  * but still fenced. The lock is taken only when the head may be reusable (head_epoch): a list
  * of another thread's stripe whose head is fenced is passed over without writing to its
@@ -355,8 +393,7 @@ static inline struct gp_block *take_cached(struct gp_pool *p, struct gp_list *c,
 
 	if (ld(&c->cached_blocks) == 0)
 		return NULL;
-	if (!atomic_load_explicit(&p->ordered, memory_order_relaxed) &&
-	    ld(&c->head_epoch) >= atomic_load_explicit(&p->done_epoch, memory_order_acquire)) {
+	if (head_fenced(p, c)) {
 		*waiting = 1;
 		return NULL;
 	}
@@ -364,21 +401,8 @@ static inline struct gp_block *take_cached(struct gp_pool *p, struct gp_list *c,
 	b = c->head;
 	*waiting |= b != NULL;
 	if (b != NULL && reusable(p, b)) {
-		c->head = b->next;
-		if (c->head == NULL)
-			c->tail = NULL;
-		b->next = NULL;
-		b->requested = bytes;
-		atomic_store_explicit(&b->state,
-				      next_live(atomic_load_explicit(&b->state, memory_order_relaxed)),
-				      memory_order_relaxed);
-		bump(&c->cached_blocks, -1);
-		bump(&c->cached_bytes, -(int64_t)b->bytes);
-		bump(&c->live_blocks, 1);
-		bump(&c->live_bytes, (int64_t)b->bytes);
-		bump(&c->requested_bytes, (int64_t)bytes);
-		bump(&c->allocs, 1);
-		bump(&c->hits, 1);
+		unlink_cached(c, NULL, b);
+		hand_out_locked(c, b, bytes);
 	} else {
 		if (b != NULL) /* fenced: passed over until the fences move past it */
 			atomic_store_explicit(&c->head_epoch, b->epoch, memory_order_relaxed);
@@ -428,21 +452,6 @@ static inline void map_remove_block(struct gp_pool *p, struct gp_block *b)
 	gp_lock(&s->lock);
 	gp_ptrmap_remove(s, (uintptr_t)b->ptr);
 	gp_unlock(&s->lock);
-}
-
-/* Unlink b, the block after prev (NULL: the head), from list c (c's lock held): it leaves the
- * cached counters. */
-static inline void unlink_cached(struct gp_list *c, struct gp_block *prev, struct gp_block *b)
-{
-	if (prev != NULL)
-		prev->next = b->next;
-	else
-		c->head = b->next;
-	if (c->tail == b)
-		c->tail = prev;
-	b->next = NULL;
-	bump(&c->cached_blocks, -1);
-	bump(&c->cached_bytes, -(int64_t)b->bytes);
 }
 
 /* A block that a remap or split made for a request of `bytes` (class cls, stripe s0), `real`

@@ -15,8 +15,7 @@ static struct gp_block *take_head(struct gp_pool *p, struct gp_list *c, int *fen
 
 	if (ld(&c->cached_blocks) == 0)
 		return NULL;
-	if (!atomic_load_explicit(&p->ordered, memory_order_relaxed) &&
-	    ld(&c->head_epoch) >= atomic_load_explicit(&p->done_epoch, memory_order_acquire)) {
+	if (head_fenced(p, c)) {
 		*fenced = 1;
 		return NULL;
 	}
