@@ -284,15 +284,26 @@ static CUresult map_all(struct gp_vmm_block *b, const char **what)
 	return e;
 }
 
-/* Unmap every piece of b from its range (one call per mapping, as each was mapped). */
-static void unmap_all(const struct gp_vmm_block *b)
+/* Unmap b's pieces from `first` on, the first of them at offset `off` of the block (one call
+ * per mapping, as each was mapped). */
+static void unmap_pieces(const struct gp_vmm_block *b, unsigned first, size_t off)
 {
-	size_t off = 0;
-
-	for (unsigned i = 0; i < b->n; i++) {
+	for (unsigned i = first; i < b->n; i++) {
 		gp_cu.MemUnmap(b->va + off, b->piece[i].bytes);
 		off += b->piece[i].bytes;
 	}
+}
+
+/* The first of b's last pieces that hold `take` bytes (all of them when take is b's size or
+ * more: 0); *moved: their bytes. */
+static unsigned tail_pieces(const struct gp_vmm_block *b, size_t take, size_t *moved)
+{
+	unsigned k = b->n;
+
+	*moved = 0;
+	while (k > 0 && (*moved < take || take >= b->bytes))
+		*moved += b->piece[--k].bytes;
+	return k;
 }
 
 /* The size of the handles new memory of `fresh` bytes comes in: at most GP_VMM_PIECES of
@@ -415,7 +426,7 @@ CUresult gp_vmm_free(const void *ptr, int settled)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!settled && gp_cu.CtxSynchronize != NULL)
 		gp_cu.CtxSynchronize(); /* what cudaFree would wait for */
-	unmap_all(b);
+	unmap_pieces(b, 0, 0);
 	for (unsigned i = 0; i < b->n; i++)
 		if (gp_cu.MemRelease(b->piece[i].h) != CUDA_SUCCESS)
 			e = CUDA_ERROR_INVALID_VALUE;
@@ -438,10 +449,9 @@ CUresult gp_vmm_split(const void *ptr, size_t bytes, size_t take, size_t *tail)
 	b = find_locked((CUdeviceptr)(uintptr_t)ptr);
 	if (b == NULL || b->bytes != bytes || take == 0)
 		goto out;
-	for (k = b->n; k > 0 && t < take;)
-		t += b->piece[--k].bytes;
-	if (k == 0 || t < take)
-		goto out; /* all of it, or not enough: no split */
+	k = tail_pieces(b, take, &t);
+	if (k == 0)
+		goto out; /* all of it: no split */
 	nb = malloc(sizeof(*nb) + (b->n - k) * sizeof(nb->piece[0]));
 	if (nb == NULL) {
 		e = CUDA_ERROR_OUT_OF_MEMORY;
@@ -539,9 +549,8 @@ static int sources(int device, const struct gp_piece *src, unsigned n, struct so
 		ok = b != NULL && b->device == device && b->bytes == src[i].bytes && src[i].take > 0;
 		if (!ok)
 			break;
-		sb[i] = (struct source){ b, b->n, 0 };
-		while (sb[i].first > 0 && (sb[i].moved < src[i].take || src[i].take >= b->bytes))
-			sb[i].moved += b->piece[--sb[i].first].bytes;
+		sb[i].b = b;
+		sb[i].first = tail_pieces(b, src[i].take, &sb[i].moved);
 		*pieces += b->n - sb[i].first;
 	}
 	pthread_mutex_unlock(&V.lock);
@@ -553,12 +562,8 @@ static int sources(int device, const struct gp_piece *src, unsigned n, struct so
 static void shrink(const struct source *s)
 {
 	struct gp_vmm_block *b = s->b;
-	size_t off = b->bytes - s->moved;
 
-	for (unsigned j = s->first; j < b->n; j++) {
-		gp_cu.MemUnmap(b->va + off, b->piece[j].bytes);
-		off += b->piece[j].bytes;
-	}
+	unmap_pieces(b, s->first, b->bytes - s->moved);
 	if (s->first == 0) {
 		range_put(b->range);
 		free(b);
