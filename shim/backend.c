@@ -103,56 +103,58 @@ static void first_on(int device)
 }
 
 /* A VMM-backed block (GPUPOOL_VMM), in the device's context: the current one, else entered for
- * the call. 1 when it was tried (*rc says how it went), 0 when the device's context is not
- * there to enter (the program has not used the device yet): an ordinary allocation then. */
-static int vmm_alloc(int device, int on, size_t bytes, CUdeviceptr *p, int *rc)
+ * the call. 1 when it was made or the device is out of memory (*rc says which); 0 when it was
+ * not tried (the device's context is not there to enter: the program has not used the device
+ * yet) or the API failed otherwise, which turned VMM off: the block is then made the ordinary
+ * way. */
+static int vmm_alloc(int device, size_t bytes, CUdeviceptr *p, int *rc)
 {
+	CUcontext cur;
 	int pushed = 0;
 
-	if (on != device && gp_ctx_enter(device, &pushed) != 0)
+	if (gp_ctx_current(&cur) != device && gp_ctx_enter(device, &pushed) != 0)
 		return 0;
 	*rc = to_rc(gp_vmm_alloc(device, bytes, p), 0);
 	gp_ctx_leave(pushed);
-	return 1;
+	return *rc == GP_OK || *rc == GP_ENOMEM || gp_vmm_wanted(device, bytes);
 }
 
 /* Through the runtime when the allocation came through its door (its context is the program's
  * current one) or the device's context is not current here; else the driver in the current
- * context; else the driver in the device's context, entered for the call. A block above 1 MiB
- * is VMM-backed while GPUPOOL_VMM is on (an error other than memory turns that off: the block is
- * then made the ordinary way). */
-static int be_alloc(void *ctx, int device, size_t bytes, void **out)
+ * context; else the driver in the device's context, entered for the call. */
+static int ordinary_alloc(int device, size_t bytes, CUdeviceptr *p)
 {
 	CUcontext cur;
-	CUdeviceptr p = 0;
-	int mode, pushed, rc = GP_EBACKEND, on;
+	int pushed, rc, on = gp_backend_via_runtime ? -1 : gp_ctx_current(&cur);
 
-	(void)ctx;
-	mode = relax();
-	first_on(device);
-	on = gp_backend_via_runtime ? -1 : gp_ctx_current(&cur);
-	if (gp_vmm_wanted(device, bytes)) {
-		if (gp_backend_via_runtime)
-			on = gp_ctx_current(&cur);
-		if (vmm_alloc(device, on, bytes, &p, &rc) &&
-		    (rc == GP_OK || rc == GP_ENOMEM || gp_vmm_wanted(device, bytes)))
-			goto out;
-		on = gp_backend_via_runtime ? -1 : on;
-	}
 	if (on != device && gp_real.Malloc != NULL) {
-		rc = runtime_alloc(device, bytes, (void **)&p);
+		rc = runtime_alloc(device, bytes, (void **)p);
 		if (gp_ctx_current(&cur) == device)
 			gp_ctx_note(device, cur);
 	} else if (on == device) {
-		rc = to_rc(gp_cu.MemAlloc_v2(&p, bytes), 0);
+		rc = to_rc(gp_cu.MemAlloc_v2(p, bytes), 0);
 		gp_ctx_note(device, cur);
 	} else if (gp_ctx_enter(device, &pushed) == 0) {
-		rc = to_rc(gp_cu.MemAlloc_v2(&p, bytes), 0);
+		rc = to_rc(gp_cu.MemAlloc_v2(p, bytes), 0);
 		gp_ctx_leave(pushed);
 	} else {
 		rc = to_rc(CUDA_ERROR_INVALID_CONTEXT, 0);
 	}
-out:
+	return rc;
+}
+
+/* A block above 1 MiB is VMM-backed while GPUPOOL_VMM is on; otherwise, or when the API turned
+ * out not to work, an ordinary allocation. */
+static int be_alloc(void *ctx, int device, size_t bytes, void **out)
+{
+	CUdeviceptr p = 0;
+	int mode, rc;
+
+	(void)ctx;
+	mode = relax();
+	first_on(device);
+	if (!gp_vmm_wanted(device, bytes) || !vmm_alloc(device, bytes, &p, &rc))
+		rc = ordinary_alloc(device, bytes, &p);
 	unrelax(mode);
 	*out = (void *)(uintptr_t)p;
 	return rc;
