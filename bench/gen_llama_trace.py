@@ -14,11 +14,14 @@ What it models, in the order PyTorch would allocate and free (one thread, one st
     prefill, grown by torch.cat at each step), attention output (flash: plus its logsumexp), the
     MLP's gate/up/act/product, residual adds; the head on the last position only; the sampler's
     float32 scores.
+With --models N the process does all of that N times, freeing the model and its workspace before
+it builds the next: a loop that swaps models (training, RL, an evaluation harness), where the
+next float32 build lands in a cache the previous model's passes shaped.
 It is a model, not a recording: sizes and lifetimes follow transformers' Llama code, but the
 exact sequence of a real run (kernels' workspaces, tiny index tensors) differs. A recording on the
 GPU (GPUPOOL_TRACE=... with the real client) supersedes it.
 
-Usage: python3 bench/gen_llama_trace.py OUT.csv [--passes 4] [--prompts 128,256,...]
+Usage: python3 bench/gen_llama_trace.py OUT.csv [--passes 4] [--prompts 128,256,...] [--models 1]
 Prints the number of allocations and the peak bytes in use.
 """
 import argparse
@@ -212,18 +215,22 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--passes", type=int, default=4)
     ap.add_argument("--prompts", default="128,256,512,1024,2048,4096")
+    ap.add_argument("--models", type=int, default=1)
     a = ap.parse_args()
     prompts = [int(x) for x in a.prompts.split(",") if x]
+    if a.passes < 0 or a.models < 1 or not prompts:
+        ap.error("--passes must be 0 or more, --models 1 or more, --prompts not empty")
     with open(a.out, "w") as f:
         tr = Trace(f)
-        weights = build_model(tr)
-        workspace = tr.alloc(32 << 20)
-        for _ in range(a.passes):
-            for n in prompts:
-                generate(tr, n)
-        tr.free(workspace)
-        for p in weights:
-            tr.free(p)
+        for _ in range(a.models):
+            weights = build_model(tr)
+            workspace = tr.alloc(32 << 20)
+            for _ in range(a.passes):
+                for n in prompts:
+                    generate(tr, n)
+            tr.free(workspace)
+            for p in weights:
+                tr.free(p)
     print(f"{tr.allocs} allocations, peak in use {tr.peak / 2**20:.0f} MiB")
     return 0
 

@@ -4,7 +4,8 @@
 # 2 MiB for requests of at most 1 MiB, 20 MiB under 10 MiB, else the request rounded to 2 MiB;
 # best fit, split when more than 1 MiB is left in the large pool, neighbours merged on free) on a
 # small trace, and bench/gen_llama_trace.py (its trace is replayable: every free has its
-# allocation, and the model's peak in use is the generator's own).
+# allocation, and the model's peak in use is the generator's own; with --models 2 the second model
+# is built after the first is freed: twice the allocations, the same peak in use).
 # Usage: check_trace_models.sh <bench dir>
 set -u
 bench=${1:?usage: check_trace_models.sh <bench dir>}
@@ -44,6 +45,17 @@ if [ -n "$peak" ] && [ -n "$in_use" ] && [ "$unmatched" = 0 ] &&
 	echo "ok   the modelled Llama trace replays: every free has its allocation; peak in use $peak MiB ($in_use in the model)"
 else
 	echo "FAIL the modelled Llama trace: generator '$gen', model '$model', frees without an allocation: $unmatched"
+	fail=1
+fi
+gen2=$(python3 "$bench/gen_llama_trace.py" "$dir/llama2.csv" --passes 1 --prompts 128,256 --models 2)
+allocs1=$(echo "$gen" | sed -n 's/^\([0-9]*\) allocations.*/\1/p')
+allocs2=$(echo "$gen2" | sed -n 's/^\([0-9]*\) allocations.*/\1/p')
+peak2=$(echo "$gen2" | sed -n 's/.*peak in use \([0-9]*\) MiB.*/\1/p')
+left=$(awk -F, 'NR > 1 { if ($3 == "allocate") { if ($4 in live) bad++; live[$4] = 1 } else if ($3 == "free") { if (!($4 in live)) bad++; delete live[$4] } } END { n = 0; for (p in live) n++; print bad + 0, n }' "$dir/llama2.csv")
+if [ -n "$allocs1" ] && [ "$allocs2" = $((2 * allocs1)) ] && [ "$peak2" = "$peak" ] && [ "$left" = "0 0" ]; then
+	echo "ok   two models one after the other: $allocs2 allocations, every free matched and nothing left, peak in use $peak2 MiB"
+else
+	echo "FAIL --models 2: generator '$gen2' (one model: '$gen'), unmatched and left over: $left"
 	fail=1
 fi
 exit $fail
