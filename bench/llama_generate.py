@@ -13,7 +13,10 @@ Configurations, each a fresh process, run in interleaved order (ROUNDS times eac
 Measured from outside with nvidia-smi (device memory in use above what it was before the client
 started): what the idle client holds, and (the shim) what it holds after SIGUSR1 (its floor);
 from inside: tokens per second over all prompts, the first pass and the best of WARM_PASSES warm
-ones; from the shim's statistics at exit (GPUPOOL_STATS_FILE): real allocations and remaps.
+ones; from the shim's statistics at exit (GPUPOOL_STATS_FILE): the pool's peak (live and cached), real
+allocations, splits, merges and remaps; from its log (GPUPOOL_LOG=info, in a file): whether GPU
+work stayed in one stream order (no stream created: a freed block is reused at once; else it waits
+for a fence, and sizes of 1 MiB and less grow by a fence batch first).
 Prints `BENCH llama {json}` per run and a markdown table.
 
 Usage: python3 bench/llama_generate.py --lib build/shim/libgpupool.so [--rounds 3] [--configs a,b]
@@ -74,7 +77,24 @@ def shim_stats(path):
     except (OSError, ValueError):
         return {}
     devs = st.get("devices", [])
-    return {k: sum(d.get(k, 0) or 0 for d in devs) for k in ("real_mallocs", "remaps", "remapped_bytes")}
+    res = {k: sum(d.get(k, 0) or 0 for d in devs)
+           for k in ("real_mallocs", "splits", "merges", "remaps", "remapped_bytes")}
+    res["peak_reserved_mib"] = sum(d.get("peak_reserved_bytes", 0) or 0 for d in devs) >> 20
+    return res
+
+
+UNORDERED = "no longer in one stream order"  # shim.c's note when the first stream appears
+
+
+def shim_log(path):
+    """Whether the shim's log says GPU work left one stream order; its last lines."""
+    try:
+        with open(path, errors="replace") as f:
+            lines = f.read().splitlines()
+        os.unlink(path)
+    except OSError:
+        return {}
+    return {"ordered": not any(UNORDERED in line for line in lines), "log_tail": lines[-5:]}
 
 
 def pool_view(lib, pid):
@@ -95,10 +115,12 @@ def run(name, lib):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("GPUPOOL_") and k not in ("LD_PRELOAD", "PYTORCH_NO_CUDA_MEMORY_CACHING")}
     stats = f"/tmp/llama-generate-stats.{os.getpid()}.json"
+    logf = f"/tmp/llama-generate-log.{os.getpid()}.txt"
     if name != "pytorch":
         env["LD_PRELOAD"] = lib
         env["GPUPOOL_TORCH"] = "takeover"
         env["GPUPOOL_STATS_FILE"] = stats
+        env["GPUPOOL_LOG"] = "info"
     if name.startswith("takeover-vmm"):
         env["GPUPOOL_VMM"] = "on"
     if name == "takeover-vmm-trim":
@@ -106,12 +128,14 @@ def run(name, lib):
     if name == "takeover-vmm-age":
         env["GPUPOOL_VMM_AGE"] = "100ms"
     base = smi_used_mib()
-    p = subprocess.Popen([sys.executable, __file__, "--client"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True, env=env)
+    with open(logf, "w") as err:  # the shim logs to stderr; the client's own errors land there too
+        p = subprocess.Popen([sys.executable, __file__, "--client"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=err, text=True, env=env)
     line = p.stdout.readline()
     if not line.startswith("IDLE"):
         p.kill()
-        return {"config": name, "error": line.strip() or "no answer"}
+        p.wait()
+        return {"config": name, "error": line.strip() or "no answer", **shim_log(logf)}
     got = json.loads(line[5:])
     time.sleep(1.0)
     held = smi_used_mib() - base
@@ -127,9 +151,13 @@ def run(name, lib):
     p.wait(timeout=60)
     res = {"config": name, "held_mib": held, "floor_mib": floor, "tok_s_first": got["tok_s"][0],
            "tok_s_warm": max(got["tok_s"][1:]), "tokens": got["tokens"]}
+    log = shim_log(logf)
     if name != "pytorch":
         res.update(shim_stats(stats))
         res.update(view)
+        res["ordered"] = log.get("ordered")
+    elif p.returncode != 0:
+        res["log_tail"] = log.get("log_tail")
     return res
 
 
@@ -155,13 +183,14 @@ def main():
             res["round"] = r
             print("BENCH llama " + json.dumps(res), flush=True)
             results.append(res)
-    print("\n| config | idle held MiB | pool: in use / idle + pending MiB | after SIGUSR1 MiB | "
-          "tokens/s, first pass | tokens/s, warm (best of 3) | real allocations | remaps |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| config | idle held MiB | pool: in use / idle + pending MiB | pool's peak MiB | "
+          "after SIGUSR1 MiB | tokens/s, first pass | tokens/s, warm (best of 3) | "
+          "real allocations | splits / merges / remaps | one stream order |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in configs:
         rs = [r for r in results if r["config"] == name and "error" not in r]
         if not rs:
-            print(f"| {name} | failed | | | | | | |")
+            print(f"| {name} | failed | | | | | | | | |")
             continue
 
         def span(key, fmt):
@@ -170,10 +199,14 @@ def main():
                 return "-"
             lo, hi = min(vals), max(vals)
             return fmt.format(lo) if lo == hi else (fmt + "–" + fmt).format(lo, hi)
-        pool = "-" if name == "pytorch" else f"{span('in_use_mib', '{}')} / {span('idle_mib', '{}')} + {span('pending_mib', '{}')}"
-        print(f"| {name} | {span('held_mib', '{}')} | {pool} | {span('floor_mib', '{}')} | "
-              f"{span('tok_s_first', '{:.1f}')} | {span('tok_s_warm', '{:.1f}')} | "
-              f"{span('real_mallocs', '{}')} | {span('remaps', '{}')} |")
+        shim = name != "pytorch"
+        pool = f"{span('in_use_mib', '{}')} / {span('idle_mib', '{}')} + {span('pending_mib', '{}')}" if shim else "-"
+        moves = f"{span('splits', '{}')} / {span('merges', '{}')} / {span('remaps', '{}')}" if shim else "-"
+        said = {True: "yes", False: "no", None: "?"}
+        order = "/".join(sorted({said[r.get("ordered")] for r in rs})) if shim else "-"
+        print(f"| {name} | {span('held_mib', '{}')} | {pool} | {span('peak_reserved_mib', '{}')} | "
+              f"{span('floor_mib', '{}')} | {span('tok_s_first', '{:.1f}')} | "
+              f"{span('tok_s_warm', '{:.1f}')} | {span('real_mallocs', '{}')} | {moves} | {order} |")
     same = len({json.dumps(r.get("tokens")) for r in results if "error" not in r}) == 1
     print(f"\ngenerated tokens identical across runs and configs: {same}")
     return 0
