@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""check_llama_generate.py — bench/llama_generate.py's own parts, without a GPU: what it reads of
+the shim's log (whether GPU work left one stream order) and exit statistics (summed over devices),
+and its table from runs given to it (a configuration's range over rounds; "?" where the log could
+not be read). The client itself needs PyTorch and a GPU: scripts/gpu-check's machine.
+Usage: check_llama_generate.py BENCH_DIR"""
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, sys.argv[1])
+import llama_generate as lg  # noqa: E402
+
+failed = 0
+
+
+def check(ok, what):
+    global failed
+    print(("ok   " if ok else "FAIL ") + what)
+    failed += not ok
+
+
+with tempfile.TemporaryDirectory() as d:
+    log = os.path.join(d, "log")
+    with open(log, "w") as f:
+        f.write("gpupool: something else\ngpupool: GPU work is no longer in one stream order (a "
+                "stream was created, ...)\n")
+    got = lg.shim_log(log)
+    check(got.get("ordered") is False and not os.path.exists(log),
+          f"a log with the shim's note: not in one stream order, file removed ({got})")
+    with open(log, "w") as f:
+        f.write("gpupool: statistics at exit:\n")
+    check(lg.shim_log(log).get("ordered") is True, "a log without it: one stream order")
+    check(lg.shim_log(os.path.join(d, "none")) == {}, "no log: nothing said")
+
+    stats = os.path.join(d, "stats.json")
+    with open(stats, "w") as f:
+        json.dump({"devices": [{"real_mallocs": 3, "splits": 5, "merges": 1, "remaps": 2,
+                                "remapped_bytes": 7, "peak_reserved_bytes": 3 << 20},
+                               {"real_mallocs": 1, "splits": 0, "peak_reserved_bytes": 2 << 20}]}, f)
+    got = lg.shim_stats(stats)
+    check(got == {"real_mallocs": 4, "splits": 5, "merges": 1, "remaps": 2, "remapped_bytes": 7,
+                  "peak_reserved_mib": 5}, f"exit statistics summed over devices ({got})")
+
+with open(os.path.join(sys.argv[1], "..", "shim", "shim.c")) as f:
+    src = " ".join(line.strip().strip('"') for line in f)
+check(lg.UNORDERED in src.replace('" "', ""), f"shim.c still logs \"{lg.UNORDERED}\"")
+
+runs = [
+    {"config": "pytorch", "held_mib": 4517, "floor_mib": None, "tok_s_first": 20.0,
+     "tok_s_warm": 90.0, "tokens": [1, 2]},
+    {"config": "takeover-vmm", "held_mib": 4400, "floor_mib": 4000, "tok_s_first": 21.0,
+     "tok_s_warm": 91.0, "tokens": [1, 2], "real_mallocs": 9, "splits": 40, "merges": 3,
+     "remaps": 2, "peak_reserved_mib": 3900, "in_use_mib": 2000, "idle_mib": 1900,
+     "pending_mib": 0, "ordered": True},
+]
+second = [dict(runs[0]), dict(runs[1], held_mib=4450, splits=44, ordered=None)]
+queue = iter(runs + second)
+lg.run = lambda name, lib: dict(next(queue))
+sys.argv = ["llama_generate.py", "--lib", "/x/libgpupool.so", "--rounds", "2",
+            "--configs", "pytorch,takeover-vmm"]
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    rc = lg.main()
+text = out.getvalue()
+row = next((line for line in text.splitlines() if line.startswith("| takeover-vmm |")), "")
+check(rc == 0 and "| pytorch | 4517 | - | - | - | 20.0 | 90.0 | - | - | - |" in text,
+      "the PyTorch row: no pool columns")
+check(row == "| takeover-vmm | 4400–4450 | 2000 / 1900 + 0 | 3900 | 4000 | 21.0 | 91.0 | 9 | "
+             "40–44 / 3 / 2 | ?/yes |", f"the VMM row: ranges over the rounds ({row})")
+check("generated tokens identical across runs and configs: True" in text, "the tokens compared")
+sys.exit(1 if failed else 0)
