@@ -11,17 +11,11 @@
  * it is refused as a double free meanwhile). *fenced: the list holds a block still fenced. */
 static struct gp_block *take_head(struct gp_pool *p, struct gp_list *c, int *fenced)
 {
-	struct gp_block *b;
+	struct gp_block *b = lock_reusable_head(p, c, fenced);
 
-	if (ld(&c->cached_blocks) == 0)
+	if (b == NULL)
 		return NULL;
-	if (head_fenced(p, c)) {
-		*fenced = 1;
-		return NULL;
-	}
-	gp_lock(&c->lock);
-	b = c->head;
-	if (b != NULL && b->movable && reusable(p, b))
+	if (b->movable)
 		unlink_cached(c, NULL, b);
 	else
 		b = NULL;
