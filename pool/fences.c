@@ -52,10 +52,17 @@ static void reap_fences(struct gp_pool *p, int wait)
  * busy GPU: the question would only add to each fence's cost). */
 #define QUIET_BACKOFF_MAX 64u
 
-static int try_quiet(struct gp_pool *p, int ring_empty)
+static int try_quiet(struct gp_pool *p, int ring_empty, int ask)
 {
 	if (p->be.quiet == NULL || !ring_empty)
 		return 0;
+	if (ask) { /* asked whatever the back-off says, which a no leaves as it was */
+		if (p->be.quiet(p->be.ctx) != 1)
+			return 0;
+		p->quiet_skip = 0;
+		p->quiet_backoff = 1;
+		return 1;
+	}
 	if (p->quiet_skip > 0) {
 		p->quiet_skip--;
 		return 0;
@@ -71,8 +78,8 @@ static int try_quiet(struct gp_pool *p, int ring_empty)
 }
 
 /* Cover every free made so far, if any free is not yet covered: at once when the GPU is idle,
- * else by recording a fence. */
-static int record_fence(struct gp_pool *p)
+ * else by recording a fence. `ask`: the GPU is asked whether it is idle even while backing off. */
+static int record_fence(struct gp_pool *p, int ask)
 {
 	void *handle = NULL;
 	uint64_t num, t;
@@ -91,7 +98,7 @@ static int record_fence(struct gp_pool *p)
 	 * work, and an idle GPU has finished it. */
 	atomic_store(&p->dirty, 0);
 	num = atomic_fetch_add(&p->epoch, 1) + 1;
-	if (try_quiet(p, empty)) {
+	if (try_quiet(p, empty, ask)) {
 		/* No fence in flight: every earlier number is done, so done_epoch only grows. */
 		atomic_store_explicit(&p->done_epoch, num, memory_order_release);
 		return GP_OK;
@@ -127,7 +134,7 @@ uint64_t gp_fence_age_ns(struct gp_pool *p, uint64_t epoch)
 	return t == 0 ? 0 : gp_fine_ns() - t;
 }
 
-int gp_pool_advance(struct gp_pool *p, int wait)
+static int drive(struct gp_pool *p, int wait, int ask)
 {
 	int rc = GP_OK;
 
@@ -139,10 +146,20 @@ int gp_pool_advance(struct gp_pool *p, int wait)
 		sched_yield();
 	}
 	reap_fences(p, 0);
-	rc = record_fence(p);
+	rc = record_fence(p, ask);
 	reap_fences(p, wait);
 	atomic_store(&p->driving, 0);
 	return rc;
+}
+
+int gp_pool_advance(struct gp_pool *p, int wait)
+{
+	return drive(p, wait, 0);
+}
+
+int gp_pool_advance_asking(struct gp_pool *p)
+{
+	return drive(p, 0, 1);
 }
 
 void gp_pool_set_ordered(struct gp_pool *p, int ordered)

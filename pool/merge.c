@@ -17,8 +17,10 @@ struct ent {
 };
 
 /* Every cached movable block that may be reused now, of the classes above 1 MiB: its address,
- * size and list as they are while it is in that list (read under the list's lock). */
-static unsigned snapshot(struct gp_pool *p, struct gp_dev *d, struct ent *e, unsigned cap)
+ * size and list as they are while it is in that list (read under the list's lock). *fenced: some
+ * other such block may not be reused yet. */
+static unsigned snapshot(struct gp_pool *p, struct gp_dev *d, struct ent *e, unsigned cap,
+			 int *fenced)
 {
 	unsigned n = 0;
 
@@ -31,10 +33,15 @@ static unsigned snapshot(struct gp_pool *p, struct gp_dev *d, struct ent *e, uns
 			if (ld(&l->cached_blocks) == 0)
 				continue;
 			gp_lock(&l->lock);
-			for (struct gp_block *b = l->head; b != NULL && n < cap; b = b->next)
-				if (b->movable && reusable(p, b))
+			for (struct gp_block *b = l->head; b != NULL && n < cap; b = b->next) {
+				if (!b->movable)
+					continue;
+				if (reusable(p, b))
 					e[n++] = (struct ent){ (uintptr_t)b->ptr, b->bytes,
 							       c * GP_STRIPES + s, b };
+				else
+					*fenced = 1;
+			}
 			gp_unlock(&l->lock);
 		}
 	}
@@ -109,10 +116,18 @@ int gp_pool_coalesce(struct gp_pool *p, struct gp_dev *d, int device, unsigned c
 
 	if (e == NULL)
 		return GP_ENOMEM;
-	n = snapshot(p, d, e, MERGE_SNAPSHOT_MAX);
-	qsort(e, n, sizeof(*e), by_ptr);
-	if (!best_run(p, e, n, gp_pool_class_bytes(cls), &first, &count))
-		goto out;
+	/* The first look found only fenced neighbours: the fences are driven once (as split.c's
+	 * take_donor does) and they are looked at again, before the miss moves memory instead. */
+	for (int driven = 0;; driven = 1) {
+		int fenced = 0;
+
+		n = snapshot(p, d, e, MERGE_SNAPSHOT_MAX, &fenced);
+		qsort(e, n, sizeof(*e), by_ptr);
+		if (best_run(p, e, n, gp_pool_class_bytes(cls), &first, &count))
+			break;
+		if (driven || !fenced || gp_pool_advance_asking(p) != GP_OK)
+			goto out;
+	}
 	for (got = 0; got < count && take(p, d, &e[first + got]); got++) {
 		ptr[got] = e[first + got].b->ptr;
 		bytes[got] = e[first + got].bytes;

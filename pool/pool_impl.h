@@ -451,6 +451,12 @@ void gp_pool_free_blocks(struct gp_pool *p, struct gp_dev *d, struct gp_block *b
 int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
 		  size_t bytes, void **out);
 
+/* gp_pool_advance(p, 0) for a miss that would otherwise move memory or grow the pool (split,
+ * merge, remap): with no fence in flight the GPU is asked whether it is idle even while the
+ * back-off skips the question; on a GPU gone idle a fence recorded now would complete only
+ * microseconds after the miss had looked (fences.c). */
+int gp_pool_advance_asking(struct gp_pool *p);
+
 /* Whether a cached block's GPU work is known to be over: a fence after its free completed
  * (ordered mode alone is not enough for memory that is unmapped at once). */
 static inline int settled(struct gp_pool *p, const struct gp_block *b)

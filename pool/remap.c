@@ -175,7 +175,7 @@ int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 
 	if (max > REMAP_MAX_PIECES)
 		max = REMAP_MAX_PIECES;
-	gp_pool_advance(p, 0); /* recent frees' fences polled: more blocks may be settled */
+	gp_pool_advance_asking(p); /* recent frees' fences polled: more blocks may be settled */
 	/* Blocks still fenced are not waited for: with the GPU 2 ms behind (the stand-in's
 	 * STANDIN_EVENT_LATENCY_US, the recorded PyTorch trace) such a wait lowered no peak and made
 	 * the warm replay 1.6x slower. */

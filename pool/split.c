@@ -51,7 +51,7 @@ static struct gp_block *take_donor(struct gp_pool *p, struct gp_dev *d, unsigned
 
 	if (b == NULL && fenced && !*driven) {
 		*driven = 1;
-		if (gp_pool_advance(p, 0) == GP_OK)
+		if (gp_pool_advance_asking(p) == GP_OK)
 			b = take_movable_from(p, d, from, s0, &fenced);
 	}
 	return b;
