@@ -14,7 +14,6 @@
 #include "observe.h"
 #include "policy.h"
 #include "state.h"
-#include "vmm.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -116,7 +115,6 @@ static void release(struct gp_pool *pool, int device, uint64_t target,
 		flushed = gp_framework_flush();
 	pthread_mutex_lock(&gp_shim.control.release_lock);
 	gp_pool_release(pool, device, target, cause, &r);
-	gp_vmm_trim_ranges();
 	pthread_mutex_unlock(&gp_shim.control.release_lock);
 	if (cause == GP_CAUSE_SIGNAL)
 		gp_framework_trim_async_pools();

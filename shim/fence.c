@@ -252,6 +252,29 @@ static int stream_idle(int dev, CUstream s)
 	return idle;
 }
 
+/* Whether every stream a fence would record on is idle now (all work queued on it so far is
+ * done), which covers the same work without an event. Not with events of destroyed streams
+ * still pending (a fence takes those over). */
+int gp_fence_quiet(void *ctx)
+{
+	uint64_t mask = atomic_load(&gp_shim.fence.devmask);
+	int idle;
+
+	(void)ctx;
+	if (gp_capture_active() || atomic_load(&gp_shim.fence.blind) || gp_cu.StreamQuery == NULL)
+		return 0;
+	pthread_mutex_lock(&gp_shim.fence.lock);
+	idle = gp_shim.fence.nretired == 0;
+	for (int d = 0; d < GP_MAX_DEVICES && idle; d++)
+		if (mask & (1ULL << d))
+			idle = stream_idle(d, CU_STREAM_LEGACY);
+	for (int i = 0; i < gp_shim.fence.nstreams && idle; i++)
+		if (!covered_by_legacy(&gp_shim.fence.streams[i], mask))
+			idle = stream_idle(gp_shim.fence.streams[i].dev, gp_shim.fence.streams[i].s);
+	pthread_mutex_unlock(&gp_shim.fence.lock);
+	return idle;
+}
+
 /* One event of a fence: 1 complete, 0 not (or not known to be). */
 static int event_done(const struct ev *ev)
 {
@@ -272,31 +295,6 @@ static int event_done(const struct ev *ev)
 	gp_log_capped(GP_LOG_WARN, &gp_shim.fence.warned_query, "cuEventQuery failed (error %d); "
 		      "fence not complete", (int)r);
 	return 0;
-}
-
-/* Whether every stream a fence would record on is idle now (all work queued on it so far is
- * done), which covers the same work without an event, and the last events of destroyed streams
- * (which a fence takes over) are complete. */
-int gp_fence_quiet(void *ctx)
-{
-	uint64_t mask = atomic_load(&gp_shim.fence.devmask);
-	int idle;
-
-	(void)ctx;
-	if (gp_capture_active() || atomic_load(&gp_shim.fence.blind) || gp_cu.StreamQuery == NULL)
-		return 0;
-	pthread_mutex_lock(&gp_shim.fence.lock);
-	idle = 1;
-	for (int i = 0; i < gp_shim.fence.nretired && idle; i++)
-		idle = event_done(&gp_shim.fence.retired[i]);
-	for (int d = 0; d < GP_MAX_DEVICES && idle; d++)
-		if (mask & (1ULL << d))
-			idle = stream_idle(d, CU_STREAM_LEGACY);
-	for (int i = 0; i < gp_shim.fence.nstreams && idle; i++)
-		if (!covered_by_legacy(&gp_shim.fence.streams[i], mask))
-			idle = stream_idle(gp_shim.fence.streams[i].dev, gp_shim.fence.streams[i].s);
-	pthread_mutex_unlock(&gp_shim.fence.lock);
-	return idle;
 }
 
 int gp_fence_query(void *ctx, void *fence)

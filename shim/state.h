@@ -259,7 +259,6 @@ struct gp_shim_trace {
 
 /* vmm.c: blocks made with the driver's virtual memory API (GPUPOOL_VMM). */
 struct gp_vmm_block;
-struct gp_vmm_range;
 struct gp_vmm_dev {
 	int known;        /* 1: looked at; stored last (release), read first (acquire) */
 	int usable;       /* the device supports the API, with 2 MiB granules */
@@ -279,9 +278,6 @@ struct gp_shim_vmm {
 	 * an acquire load of NULL without it: no block was ever made) */
 	struct gp_vmm_block **bucket;
 	size_t count;
-	/* ranges whose blocks are all gone, kept for later blocks (vmm.c), linked by next */
-	struct gp_vmm_range *spare;
-	unsigned nspare;
 	struct gp_vmm_dev dev[GP_MAX_DEVICES];
 };
 

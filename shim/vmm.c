@@ -6,7 +6,6 @@
 #define _GNU_SOURCE
 #include "vmm.h"
 #include "cu.h"
-#include "fence.h"
 #include "log.h"
 #include "options.h"
 #include "state.h"
@@ -17,20 +16,18 @@
 
 #define GRANULE ((size_t)2 << 20)
 #define NBUCKETS 1024u
-#define SPARE_MAX 256u /* spare ranges kept at most; beyond, the smallest is freed */
 
 struct gp_vmm_piece {
 	CUmemGenericAllocationHandle h;
 	size_t bytes;
 };
 
-/* An address range reserved for a block: blocks split from it share it (refs, under V.lock);
- * once the last of them is gone it is kept for a later block (V.spare, linked by next). */
+/* An address range reserved for a block: blocks split from it share it, and it is freed with
+ * the last of them (refs, under V.lock). */
 struct gp_vmm_range {
 	CUdeviceptr va;
 	size_t bytes;
 	unsigned refs;
-	struct gp_vmm_range *next;
 };
 
 /* A block: pieces mapped one after another from va, `bytes` in all, inside its range. */
@@ -199,46 +196,17 @@ static struct gp_vmm_block *unlink_locked(CUdeviceptr va)
 	return NULL;
 }
 
-/* Unlink the spare range *pp (lock held). */
-static struct gp_vmm_range *unlink_spare_locked(struct gp_vmm_range **pp)
-{
-	struct gp_vmm_range *r = *pp;
-
-	*pp = r->next;
-	r->next = NULL;
-	V.nspare--;
-	return r;
-}
-
-/* The smallest spare range, unlinked (lock held; NULL: none). */
-static struct gp_vmm_range *smallest_spare_locked(void)
-{
-	struct gp_vmm_range **best = NULL;
-
-	for (struct gp_vmm_range **pp = &V.spare; *pp != NULL; pp = &(*pp)->next)
-		if (best == NULL || (*pp)->bytes < (*best)->bytes)
-			best = pp;
-	return best == NULL ? NULL : unlink_spare_locked(best);
-}
-
-/* One block less in range r. With the last, the range is not freed but kept for a later block:
- * cuMemAddressFree waits for the whole device (docs/DESIGN.md), where the blocks of the range
- * are settled already and other streams' work is none of theirs; a range costs no memory. */
+/* One block less in range r: the range is freed with the last (no lock held here). */
 static void range_put(struct gp_vmm_range *r)
 {
-	struct gp_vmm_range *evict = NULL;
+	unsigned left;
 
 	pthread_mutex_lock(&V.lock);
-	if (--r->refs == 0) {
-		r->next = V.spare;
-		V.spare = r;
-		if (++V.nspare > SPARE_MAX)
-			evict = smallest_spare_locked();
-	}
+	left = --r->refs;
 	pthread_mutex_unlock(&V.lock);
-	if (evict != NULL) {
-		gp_cu.MemAddressFree(evict->va, evict->bytes);
-		free(evict);
+	if (left == 0) {
+		gp_cu.MemAddressFree(r->va, r->bytes);
+		free(r);
 	}
 }
 
@@ -281,33 +249,10 @@ size_t gp_vmm_blocks(void)
 	return n;
 }
 
-/* A range of at least `bytes` for a new block, refs 1: the smallest spare one that holds them,
- * else a fresh one, aligned to the granule. */
-static CUresult reserve(size_t bytes, struct gp_vmm_range **out)
+/* A fresh range for `bytes`, aligned to the granule. */
+static CUresult reserve(size_t bytes, CUdeviceptr *va)
 {
-	struct gp_vmm_range **best = NULL, *r;
-	CUresult e;
-
-	pthread_mutex_lock(&V.lock);
-	for (struct gp_vmm_range **pp = &V.spare; *pp != NULL; pp = &(*pp)->next)
-		if ((*pp)->bytes >= bytes && (best == NULL || (*pp)->bytes < (*best)->bytes))
-			best = pp;
-	r = best == NULL ? NULL : unlink_spare_locked(best);
-	pthread_mutex_unlock(&V.lock);
-	if (r == NULL) {
-		r = malloc(sizeof(*r));
-		if (r == NULL)
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		*r = (struct gp_vmm_range){ 0, bytes, 0, NULL };
-		e = gp_cu.MemAddressReserve(&r->va, bytes, GRANULE, 0, 0);
-		if (e != CUDA_SUCCESS) {
-			free(r);
-			return e;
-		}
-	}
-	r->refs = 1;
-	*out = r;
-	return CUDA_SUCCESS;
+	return gp_cu.MemAddressReserve(va, bytes, GRANULE, 0, 0);
 }
 
 /* Map the pieces of b one after another from b->va, then grant access. On failure every piece
@@ -425,16 +370,22 @@ static CUresult build(int device, size_t bytes, const struct source *src, unsign
 	}
 	b->n = k;
 	b->bytes = have > bytes ? have : bytes;
+	b->range = malloc(sizeof(*b->range));
+	if (b->range == NULL) {
+		free(b);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*b->range = (struct gp_vmm_range){ 0, b->bytes, 1 };
 	if (have < bytes)
 		e = create(b, bytes - have, &p);
 	if (e == CUDA_SUCCESS) {
 		what = "cuMemAddressReserve";
-		e = reserve(b->bytes, &b->range);
+		e = reserve(b->bytes, &b->va);
 		if (e == CUDA_SUCCESS) {
-			b->va = b->range->va;
+			b->range->va = b->va;
 			e = map_all(b, &what);
 			if (e != CUDA_SUCCESS)
-				range_put(b->range);
+				gp_cu.MemAddressFree(b->va, b->bytes);
 		}
 		if (e != CUDA_SUCCESS)
 			while (b->n > k)
@@ -443,6 +394,7 @@ static CUresult build(int device, size_t bytes, const struct source *src, unsign
 	if (e != CUDA_SUCCESS) {
 		if (e != CUDA_ERROR_OUT_OF_MEMORY)
 			broken(what, e);
+		free(b->range);
 		free(b);
 		return e;
 	}
@@ -657,32 +609,6 @@ CUresult gp_vmm_remap(int device, size_t bytes, struct gp_piece *src, unsigned n
 	*out = b->va;
 	*got = b->bytes;
 	return CUDA_SUCCESS;
-}
-
-void gp_vmm_trim_ranges(void)
-{
-	struct gp_vmm_range *r;
-	int none;
-
-	if (never_made())
-		return;
-	pthread_mutex_lock(&V.lock);
-	none = V.spare == NULL;
-	pthread_mutex_unlock(&V.lock);
-	if (none || gp_fence_quiet(NULL) != 1)
-		return;
-	pthread_mutex_lock(&V.lock);
-	r = V.spare;
-	V.spare = NULL;
-	V.nspare = 0;
-	pthread_mutex_unlock(&V.lock);
-	while (r != NULL) {
-		struct gp_vmm_range *next = r->next;
-
-		gp_cu.MemAddressFree(r->va, r->bytes);
-		free(r);
-		r = next;
-	}
 }
 
 /* The block that contains v, or NULL (lock held): a look at every block, for the rare calls

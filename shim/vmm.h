@@ -37,7 +37,7 @@ CUresult gp_vmm_alloc(int device, size_t bytes, CUdeviceptr *out);
 /* The block at ptr of `bytes` becomes two where it lies (no driver call): the fewest of its last
  * handles that hold `take` bytes, *tail bytes, are a new block at ptr + bytes - *tail; it keeps
  * the others. Invalid value, nothing changed, when that would be all of it. The two share the
- * block's range, which is kept for a later block once the last block in it is gone. */
+ * block's range, which is freed with the last block in it. */
 CUresult gp_vmm_split(const void *ptr, size_t bytes, size_t take, size_t *tail);
 
 /* The n blocks at ptr[] of bytes[], each beginning where the one before ends, in one range (made
@@ -51,8 +51,7 @@ int gp_vmm_joinable(const void *a, const void *b);
 /* Whether ptr is the base of a VMM-backed block. */
 int gp_vmm_owns(const void *ptr);
 
-/* Give a block back: its pieces unmapped, its handles released; its range, with the last block
- * in it, kept for a later block (gp_vmm_trim_ranges frees such ranges). `settled`: no GPU work
+/* Give a block back: its range unmapped and freed, its handles released. `settled`: no GPU work
  * uses it any more; else the device's context is synchronised first, as cudaFree would (an
  * unmap does not wait for the device). */
 CUresult gp_vmm_free(const void *ptr, int settled);
@@ -73,10 +72,6 @@ void gp_vmm_ipc_seen(const void *ptr);
 /* The driver's answer to cuMemGetAddressRange for dptr (*base, *size: the piece it lies in),
  * made the whole block's when dptr lies in a VMM-backed block. */
 void gp_vmm_address_range(CUdeviceptr dptr, CUdeviceptr *base, size_t *size);
-
-/* After a release: the ranges kept for later blocks are freed when the GPU is idle
- * (cuMemAddressFree waits for all the device's work, docs/DESIGN.md), else kept. */
-void gp_vmm_trim_ranges(void);
 
 /* Bytes of VMM-backed blocks and their handles now (for tests and the log). */
 size_t gp_vmm_blocks(void);

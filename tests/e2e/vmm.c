@@ -2,17 +2,16 @@
  *   on     blocks above 1 MiB are VMM-backed (cuMemCreate, not cuMemAlloc), smaller ones are not;
  *          cuMemGetAddressRange inside a block of moved pieces answers the whole block;
  *          a miss takes the end of a larger idle block where it lies (no driver call; the rest
- *          stays cached, the two share a range kept with the last), or moves idle blocks of other
+ *          stays cached, the two share a range freed with the last), or moves idle blocks of other
  *          sizes into its block: their bytes come along, the device holds no more than before;
- *          through the driver door too; the moved blocks' ranges are kept for new blocks,
- *          and a release on an idle GPU gives every handle and range back; the OOM retry works on handles; cudaIpcGetMemHandle of such a
+ *          through the driver door too; a release gives every
+ *          handle and range back; the OOM retry works on handles; cudaIpcGetMemHandle of such a
  *          block is refused by the driver (invalid value) and the program goes on.
  *   auto   VMM-backed until the first IPC call, ordinary blocks after it.
  *   novmm  a device without the API: ordinary blocks, nothing else changes.
  *   threads  8 threads allocate and free random sizes (3-40 MiB) with a stream each
  *          (fences), while another thread asks for releases: every block keeps its owner's bytes
- *          while it is live, and at the end a release leaves no handle behind (ranges kept for
- *          later blocks hold no memory: this GPU is never idle). */
+ *          while it is live, and at the end a release leaves no handle and no range behind. */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
@@ -55,8 +54,6 @@ static int address_range(const void *p, CUdeviceptr *base, size_t *size)
 		dlclose(h);
 	return ok;
 }
-
-static unsigned long long release_all_but_live(void);
 
 /* Idle 8 and 4 MiB blocks become one 12 MiB block: their bytes at offsets 0 and 8 MiB, no new
  * handle, no new device memory. */
@@ -106,30 +103,6 @@ static void remap(void)
 	}
 	e2e_fill(p, 12 * E2E_MIB, 12);
 	e2e_check(e2e_verify(p, 12 * E2E_MIB, 12), "the block is written and read across its pieces");
-	/* The moved blocks' ranges are kept, not freed (cuMemAddressFree waits for the whole
-	 * device), and new memory takes the smallest that holds it; a release on an idle GPU then
-	 * frees them. */
-	{
-		struct standin_counters k0 = e2e_counters(), k;
-		void *q = alloc(4 * E2E_MIB);
-
-		k = e2e_counters();
-		e2e_check(k0.vmm_address_frees == c0.vmm_address_frees && q == b &&
-				  k.vmm_reserves == k0.vmm_reserves && k.vmm_creates > k0.vmm_creates,
-			  "the moved blocks' ranges are kept (%llu freed), a new 4 MiB block takes the "
-			  "old 4 MiB one's (%s, %llu reserved)",
-			  (unsigned long long)(k0.vmm_address_frees - c0.vmm_address_frees),
-			  q == b ? "its address" : "another address",
-			  (unsigned long long)(k.vmm_reserves - k0.vmm_reserves));
-		e2e_cuda(cudaFree(q), "cudaFree(4 MiB)");
-		e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-		release_all_but_live();
-		k = e2e_counters();
-		e2e_check(k.vmm_reserves == k.vmm_address_frees + 1,
-			  "a release on an idle GPU frees the kept ranges: the live block's alone is "
-			  "left (%llu reserved, %llu freed)", (unsigned long long)k.vmm_reserves,
-			  (unsigned long long)k.vmm_address_frees);
-	}
 	c0 = e2e_counters();
 	e2e_cuda(cudaMemset(p, 0, 12 * E2E_MIB), "cudaMemset across the pieces");
 	e2e_cuda(cudaFree(p), "cudaFree(12 MiB)");
@@ -166,12 +139,7 @@ static void release_all_given(int given)
 	if (given)
 		e2e_check(bytes > 0, "the release gave something back");
 	c = e2e_counters();
-	/* With events that lag (threads mode) the stand-in's GPU is never idle: ranges are kept
-	 * for later blocks then, at most 256 of them, none holding memory. */
-	e2e_check(standin_vmm_handles(-1) == 0 &&
-			  (c.vmm_reserves == c.vmm_address_frees ||
-			   (getenv("STANDIN_EVENT_LATENCY_US") != NULL &&
-			    c.vmm_reserves - c.vmm_address_frees <= 256)) &&
+	e2e_check(standin_vmm_handles(-1) == 0 && c.vmm_reserves == c.vmm_address_frees &&
 			  c.live_bytes == 0,
 		  "a release gives back every handle (%llu left) and range (%llu reserved, %llu freed); "
 		  "the device holds %llu B",

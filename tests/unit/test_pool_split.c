@@ -335,6 +335,53 @@ static void test_merge_needs_reuse(void **state)
 	fx_free(fx, p);
 }
 
+/* Proves: neighbours freed a moment ago (fenced) are made one block once the miss has driven
+ * the fences, on an idle GPU at once: merged where they lie, not moved (no remap). */
+static void test_idle_gpu_merges(void **state)
+{
+	struct fx *fx = *state;
+	void *parts[3], *a = three_parts(fx, parts), *p;
+
+	for (int i = 0; i < 3; i++) /* the same three parts again, freed and fenced */
+		assert_ptr_equal(fx_alloc(fx, 0, i == 1 ? 16 * MiB : 8 * MiB), parts[i]);
+	for (int i = 0; i < 3; i++)
+		fx_free(fx, parts[i]);
+	fake_set_quiet(&fx->fake, 1);
+	p = fx_alloc(fx, 0, 32 * MiB);
+	assert_ptr_equal(p, a);
+	assert_int_equal(fx_stats(fx, 0).merges, 1);
+	assert_int_equal(fx_stats(fx, 0).remaps, 0);
+	fx_free(fx, p);
+}
+
+/* Proves: a miss that would split asks the GPU whether it is idle even while the question is
+ * backed off (a busy GPU said no to it): once the GPU is idle, a block freed a moment ago splits
+ * at once, where a fence recorded then would still be in flight. */
+static void test_split_asks_while_backing_off(void **state)
+{
+	struct fx *fx = *state;
+	void *a, *p, *x = fx_alloc(fx, 0, 4 * MiB);
+	uint64_t asked;
+
+	fake_set_fence_auto(&fx->fake, 1); /* busy, but each fence done at its first poll */
+	for (int i = 0; i < 40; i++) {
+		fx_free(fx, x);
+		assert_int_equal(gp_pool_advance(fx->pool, 0), GP_OK);
+		x = fx_alloc(fx, 0, 4 * MiB);
+	}
+	asked = fake_calls(&fx->fake, FAKE_OP_QUIET);
+	assert_true(asked < 20); /* backing off */
+	fake_set_fence_auto(&fx->fake, 0);
+	fake_set_quiet(&fx->fake, 1);
+	a = fx_alloc(fx, 0, 32 * MiB);
+	fx_free(fx, a);
+	p = fx_alloc(fx, 0, 8 * MiB);
+	assert_ptr_equal(p, (char *)a + 24 * MiB);
+	assert_int_equal(fx_stats(fx, 0).splits, 1);
+	fx_free(fx, p);
+	fx_free(fx, x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -342,6 +389,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_smallest_and_again, setup_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_fenced_not_split, setup_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_idle_gpu_splits, setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_split_asks_while_backing_off, setup_unordered,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_idle_gpu_merges, setup_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_at_once, setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_refused, setup_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_oversize_leaves_it, setup_oversize, fx_teardown),
