@@ -1,8 +1,9 @@
 // vmm_facts.cu — what VMM-backed blocks (physical memory from cuMemCreate mapped into a range of
 // cuMemAddressReserve) would cost and break at the pool's sizes, against cuMemAlloc: building a
 // block from one handle or from 2 MiB granules, moving a block's memory to another range,
-// releasing it; what unmapping does to work still queued on the old range; and which calls a
-// program may make on such memory still answer as on cuMemAlloc memory. One GPU, no preload.
+// releasing it; what unmapping does to work still queued on the old range, and what giving memory
+// back waits for; and which calls a program may make on such memory still answer as on cuMemAlloc
+// memory. One GPU, no preload.
 // Prints `FACT name value` and `COST size ...` lines. Build: in bench/ (CUDA::cuda_driver).
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -218,6 +219,40 @@ static void fences(int unfenced)
 	       word == 0xabcd0000u ? "has the kernel's write" : "lacks the kernel's write");
 }
 
+// What giving VMM memory back waits for: with a kernel spinning 200 ms on another stream on the
+// first piece of a two-piece range, cuMemUnmap of the other piece, cuMemRelease of its handle,
+// and cuMemAddressFree of another, idle range (mapped, unmapped, its handle released), each behind
+// a kernel of its own: the call's time, and whether the kernel still ran when it returned.
+static void waits()
+{
+	int rate = 0;
+	cudaDeviceGetAttribute(&rate, cudaDevAttrClockRate, 0);
+	vblock b = make(2 * GRAN, GRAN), idle = make(GRAN, GRAN);
+	const char *what[3] = { "cuMemUnmap of a piece beside the kernel's",
+				"cuMemRelease of that piece", "cuMemAddressFree of an idle range" };
+	cudaStream_t s;
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	CK(cuMemUnmap(idle.va, idle.size));
+	CK(cuMemRelease(idle.chunks[0].first));
+	for (int i = 0; i < 3; i++) {
+		spin_then_write<<<1, 32, 0, s>>>((long long)rate * 200, (unsigned *)b.va);
+		auto t = clk::now();
+		CUresult r = i == 0   ? cuMemUnmap(b.va + GRAN, GRAN)
+			     : i == 1 ? cuMemRelease(b.chunks[1].first)
+				      : cuMemAddressFree(idle.va, idle.size);
+		double took = us_since(t);
+		cudaError_t running = cudaStreamQuery(s);
+		printf("FACT %s, a kernel running on another stream: %s, %.0f us; the kernel %s when it "
+		       "returned\n", what[i], err(r), took,
+		       running == cudaErrorNotReady ? "still ran" : "was done");
+		cudaStreamSynchronize(s);
+	}
+	CK(cuMemUnmap(b.va, GRAN));
+	CK(cuMemRelease(b.chunks[0].first));
+	CK(cuMemAddressFree(b.va, b.size));
+	cudaStreamDestroy(s);
+}
+
 int main(int argc, char **argv)
 {
 	int child = argc > 1 && strcmp(argv[1], "--unfenced") == 0;
@@ -249,6 +284,7 @@ int main(int argc, char **argv)
 	printf("FACT granularity minimum_kib %zu recommended_kib %zu\n", gmin >> 10, grec >> 10);
 	queries();
 	fences(0);
+	waits();
 	costs();
 	return 0;
 }

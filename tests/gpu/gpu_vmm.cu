@@ -183,78 +183,6 @@ static void split_merge(void)
 	cudaStreamDestroy(s);
 }
 
-/* What the driver waits for, with a 200 ms kernel running on another stream (facts, printed, not
- * checked): cuMemUnmap of a piece whose neighbour in the same range the kernel writes,
- * cuMemRelease of that piece, and cuMemAddressFree of an idle range (reserved, mapped and
- * unmapped again), each behind a kernel of its own: how long the call took and whether the
- * kernel still ran when it returned (on the H200 none waits: docs/DESIGN.md). */
-static void driver_waits(void)
-{
-	const size_t g = 2 * GT_MIB;
-	CUmemAllocationProp prop;
-	CUmemAccessDesc acc;
-	CUmemGenericAllocationHandle h[3];
-	CUdeviceptr ra = 0, rb = 0;
-	const char *what[3] = { "cuMemUnmap of a piece beside the kernel's",
-				"cuMemRelease of that piece", "cuMemAddressFree of an idle range" };
-	cudaStream_t s;
-	int dev = 0;
-
-	memset(&prop, 0, sizeof(prop));
-	memset(&acc, 0, sizeof(acc));
-	cudaGetDevice(&dev);
-	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop.location.id = dev;
-	acc.location = prop.location;
-	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	gt_ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-	for (int i = 0; i < 3; i++)
-		if (cuMemCreate(&h[i], g, &prop, 0) != CUDA_SUCCESS) {
-			gt_check(0, "driver facts: cuMemCreate", "failed");
-			return;
-		}
-	if (cuMemAddressReserve(&ra, 2 * g, g, 0, 0) != CUDA_SUCCESS ||
-	    cuMemAddressReserve(&rb, g, g, 0, 0) != CUDA_SUCCESS ||
-	    cuMemMap(ra, g, 0, h[0], 0) != CUDA_SUCCESS ||
-	    cuMemMap(ra + g, g, 0, h[1], 0) != CUDA_SUCCESS ||
-	    cuMemSetAccess(ra, 2 * g, &acc, 1) != CUDA_SUCCESS ||
-	    cuMemMap(rb, g, 0, h[2], 0) != CUDA_SUCCESS ||
-	    cuMemSetAccess(rb, g, &acc, 1) != CUDA_SUCCESS || cuMemUnmap(rb, g) != CUDA_SUCCESS ||
-	    cuMemRelease(h[2]) != CUDA_SUCCESS) {
-		gt_check(0, "driver facts: ranges reserved and mapped", "failed");
-		return;
-	}
-	gt_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-	for (int i = 0; i < 3; i++) {
-		CUresult r = CUDA_SUCCESS;
-		cudaError_t running;
-		uint64_t t0;
-
-		gt_slow_fill_kernel<<<GT_GRID, GT_BLOCK, 0, s>>>((uint32_t *)(uintptr_t)ra, g / 4,
-								  0xF00Du, 200000000ull);
-		gt_ok(cudaStreamQuery(s) == cudaErrorNotReady ? cudaSuccess : cudaErrorUnknown,
-		      "the kernel runs");
-		t0 = gt_now_ns();
-		if (i == 0)
-			r = cuMemUnmap(ra + g, g);
-		else if (i == 1)
-			r = cuMemRelease(h[1]);
-		else
-			r = cuMemAddressFree(rb, g);
-		t0 = gt_now_ns() - t0;
-		running = cudaStreamQuery(s);
-		printf("INFO gpu_vmm driver fact: %s behind a kernel on another stream: rc %d, %.3f ms, "
-		       "the kernel %s when it returned\n", what[i], (int)r, t0 / 1e6,
-		       running == cudaErrorNotReady ? "still ran" : "was done");
-		gt_ok(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-	}
-	cuMemUnmap(ra, g);
-	cuMemRelease(h[0]);
-	cuMemAddressFree(ra, 2 * g);
-	cudaStreamDestroy(s);
-}
-
 static void release(void)
 {
 	void *p[8];
@@ -285,7 +213,6 @@ int main(void)
 	moves();
 	under_kernel();
 	split_merge();
-	driver_waits();
 	release();
 	return gt_finish();
 }
