@@ -21,7 +21,10 @@ call's figure passes the shim, which counts its cache as free), sampled every ~2
 the child, so peaks inside a forward are seen. Output: a markdown table on stdout and JSON (with the time
 series) for scripts/plot-torch-seeds.
 
-Usage: python3 bench/torch_seeds.py --lib build/shim/libgpupool.so --out DIR [--quick]
+--vmm adds, after each gpupool configuration, the same with GPUPOOL_VMM=on (the seeds must be no
+worse with it).
+
+Usage: python3 bench/torch_seeds.py --lib build/shim/libgpupool.so --out DIR [--quick] [--vmm]
 """
 import argparse
 import json
@@ -232,6 +235,7 @@ def main():
     ap.add_argument("--pause", type=float, default=0.2)
     ap.add_argument("--signal", action="store_true")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--vmm", action="store_true")
     args = ap.parse_args()
     if args.child:
         res = child_growing(args) if args.child == "growing" else child_reload(args)
@@ -239,20 +243,26 @@ def main():
         return 0
 
     os.makedirs(args.out, exist_ok=True)
-    growing = [run_child("growing", c, args.lib, args) for c in CONFIGS]
-    growing.append(run_child("growing", "takeover", args.lib, args, {"GPUPOOL_MAX_CACHED": "1GiB"},
-                             label="takeover+MAX_CACHED=1GiB"))
+    vmm = {"GPUPOOL_VMM": "on"}
+
+    def runs(workload, config, extra=None, label=None):
+        """The run, and with --vmm (a gpupool configuration) the same with GPUPOOL_VMM=on."""
+        out = [run_child(workload, config, args.lib, args, extra, label=label)]
+        if args.vmm and config in ("shim", "takeover"):
+            out.append(run_child(workload, config, args.lib, args, {**(extra or {}), **vmm},
+                                 label=(label or config) + "+VMM=on"))
+        return out
+
+    growing = [r for c in CONFIGS for r in runs("growing", c)]
+    growing += runs("growing", "takeover", {"GPUPOOL_MAX_CACHED": "1GiB"}, "takeover+MAX_CACHED=1GiB")
     # Only blocks of the request's own class (GPUPOOL_OVERSIZE=2, the default, lets larger idle
     # blocks serve smaller requests, which lowers takeover's peak; docs/BENCHMARKS.md has the
     # figures).
     growing.append(run_child("growing", "takeover", args.lib, args, {"GPUPOOL_OVERSIZE": "1"},
                              label="takeover+OVERSIZE=1"))
-    reload_runs = [
-        run_child("reload", "default", args.lib, args),
-        run_child("reload", "shim", args.lib, args),
-        run_child("reload", "takeover", args.lib, args, {"GPUPOOL_MAX_CACHED": "256MiB"},
-                  label="takeover+MAX_CACHED=256MiB"),
-    ]
+    reload_runs = (runs("reload", "default") + runs("reload", "shim") +
+                   runs("reload", "takeover", {"GPUPOOL_MAX_CACHED": "256MiB"},
+                        "takeover+MAX_CACHED=256MiB"))
     with open(os.path.join(args.out, "torch_seeds.json"), "w") as f:
         json.dump({"growing": growing, "reload": reload_runs}, f)
 

@@ -1,9 +1,9 @@
 /* remap.c — a miss served by idle memory cached under other sizes (and, with cfg.remap_trim,
- * idle memory that cannot serve it given back first). Cached movable blocks of smaller classes
- * (the largest first), then part of one that holds what they leave (the smallest such), settled
- * and freed at least cfg.remap_age_ns ago, leave their lists and go to backend remap, which
- * moves their physical memory into one new block of the miss's class and adds new memory for
- * the rest only; a block that gave part of itself comes back smaller. Never on the hit path,
+ * idle memory that cannot serve it given back first: trim.c). Cached movable blocks of smaller
+ * classes (the largest first), then part of one that holds what they leave (the smallest such),
+ * settled and freed at least cfg.remap_age_ns ago, leave their lists and go to backend remap,
+ * which moves their physical memory into one new block of the miss's class and adds new memory
+ * for the rest only; a block that gave part of itself comes back smaller. Never on the hit path,
  * never a backend call under a pool lock, never a block whose GPU work may still run (settled,
  * pool_impl.h). */
 #define _POSIX_C_SOURCE 200809L
@@ -91,34 +91,6 @@ static struct gp_block *take_donor(struct gp_pool *p, struct gp_dev *d, size_t n
 	return NULL;
 }
 
-/* cfg.remap_trim: give back idle movable blocks of classes other than cls, the largest first,
- * until `need` bytes are back. */
-static void trim(struct gp_pool *p, struct gp_dev *d, unsigned cls, size_t need)
-{
-	struct gp_block *list = NULL, *b;
-	struct gp_release_result r = { 0, 0, 0, 0 };
-	uint64_t t = now(p);
-	size_t got = 0;
-
-	for (unsigned c = gp_pool_class_count(); c-- > 0 && got < need;) {
-		if (small_class(c))
-			break;
-		if (c == cls)
-			continue;
-		for (unsigned i = 0; i < GP_STRIPES && got < need; i++) {
-			struct gp_list *l = &d->list[c * GP_STRIPES + i];
-
-			while (got < need && (b = take_movable(p, l, t)) != NULL) {
-				b->next = list;
-				list = b;
-				got += b->bytes;
-			}
-		}
-	}
-	if (list != NULL)
-		gp_pool_free_blocks(p, d, list, &r);
-}
-
 /* Back into the map and to the head of its list: a source a remap left as it was, or the
  * smaller block a partial source became (reusable now: its fence is done). */
 static void relist(struct gp_pool *p, struct gp_dev *d, struct gp_block *b)
@@ -184,8 +156,8 @@ int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 		take[n] = blk[n]->bytes < want - have ? blk[n]->bytes : want - have;
 		have += take[n++];
 	}
-	if (p->cfg.remap_trim && have < want)
-		trim(p, d, cls, want - have);
+	if (have < want)
+		gp_pool_trim_others(p, d, cls, want - have);
 	if (n == 0)
 		return GP_ENOMEM;
 	for (unsigned i = 0; i < n; i++) {

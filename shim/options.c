@@ -51,7 +51,7 @@ static const struct gp_opt_def table[] = {
 	  "With GPUPOOL_VMM: only blocks idle for at least this long are moved into another size's block (a size freed a moment ago is likely asked for again, and a cache hit costs less than a move).",
 	  OPT(vmm_age_ns), 0 },
 	{ "GPUPOOL_VMM_TRIM", GP_OPT_BOOL, "0", "1|0|true|false|yes|no|on|off",
-	  "With GPUPOOL_VMM: a cudaMalloc that must still ask for new memory first gives back idle blocks of other sizes that could not serve it, as much as it asks for: the process holds about what it uses, at the price of new memory when those sizes come back.",
+	  "With GPUPOOL_VMM: a cudaMalloc that must still ask for new memory first gives back idle blocks of other sizes that could not serve it, as much as it asks for: the process holds about what it uses, at the price of new memory when those sizes come back. Blocks of 64 KiB to 1 MiB (real allocations of their own, which no other size can use) go only while the GPU is idle, as giving one back waits for the device; a miss of such a size gives back only such blocks, and one below 64 KiB none.",
 	  OPT(vmm_trim), 0 },
 	{ "GPUPOOL_REPORT_CACHED_AS_FREE", GP_OPT_BOOL, "1", "1|0|true|false|yes|no|on|off",
 	  "cudaMemGetInfo counts this process's cached blocks as free (they are, for its next cudaMalloc).",

@@ -486,10 +486,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		cfg.reuse_wait_ns = first & 8 ? 20000 : 0;
 		cfg.reuse_poll_ns = first & 16 ? 5000 : 0;
 		cfg.reuse_age_ns = first & 32 ? 1 : 0; /* any recorded fence is old enough */
-		/* Blocks of 4 MiB and more are movable, and a miss may remap them (GPUPOOL_VMM). */
+		/* Blocks of 4 MiB and more are movable, and a miss may remap them (GPUPOOL_VMM), and
+		 * when it also batches fences, give back idle blocks first (GPUPOOL_VMM_TRIM). */
 		if (first & 128) {
 			fake_set_movable(&m.fake, 4 * MiB);
 			cfg.remap_min_bytes = 4 * MiB;
+			cfg.remap_trim = (first & 4) != 0;
 			fake_set_split(&m.fake, 1, GP_OK);
 			m.remap = 1;
 		}

@@ -156,6 +156,60 @@ static void test_trim(void **state)
 	fx_free(fx, p);
 }
 
+/* Proves: with cfg.remap_trim, a miss of a class of at most 1 MiB that must make a real
+ * allocation first gives back idle blocks of other such classes, the largest first, about as much
+ * as it grows by, while the GPU is idle (quiet): with idle 1 MiB, 512 KiB and 32 KiB blocks a
+ * 768 KiB miss gives back the 1 MiB block; the 512 KiB block stays (enough came back), and so does
+ * the 32 KiB one (below 64 KiB, never given back). A block still fenced goes too: giving a block
+ * of its own back waits for the device, which is idle. */
+static void test_trim_small_when_idle(void **state)
+{
+	struct fx *fx = *state;
+	size_t sizes[] = { 1 * MiB, 512 * KiB, 32 * KiB };
+	void *ptrs[3], *p, *q;
+
+	cache_sizes(fx, 0, sizes, ptrs, 3);
+	q = fx_alloc(fx, 0, 100 * KiB); /* freed, still fenced: it may go as well */
+	fx_free(fx, q);
+	fake_set_quiet(&fx->fake, 1);
+	p = fx_alloc(fx, 0, 768 * KiB);
+	assert_int_equal(fx_stats(fx, 0).real_frees, 1);
+	assert_int_equal(fake_used(&fx->fake, 0), 768 * KiB + 512 * KiB + 32 * KiB + cb(100 * KiB));
+	assert_int_equal(fx_stats(fx, 0).idle_bytes + fx_stats(fx, 0).pending_bytes,
+			 512 * KiB + 32 * KiB + cb(100 * KiB));
+	fx_free(fx, p);
+	/* Another class newly asked for: the 640 KiB it needs from the largest left, 768 KiB (just
+	 * freed: no age rule for these) */
+	p = fx_alloc(fx, 0, 640 * KiB);
+	assert_int_equal(fx_stats(fx, 0).real_frees, 2);
+	assert_int_equal(fake_used(&fx->fake, 0), 640 * KiB + 512 * KiB + 32 * KiB + cb(100 * KiB));
+	fx_free(fx, p);
+}
+
+/* Proves: a busy GPU (not quiet) keeps the small blocks (giving one back would wait for all its
+ * work); a small miss gives back no movable block (4 MiB for 768 KiB: more than it grows by, and
+ * a move serves larger misses); a miss below 64 KiB gives back nothing. */
+static void test_trim_small_kept(void **state)
+{
+	struct fx *fx = *state;
+	size_t sizes[] = { 4 * MiB, 1 * MiB, 512 * KiB };
+	void *ptrs[3], *p, *q;
+
+	cache_sizes(fx, 0, sizes, ptrs, 3);
+	p = fx_alloc(fx, 0, 768 * KiB); /* busy GPU */
+	assert_int_equal(fx_stats(fx, 0).real_frees, 0);
+	fx_free(fx, p);
+	fx_settle(fx);
+	fake_set_quiet(&fx->fake, 1);
+	q = fx_alloc(fx, 0, 48 * KiB); /* below 64 KiB */
+	assert_int_equal(fx_stats(fx, 0).real_frees, 0);
+	p = fx_alloc(fx, 0, 300 * KiB); /* the 1 MiB block goes, the 4 MiB one stays */
+	assert_int_equal(fx_stats(fx, 0).real_frees, 1);
+	assert_int_equal(fx_stats(fx, 0).idle_bytes, 4 * MiB + 768 * KiB + 512 * KiB);
+	fx_free(fx, p);
+	fx_free(fx, q);
+}
+
 /* Proves: in ordered mode a free is reused at once, but a block moves only once a fence says the
  * GPU is done with it (the miss records one); an idle GPU (quiet) says so without a fence. */
 static void test_ordered_needs_quiet(void **state)
@@ -485,6 +539,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_remap_serves_miss, setup_default, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_fenced_not_moved, setup_default, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_trim, setup_trim, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_trim_small_when_idle, setup_trim, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_trim_small_kept, setup_trim, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_needs_quiet, setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_idle_gpu, setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_age, setup_aged, fx_teardown),

@@ -1,0 +1,84 @@
+/* trim.c — cfg.remap_trim: a miss that must still grow the pool first gives back idle blocks of
+ * other sizes that could not serve it, as many bytes as it grows by, so that a process holds
+ * about what it uses. Movable blocks first (settled, as old as cfg.remap_age_ns, the largest
+ * first): giving them back waits for nothing. Then blocks of classes of at most 1 MiB, the
+ * largest classes first, each list oldest first: real allocations of their own that no other
+ * size can use. Those go only while the GPU is idle (backend quiet): giving one back waits for
+ * the whole device (cudaFree's wait), which then costs nothing. And for a miss of such a class
+ * only when its class holds no cached block at all: a size newly in demand (a KV cache growing
+ * into its next class), not one whose blocks wait for a fence (it grows by a fence batch, and
+ * trading blocks with other small classes then cost a real allocation for each of them).
+ * Never a backend call under a pool lock. */
+#define _POSIX_C_SOURCE 200809L
+#include "pool_impl.h"
+
+/* Unlink the oldest block of list c when it may go: movable blocks when may_move says so, other
+ * blocks (small classes, the GPU idle) always. NULL when the list has none. */
+static struct gp_block *take_head(struct gp_pool *p, struct gp_list *c, int movable, uint64_t t)
+{
+	struct gp_block *b;
+
+	if (ld(&c->cached_blocks) == 0)
+		return NULL;
+	gp_lock(&c->lock);
+	b = c->head;
+	if (b != NULL && (movable ? may_move(p, b, t) : !b->movable))
+		unlink_cached(c, NULL, b);
+	else
+		b = NULL;
+	gp_unlock(&c->lock);
+	return b;
+}
+
+/* Blocks of classes [lo, hi) other than cls, the largest classes first, taken until `need`
+ * bytes are gathered on *list; returns the bytes. */
+static size_t gather(struct gp_pool *p, struct gp_dev *d, unsigned lo, unsigned hi, unsigned cls,
+		     size_t need, int movable, struct gp_block **list)
+{
+	uint64_t t = now(p);
+	size_t got = 0;
+	struct gp_block *b;
+
+	for (unsigned c = hi; c-- > lo && got < need;) {
+		if (c == cls)
+			continue;
+		for (unsigned i = 0; i < GP_STRIPES && got < need; i++)
+			while (got < need && (b = take_head(p, &d->list[c * GP_STRIPES + i], movable, t))) {
+				b->next = *list;
+				*list = b;
+				got += b->bytes;
+			}
+	}
+	return got;
+}
+
+/* Small blocks below this are neither given back nor make room for themselves: they cost little
+ * memory (the driver packs them), and scalars and little buffers of many sizes that a loop
+ * allocates in turn would trade their blocks back and forth, each trade a real allocation
+ * (on the Llama client's trace: 180,000 of them). */
+#define TRIM_SMALL_MIN ((size_t)64 << 10)
+
+/* The first class above SMALL_CLASS_MAX_BYTES. */
+static unsigned first_large_class(void)
+{
+	return gp_pool_class_of(SMALL_CLASS_MAX_BYTES) + 1;
+}
+
+void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, unsigned cls, size_t need)
+{
+	struct gp_release_result r = { 0, 0, 0, 0 };
+	struct gp_block *list = NULL;
+	unsigned mid = first_large_class();
+	size_t got = 0;
+
+	if (!p->cfg.remap_trim || need == 0 || !gp_may_release(p) ||
+	    (small_class(cls) &&
+	     (gp_pool_class_bytes(cls) < TRIM_SMALL_MIN)))
+		return;
+	if (!small_class(cls))
+		got = gather(p, d, mid, gp_pool_class_count(), cls, need, 1, &list);
+	if (got < need && p->be.quiet != NULL && p->be.quiet(p->be.ctx) == 1)
+		gather(p, d, gp_pool_class_of(TRIM_SMALL_MIN), mid, cls, need - got, 0, &list);
+	if (list != NULL)
+		gp_pool_free_blocks(p, d, list, &r);
+}
