@@ -7,7 +7,8 @@ Configurations, each a fresh process, run in interleaved order (ROUNDS times eac
   pytorch       PyTorch's own caching allocator, no shim
   takeover      LD_PRELOAD=libgpupool.so GPUPOOL_TORCH=takeover (the pool is PyTorch's only cache)
   takeover-vmm  the same with GPUPOOL_VMM=on (idle blocks of other sizes move into a miss's block)
-  takeover-vmm-trim  and GPUPOOL_VMM_TRIM=1 (what cannot move is given back before the pool grows)
+  takeover-vmm-trim  and GPUPOOL_VMM_TRIM=1 (idle blocks of other sizes that cannot serve a miss are
+                given back before the pool grows; those of 64 KiB to 1 MiB while the GPU is idle)
   takeover-vmm-age   GPUPOOL_VMM=on GPUPOOL_VMM_AGE=100ms (only blocks idle that long move)
 --configs picks some (comma-separated, in that order); default: all.
 Measured from outside with nvidia-smi (device memory in use above what it was before the client
@@ -150,7 +151,8 @@ def run(name, lib):
     p.stdin.flush()
     p.wait(timeout=60)
     res = {"config": name, "held_mib": held, "floor_mib": floor, "tok_s_first": got["tok_s"][0],
-           "tok_s_warm": max(got["tok_s"][1:]), "tokens": got["tokens"]}
+           "tok_s_warm": max(got["tok_s"][1:]), "tok_s_passes": [round(v, 1) for v in got["tok_s"]],
+           "tokens": got["tokens"]}
     log = shim_log(logf)
     if name != "pytorch":
         res.update(shim_stats(stats))
