@@ -10,6 +10,7 @@ Configurations, each a fresh process, run in interleaved order (ROUNDS times eac
   takeover-vmm-trim  and GPUPOOL_VMM_TRIM=1 (idle blocks of other sizes that cannot serve a miss are
                 given back before the pool grows; those of 64 KiB to 1 MiB while the GPU is idle)
   takeover-vmm-age   GPUPOOL_VMM=on GPUPOOL_VMM_AGE=100ms (only blocks idle that long move)
+  takeover-vmm-age-trim  both
 --configs picks some (comma-separated, in that order); default: all.
 Measured from outside with nvidia-smi (device memory in use above what it was before the client
 started): what the idle client holds, and (the shim) what it holds after SIGUSR1 (its floor);
@@ -33,7 +34,8 @@ import time
 PROMPTS = [128, 256, 512, 1024, 2048, 4096]
 NEW_TOKENS = 32
 WARM_PASSES = 3
-CONFIGS = ("pytorch", "takeover", "takeover-vmm", "takeover-vmm-trim", "takeover-vmm-age")
+CONFIGS = ("pytorch", "takeover", "takeover-vmm", "takeover-vmm-trim", "takeover-vmm-age",
+           "takeover-vmm-age-trim")
 
 
 def smi_used_mib():
@@ -124,9 +126,9 @@ def run(name, lib):
         env["GPUPOOL_LOG"] = "info"
     if name.startswith("takeover-vmm"):
         env["GPUPOOL_VMM"] = "on"
-    if name == "takeover-vmm-trim":
+    if name.endswith("-trim"):
         env["GPUPOOL_VMM_TRIM"] = "1"
-    if name == "takeover-vmm-age":
+    if name.startswith("takeover-vmm-age"):
         env["GPUPOOL_VMM_AGE"] = "100ms"
     base = smi_used_mib()
     with open(logf, "w") as err:  # the shim logs to stderr; the client's own errors land there too

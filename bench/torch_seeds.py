@@ -22,7 +22,9 @@ the child, so peaks inside a forward are seen. Output: a markdown table on stdou
 series) for scripts/plot-torch-seeds.
 
 --vmm adds, after each gpupool configuration, the same with GPUPOOL_VMM=on (the seeds must be no
-worse with it).
+worse with it). --growing-takeover LABEL=K=V,K=V ... runs only seed 1 in takeover mode, once per
+setting given (in that order; LABEL= alone: no setting), and prints each run's ms per forward
+and peak.
 
 Usage: python3 bench/torch_seeds.py --lib build/shim/libgpupool.so --out DIR [--quick] [--vmm]
 """
@@ -220,6 +222,23 @@ def run_child(workload, config, lib, args, extra_env=None, label=None):
     return res
 
 
+def growing_takeover(args):
+    """Seed 1 in takeover mode under each of args.growing_takeover's settings, in that order."""
+    print("| run | settings | ms per forward (median) | each timed sweep | peak device MiB |")
+    print("|---|---|---|---|---|")
+    for spec in args.growing_takeover:
+        label, _, kvs = spec.partition("=")
+        env = dict(kv.split("=", 1) for kv in kvs.split(",") if kv)
+        r = run_child("growing", "takeover", args.lib, args, env, label=label)
+        if "error" in r:
+            print(f"| {label} | {kvs} | failed (exit {r['error']}) | | |", flush=True)
+            continue
+        ms = sorted(r["fwd_ms"])[len(r["fwd_ms"]) // 2]
+        print(f"| {label} | {kvs or '-'} | {ms:.2f} | {', '.join(f'{v:.2f}' for v in r['fwd_ms'])} "
+              f"| {mib(r['peak'])} |", flush=True)
+    return 0
+
+
 def mib(b):
     return "-" if b is None else f"{b / MIB:.0f}"
 
@@ -236,6 +255,7 @@ def main():
     ap.add_argument("--signal", action="store_true")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--vmm", action="store_true")
+    ap.add_argument("--growing-takeover", nargs="+", metavar="LABEL=K=V,K=V")
     args = ap.parse_args()
     if args.child:
         res = child_growing(args) if args.child == "growing" else child_reload(args)
@@ -243,6 +263,8 @@ def main():
         return 0
 
     os.makedirs(args.out, exist_ok=True)
+    if args.growing_takeover:
+        return growing_takeover(args)
     vmm = {"GPUPOOL_VMM": "on"}
 
     def runs(workload, config, extra=None, label=None):
