@@ -516,6 +516,8 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 	o->merges = ld(&d->merges);
 	o->remaps = ld(&d->remaps);
 	o->remapped_bytes = ld(&d->remapped_bytes);
+	o->trims = ld(&d->trims);
+	o->trimmed_bytes = ld(&d->trimmed_bytes);
 	o->movable_bytes = ld(&d->movable_bytes);
 	return GP_OK;
 }

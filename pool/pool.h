@@ -197,6 +197,8 @@ struct gp_pool_dev_stats {
 	uint64_t merges;          /* cached neighbours made one block (backend merge) for a miss */
 	uint64_t remaps;          /* misses served by remapping cached blocks (cfg.remap_min_bytes) */
 	uint64_t remapped_bytes;  /* bytes of cached blocks those remaps moved (not new memory) */
+	uint64_t trims;           /* idle blocks given back before the pool grew (cfg.remap_trim) */
+	uint64_t trimmed_bytes;   /* their bytes */
 	uint64_t movable_bytes;   /* of live + cached bytes, those in movable blocks */
 };
 

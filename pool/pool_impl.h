@@ -117,6 +117,7 @@ struct gp_dev {
 	 * that would grow waits for them: pool.c await_moves). */
 	_Atomic unsigned moving;
 	_Atomic uint64_t remaps, remapped_bytes, movable_bytes;
+	_Atomic uint64_t trims, trimmed_bytes; /* cfg.remap_trim's give-backs (trim.c) */
 	_Atomic uint64_t cap;      /* bytes of cache allowed, 0 = no cap */
 	_Atomic int cap_notified;  /* over_cap was called and no release ran since */
 };

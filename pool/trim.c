@@ -79,6 +79,9 @@ void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, unsigned cls, size
 		got = gather(p, d, mid, gp_pool_class_count(), cls, need, 1, &list);
 	if (got < need && p->be.quiet != NULL && p->be.quiet(p->be.ctx) == 1)
 		gather(p, d, gp_pool_class_of(TRIM_SMALL_MIN), mid, cls, need - got, 0, &list);
-	if (list != NULL)
-		gp_pool_free_blocks(p, d, list, &r);
+	if (list == NULL)
+		return;
+	gp_pool_free_blocks(p, d, list, &r);
+	atomic_fetch_add(&d->trims, r.blocks);
+	atomic_fetch_add(&d->trimmed_bytes, r.bytes);
 }

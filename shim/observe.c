@@ -95,6 +95,8 @@ static void snapshot(struct gp_stats_snapshot *s)
 		e->merges = p.merges;
 		e->remaps = p.remaps;
 		e->remapped_bytes = p.remapped_bytes;
+		e->trims = p.trims;
+		e->trimmed_bytes = p.trimmed_bytes;
 		e->vmm_bytes = p.movable_bytes;
 		e->fence_waits = p.fence_waits;
 		e->fence_wait_timeouts = p.fence_wait_timeouts;

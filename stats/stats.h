@@ -70,6 +70,10 @@ enum gp_stats_unit {
 	  "Real cudaMalloc calls that succeeded.")                                                 \
 	X(real_frees, GP_STATS_COUNTER, GP_STATS_COUNT, "cudaFree calls",                         \
 	  "Real cudaFree calls (blocks given back to the driver).")                                \
+	X(trims, GP_STATS_COUNTER, GP_STATS_COUNT, "  to make room",                              \
+	  "Of those, idle blocks of other sizes given back before the pool grew (GPUPOOL_VMM_TRIM).") \
+	X(trimmed_bytes, GP_STATS_COUNTER, GP_STATS_BYTES, "    given back",                       \
+	  "Bytes of the blocks given back to make room.")                                          \
 	X(failed_allocs, GP_STATS_COUNTER, GP_STATS_COUNT, "failed allocations",                  \
 	  "Allocations that returned an error to the program.")                                   \
 	X(oom_retries, GP_STATS_COUNTER, GP_STATS_COUNT, "OOM retries",                           \

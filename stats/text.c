@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#define LABEL_W 20
+#define LABEL_W 28
 #define CELL_W 14
 
 static const char *clock_text(uint64_t unix_ns, char *buf, size_t len)
@@ -128,11 +128,24 @@ static void devices(struct gp_stats_out *o, const struct gp_stats_snapshot *s)
 		gp_stats_printf(o, "%*s", CELL_W, cell);
 	}
 	gp_stats_puts(o, "\n");
+	/* A counter nested under another (its label indented) that is 0 on every device is left out,
+	 * but for cache hits: those rows count what settings do (GPUPOOL_OVERSIZE, GPUPOOL_VMM,
+	 * GPUPOOL_REUSE_WAIT, GPUPOOL_VMM_TRIM), and a run without them has nothing to say there.
+	 * JSON, Prometheus and the view keep every figure. */
 #define GP_STATS_TEXT_ROW(name, kind, unit, label, help)                                          \
-	gp_stats_printf(o, "%-*s", LABEL_W, label);                                               \
-	for (uint64_t i = 0; i < n; i++)                                                          \
-		gp_stats_printf(o, "%*s", CELL_W, value_text(unit, s->dev[i].name, cell, sizeof(cell))); \
-	gp_stats_puts(o, "\n");
+	{                                                                                         \
+		uint64_t any = 0;                                                                 \
+		for (uint64_t i = 0; i < n; i++)                                                  \
+			any |= s->dev[i].name;                                                    \
+		if (any != 0 || kind != GP_STATS_COUNTER || label[0] != ' ' ||                    \
+		    strcmp(#name, "hits") == 0) {                                                 \
+			gp_stats_printf(o, "%-*s", LABEL_W, label);                               \
+			for (uint64_t i = 0; i < n; i++)                                          \
+				gp_stats_printf(o, "%*s", CELL_W,                                 \
+						value_text(unit, s->dev[i].name, cell, sizeof(cell))); \
+			gp_stats_puts(o, "\n");                                                 \
+		}                                                                                 \
+	}
 	GP_STATS_DEVICE(GP_STATS_TEXT_ROW)
 #undef GP_STATS_TEXT_ROW
 	gp_stats_printf(o, "%-*s", LABEL_W, "hit rate");

@@ -152,6 +152,8 @@ static void test_trim(void **state)
 	assert_int_equal(fake_used(&fx->fake, 0), 18 * MiB);
 	assert_int_equal(fx_stats(fx, 0).idle_bytes, 2 * MiB);
 	assert_int_equal(fx_stats(fx, 0).real_frees, 1);
+	assert_int_equal(fx_stats(fx, 0).trims, 1);
+	assert_int_equal(fx_stats(fx, 0).trimmed_bytes, 32 * MiB);
 	assert_int_equal(fx_stats(fx, 0).movable_bytes, 16 * MiB);
 	fx_free(fx, p);
 }
@@ -182,6 +184,8 @@ static void test_trim_small_when_idle(void **state)
 	 * freed: no age rule for these) */
 	p = fx_alloc(fx, 0, 640 * KiB);
 	assert_int_equal(fx_stats(fx, 0).real_frees, 2);
+	assert_int_equal(fx_stats(fx, 0).trims, 2);
+	assert_int_equal(fx_stats(fx, 0).trimmed_bytes, 1 * MiB + 768 * KiB);
 	assert_int_equal(fake_used(&fx->fake, 0), 640 * KiB + 512 * KiB + 32 * KiB + cb(100 * KiB));
 	fx_free(fx, p);
 }

@@ -122,6 +122,38 @@ static void test_text(void **state)
 	assert_true(widest < 100);
 }
 
+/* Proves: the text leaves out a nested counter that is 0 on every device (what a setting not in
+ * use would count: remapped, moved, to make room), keeps one that is not 0 on some device (for
+ * every device), keeps cache hits at 0, and lines up the longest label with the numbers; JSON
+ * keeps every figure. */
+static void test_text_nested_zero_rows(void **state)
+{
+	struct gp_stats_snapshot s;
+	char buf[8192], json[16384], *line, *end;
+
+	(void)state;
+	fixture(&s);
+	gp_stats_device_entry(&s, 3)->trims = 7; /* device 0: 0 */
+	gp_stats_device_entry(&s, 0)->hits = 0;
+	gp_stats_text(&s, buf, sizeof(buf));
+	assert_null(strstr(buf, "remapped"));
+	assert_null(strstr(buf, "moved"));
+	assert_null(strstr(buf, "given back"));
+	assert_null(strstr(buf, "a larger class"));
+	line = strstr(buf, "  to make room");
+	assert_non_null(line);
+	end = strchr(line, '\n');
+	assert_non_null(end);
+	*end = '\0';
+	assert_int_equal(strlen(line), 28 + 2 * 14); /* label column, two device columns */
+	assert_true(line[28 + 13] == '0' && line[28 + 2 * 14 - 1] == '7');
+	*end = '\n';
+	assert_non_null(strstr(buf, "  cache hits"));
+	gp_stats_json(&s, json, sizeof(json));
+	assert_non_null(strstr(json, "\"remapped_bytes\""));
+	assert_non_null(strstr(json, "\"trims\""));
+}
+
 /* Proves: the state of the process shows in every rendering: running says nothing in the text
  * and null in JSON; suspended names the moment and the parked bytes; captures in progress show. */
 static void test_suspended(void **state)
@@ -156,7 +188,7 @@ static void test_text_no_release(void **state)
 	fixture(&s);
 	s.release_count = 0;
 	gp_stats_text(&s, buf, sizeof(buf));
-	assert_non_null(strstr(buf, "last release        none yet"));
+	assert_non_null(strstr(buf, "last release                none yet"));
 	assert_null(strstr(buf, "took"));
 }
 
@@ -535,6 +567,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text),
+		cmocka_unit_test(test_text_nested_zero_rows),
 		cmocka_unit_test(test_text_no_release),
 		cmocka_unit_test(test_suspended),
 		cmocka_unit_test(test_json),
