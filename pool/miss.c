@@ -123,6 +123,17 @@ static void await_driver(struct gp_pool *p, uint64_t ns)
 		sched_yield();
 }
 
+/* Cached blocks of a class, over its stripes (racy: a hint). When the head of each list is
+ * still fenced, so are the blocks behind it (freed later). */
+static uint64_t class_cached_blocks(struct gp_dev *d, unsigned cls)
+{
+	uint64_t n = 0;
+
+	for (unsigned s = 0; s < GP_STRIPES; s++)
+		n += ld(&d->list[cls * GP_STRIPES + s].cached_blocks);
+	return n;
+}
+
 /* Whether a miss whose class holds only fenced blocks should wait for them rather than grow
  * the pool: once the class holds WAIT_MIN_FENCED of them and WAIT_MIN_FENCED_BYTES. Below, a
  * new block costs little memory, and a loop that frees and allocates one size rotates through

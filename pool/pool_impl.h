@@ -339,17 +339,6 @@ static inline int small_class(unsigned cls)
 	return gp_pool_class_bytes(cls) <= SMALL_CLASS_MAX_BYTES;
 }
 
-/* Cached blocks of a class, over its stripes (racy: a hint). When the head of each list is
- * still fenced, so are the blocks behind it (freed later). */
-static inline uint64_t class_cached_blocks(struct gp_dev *d, unsigned cls)
-{
-	uint64_t n = 0;
-
-	for (unsigned s = 0; s < GP_STRIPES; s++)
-		n += ld(&d->list[cls * GP_STRIPES + s].cached_blocks);
-	return n;
-}
-
 static inline int reusable(struct gp_pool *p, const struct gp_block *b)
 {
 	return atomic_load_explicit(&p->ordered, memory_order_relaxed) ||
@@ -462,6 +451,10 @@ void gp_pool_free_blocks(struct gp_pool *p, struct gp_dev *d, struct gp_block *b
  * the caller makes a real allocation. */
 int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls, unsigned s0,
 		  size_t bytes, void **out);
+
+/* Unlink from list c its oldest block that may move at time t (may_move), NULL when none may
+ * (remap.c). */
+struct gp_block *gp_pool_take_movable(struct gp_pool *p, struct gp_list *c, uint64_t t);
 
 /* cfg.remap_trim: before a miss of class cls grows the pool by `need` bytes, idle blocks of other
  * classes that could not serve it given back, about `need` bytes of them (trim.c). */

@@ -14,7 +14,7 @@
 
 /* Unlink from list c its oldest block that may move. A list is in free order, and fences and
  * ages only grow along it: the first block that is not settled or not old enough ends the look. */
-static struct gp_block *take_movable(struct gp_pool *p, struct gp_list *c, uint64_t t)
+struct gp_block *gp_pool_take_movable(struct gp_pool *p, struct gp_list *c, uint64_t t)
 {
 	struct gp_block *b, *prev = NULL;
 
@@ -58,7 +58,7 @@ static unsigned gather(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsign
 			struct gp_block *b;
 
 			while (n < max && *partial == max && cb <= want - *have &&
-			       (b = take_movable(p, l, t)) != NULL) {
+			       (b = gp_pool_take_movable(p, l, t)) != NULL) {
 				take[n] = b->bytes <= want - *have ? b->bytes : want - *have;
 				if (take[n] < b->bytes)
 					*partial = n;
@@ -84,7 +84,7 @@ static struct gp_block *take_donor(struct gp_pool *p, struct gp_dev *d, size_t n
 		if (small_class(c))
 			continue;
 		for (unsigned i = 0; i < GP_STRIPES; i++)
-			if ((b = take_movable(p, &d->list[c * GP_STRIPES + (s0 + i) % GP_STRIPES], t)) !=
+			if ((b = gp_pool_take_movable(p, &d->list[c * GP_STRIPES + (s0 + i) % GP_STRIPES], t)) !=
 			    NULL)
 				return b;
 	}

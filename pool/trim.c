@@ -4,25 +4,26 @@
  * first): giving them back waits for nothing. Then blocks of classes of at most 1 MiB, the
  * largest classes first, each list oldest first: real allocations of their own that no other
  * size can use. Those go only while the GPU is idle (backend quiet): giving one back waits for
- * the whole device (cudaFree's wait), which then costs nothing. And for a miss of such a class
- * only when its class holds no cached block at all: a size newly in demand (a KV cache growing
- * into its next class), not one whose blocks wait for a fence (it grows by a fence batch, and
- * trading blocks with other small classes then cost a real allocation for each of them).
- * Never a backend call under a pool lock. */
+ * the whole device (cudaFree's wait), which then costs nothing; a miss of such a class gives back
+ * only such blocks (a movable one would be far more than it grows by), and below 64 KiB nothing
+ * is given back or made room for. Never a backend call under a pool lock. */
 #define _POSIX_C_SOURCE 200809L
 #include "pool_impl.h"
 
-/* Unlink the oldest block of list c when it may go: movable blocks when may_move says so, other
- * blocks (small classes, the GPU idle) always. NULL when the list has none. */
-static struct gp_block *take_head(struct gp_pool *p, struct gp_list *c, int movable, uint64_t t)
+/* Unlink the oldest block of list c that may go: a movable one that may move now
+ * (gp_pool_take_movable); else the head when it is an ordinary block (the GPU is idle: whatever
+ * its fence says, its work is done). NULL when none may. */
+static struct gp_block *take_one(struct gp_pool *p, struct gp_list *c, int movable, uint64_t t)
 {
 	struct gp_block *b;
 
+	if (movable)
+		return gp_pool_take_movable(p, c, t);
 	if (ld(&c->cached_blocks) == 0)
 		return NULL;
 	gp_lock(&c->lock);
 	b = c->head;
-	if (b != NULL && (movable ? may_move(p, b, t) : !b->movable))
+	if (b != NULL && !b->movable)
 		unlink_cached(c, NULL, b);
 	else
 		b = NULL;
@@ -43,7 +44,7 @@ static size_t gather(struct gp_pool *p, struct gp_dev *d, unsigned lo, unsigned 
 		if (c == cls)
 			continue;
 		for (unsigned i = 0; i < GP_STRIPES && got < need; i++)
-			while (got < need && (b = take_head(p, &d->list[c * GP_STRIPES + i], movable, t))) {
+			while (got < need && (b = take_one(p, &d->list[c * GP_STRIPES + i], movable, t))) {
 				b->next = *list;
 				*list = b;
 				got += b->bytes;
@@ -71,9 +72,8 @@ void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, unsigned cls, size
 	unsigned mid = first_large_class();
 	size_t got = 0;
 
-	if (!p->cfg.remap_trim || need == 0 || !gp_may_release(p) ||
-	    (small_class(cls) &&
-	     (gp_pool_class_bytes(cls) < TRIM_SMALL_MIN)))
+	if (!p->cfg.remap_trim || need == 0 || gp_pool_class_bytes(cls) < TRIM_SMALL_MIN ||
+	    !gp_may_release(p))
 		return;
 	if (!small_class(cls))
 		got = gather(p, d, mid, gp_pool_class_count(), cls, need, 1, &list);
