@@ -20,6 +20,7 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,9 +62,27 @@ static int wake_setup(void)
 	return 0;
 }
 
+/* A disposition that is not the default: the program (or an earlier library) installed a handler,
+ * or a parent ignored the signal and exec kept that (nohup, a supervisor). */
+/* "USR1", "RTMIN+3": for messages (sigabbrev_np names no real-time signal). */
+static const char *sig_name(int sig, char *buf, size_t n)
+{
+	const char *abbrev = sig < SIGRTMIN ? sigabbrev_np(sig) : NULL;
+
+	if (abbrev != NULL)
+		return abbrev;
+	snprintf(buf, n, "RTMIN+%d", sig - SIGRTMIN);
+	return buf;
+}
+
+static int disposed(const struct sigaction *sa)
+{
+	return (sa->sa_flags & SA_SIGINFO) ? sa->sa_sigaction != NULL : sa->sa_handler != SIG_DFL;
+}
+
 int gp_control_install_signal(int signo)
 {
-	struct sigaction sa;
+	struct sigaction sa, old;
 
 	if (signo == 0)
 		return 0;
@@ -71,14 +90,32 @@ int gp_control_install_signal(int signo)
 	sa.sa_handler = on_signal;
 	sa.sa_flags = SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	if (sigaction(signo, &sa, NULL) != 0)
+	/* One system call in the usual case; where something was there already, it goes back at
+	 * once (a signal in between only wakes a control thread that does not exist yet). */
+	if (sigaction(signo, &sa, &old) != 0)
 		return -1;
+	if (disposed(&old)) {
+		sigaction(signo, &old, NULL);
+		gp_shim_early.control.kept_signo = signo;
+		gp_shim_early.control.kept_ignored = !(old.sa_flags & SA_SIGINFO) &&
+						     old.sa_handler == SIG_IGN;
+		return 0;
+	}
 	gp_shim_early.control.installed_signo = signo;
 	return 0;
 }
 
 int gp_control_signal(void)
 {
+	int kept = gp_shim_early.control.kept_signo;
+	char buf[16];
+
+	if (kept != 0 && !atomic_exchange(&gp_shim.control.said_kept, 1))
+		gp_log(GP_LOG_INFO, "SIG%s %s when gpupool loaded: kept, no release handler; "
+				    "`gpupool release` asks through the live view",
+		       sig_name(kept, buf, sizeof(buf)),
+		       gp_shim_early.control.kept_ignored ? "was ignored (by the parent)"
+							  : "had a handler already");
 	return gp_shim_early.control.installed_signo;
 }
 
@@ -266,13 +303,14 @@ static void check_handler(void)
 {
 	int signo = gp_shim_early.control.installed_signo;
 	struct sigaction cur;
+	char buf[16];
 
 	if (signo == 0 || gp_shim.control.handler_lost || sigaction(signo, NULL, &cur) != 0 ||
 	    cur.sa_handler == on_signal)
 		return;
 	gp_shim.control.handler_lost = 1;
 	gp_log(GP_LOG_WARN, "the program replaced gpupool's SIG%s handler: `gpupool release` still "
-			    "works, through the live view", sigabbrev_np(signo));
+			    "works, through the live view", sig_name(signo, buf, sizeof(buf)));
 	gp_obs_signal_lost();
 }
 

@@ -6,9 +6,11 @@
 
 #include "pool.h"
 
-/* At load time: install the handler for `signo` (0: none). Starts nothing. */
+/* At load time: install the handler for `signo` (0: none), unless the signal already has a
+ * handler or is ignored (inherited from the parent): that is kept. Starts nothing. */
 int gp_control_install_signal(int signo);
-/* The signal whose handler was installed (0: none, or sigaction failed). */
+/* The signal whose handler was installed (0: none, kept as it was, or sigaction failed); says
+ * once, at info, when GPUPOOL_SIGNAL's signal was kept. */
 int gp_control_signal(void);
 /* Before start: whether releases on the control thread first flush framework caches. */
 void gp_control_configure(int framework_flush);

@@ -15,8 +15,10 @@
 static const struct gp_opt_def table[] = {
 	{ "GPUPOOL_LOG", GP_OPT_LEVEL, "error", "error|warn|info|debug",
 	  "What the shim writes to stderr (one line per message, `gpupool:` prefix).", OPT(log_level), 0 },
-	{ "GPUPOOL_SIGNAL", GP_OPT_SIGNAL, "USR1", "a signal name (USR1, SIGUSR2) or number, or none",
-	  "The signal that makes the process give idle GPU memory back.", OPT(signo), 0 },
+	{ "GPUPOOL_SIGNAL", GP_OPT_SIGNAL, "USR1",
+	  "USR1, USR2, a real-time signal (RTMIN, RTMIN+3, RTMAX-1, SIGRTMIN+2, or its number), or none",
+	  "The signal that makes the process give idle GPU memory back. A handler the process already has for it at start (one a parent ignored it with, too) is kept, and `gpupool release` asks through the live view instead.",
+	  OPT(signo), 0 },
 	{ "GPUPOOL_DISABLE", GP_OPT_BOOL, "0", "1|0|true|false|yes|no|on|off",
 	  "Pass every call straight through to the CUDA runtime (for bisecting problems).",
 	  OPT(disable), 0 },
@@ -109,13 +111,40 @@ int gp_opt_parse_level(const char *s, int *out)
 	return -1;
 }
 
+/* A real-time signal by name: RTMIN, RTMAX, RTMIN+n, RTMAX-n ("SIG" already stripped). */
+static int parse_rt(const char *s, int *out)
+{
+	long base, n = 0;
+	char *end;
+
+	if (strncasecmp(s, "RTMIN", 5) == 0)
+		base = SIGRTMIN;
+	else if (strncasecmp(s, "RTMAX", 5) == 0)
+		base = SIGRTMAX;
+	else
+		return -1;
+	s += 5;
+	if (*s != '\0') {
+		if ((*s != '+' || base != SIGRTMIN) && (*s != '-' || base != SIGRTMAX))
+			return -1;
+		if (s[1] < '0' || s[1] > '9')
+			return -1;
+		n = strtol(s + 1, &end, 10);
+		if (*end != '\0' || n > SIGRTMAX - SIGRTMIN)
+			return -1;
+		if (*s == '-')
+			n = -n;
+	}
+	*out = (int)(base + n);
+	return 0;
+}
+
+/* Only signals that mean nothing to a program unless it says so: USR1, USR2 and the real-time
+ * ones. Any other (TERM, SEGV, HUP...) has a meaning a handler of ours would take away: a
+ * release handler on SIGSEGV turns a crash into a busy loop, one on SIGTERM makes every
+ * preloaded process ignore it. */
 int gp_opt_parse_signal(const char *s, int *out)
 {
-	static const struct {
-		const char *name;
-		int signo;
-	} sigs[] = { { "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "HUP", SIGHUP },
-		     { "WINCH", SIGWINCH }, { "URG", SIGURG },  { "PWR", SIGPWR } };
 	char *end;
 	long n;
 
@@ -125,21 +154,22 @@ int gp_opt_parse_signal(const char *s, int *out)
 	}
 	n = strtol(s, &end, 10);
 	if (*s != '\0' && *end == '\0') {
-		/* SIGKILL and SIGSTOP cannot be caught; the rest below SIGRTMAX can. */
-		if (n < 1 || n > SIGRTMAX || n == SIGKILL || n == SIGSTOP)
+		if (n != SIGUSR1 && n != SIGUSR2 && (n < SIGRTMIN || n > SIGRTMAX))
 			return -1;
 		*out = (int)n;
 		return 0;
 	}
 	if (strncasecmp(s, "SIG", 3) == 0)
 		s += 3;
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
-		if (strcasecmp(s, sigs[i].name) == 0) {
-			*out = sigs[i].signo;
-			return 0;
-		}
+	if (strcasecmp(s, "USR1") == 0) {
+		*out = SIGUSR1;
+		return 0;
 	}
-	return -1;
+	if (strcasecmp(s, "USR2") == 0) {
+		*out = SIGUSR2;
+		return 0;
+	}
+	return parse_rt(s, out);
 }
 
 /* A non-negative decimal with an optional fraction; *end is left after it. */

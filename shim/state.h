@@ -182,6 +182,7 @@ struct gp_shim_control {
 	pthread_t thread;     /* the control thread, written by gp_control_start; read by release */
 	/* The program replaced our handler of the release signal: set once by the thread. */
 	int handler_lost;
+	_Atomic int said_kept; /* gp_control_signal said the signal's own disposition was kept */
 };
 
 /* policy.c: the release policies. Written by gp_policy_init before the control thread starts,
@@ -316,6 +317,9 @@ struct gp_shim_early {
 		 * control thread. */
 		_Atomic int signalled;
 		int installed_signo; /* the handler's signal (0: none); written at load only */
+		/* GPUPOOL_SIGNAL's signal had a disposition of its own at load (a handler, or
+		 * ignored): kept, not replaced. Written at load only. */
+		int kept_signo, kept_ignored;
 	} control;
 	struct {
 		/* cu.c: our constructor ran (__atomic release, acquire in gp_real_dlsym_fn). */

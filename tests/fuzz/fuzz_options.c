@@ -72,9 +72,9 @@ static void check_parsers(const char *s)
 		fail("bool out of range", s);
 	if (gp_opt_parse_level(s, &v) == 0 && (v < GP_LOG_ERROR || v > GP_LOG_DEBUG))
 		fail("level out of range", s);
-	if (gp_opt_parse_signal(s, &v) == 0 &&
-	    (v < 0 || v > SIGRTMAX || v == SIGKILL || v == SIGSTOP))
-		fail("a signal that cannot be caught", s);
+	if (gp_opt_parse_signal(s, &v) == 0 && v != 0 && v != SIGUSR1 && v != SIGUSR2 &&
+	    (v < SIGRTMIN || v > SIGRTMAX))
+		fail("a signal other than USR1, USR2 or a real-time one", s);
 	memset(&z, 0, sizeof(z));
 	if (gp_opt_parse_size(s, &z) == 0) {
 		if (z.percent < 0 || z.percent > 100 || (z.percent > 0 && z.bytes != 0))

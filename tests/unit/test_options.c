@@ -117,6 +117,7 @@ static void test_duration(void **state)
 /* Proves: booleans, log levels and signals accept their documented forms only. */
 static void test_bool_level_signal(void **state)
 {
+	char num[16];
 	int v;
 
 	(void)state;
@@ -139,6 +140,27 @@ static void test_bool_level_signal(void **state)
 	assert_int_equal(gp_opt_parse_signal("9", &v), -1); /* SIGKILL cannot be caught */
 	assert_int_equal(gp_opt_parse_signal("SIGFOO", &v), -1);
 	assert_int_equal(gp_opt_parse_signal("", &v), -1);
+	/* Signals that mean something without the program asking are refused: a release handler
+	 * would take their meaning away (SEGV a busy loop, TERM ignored). */
+	assert_int_equal(gp_opt_parse_signal("11", &v), -1);
+	assert_int_equal(gp_opt_parse_signal("15", &v), -1);
+	assert_int_equal(gp_opt_parse_signal("SIGTERM", &v), -1);
+	assert_int_equal(gp_opt_parse_signal("HUP", &v), -1);
+	assert_int_equal(gp_opt_parse_signal("WINCH", &v), -1);
+	/* The real-time signals are the program's own too. */
+	assert_int_equal(gp_opt_parse_signal("RTMIN", &v), 0);
+	assert_int_equal(v, SIGRTMIN);
+	assert_int_equal(gp_opt_parse_signal("SIGRTMIN+3", &v), 0);
+	assert_int_equal(v, SIGRTMIN + 3);
+	assert_int_equal(gp_opt_parse_signal("rtmax-1", &v), 0);
+	assert_int_equal(v, SIGRTMAX - 1);
+	assert_int_equal(gp_opt_parse_signal("RTMAX+1", &v), -1);
+	assert_int_equal(gp_opt_parse_signal("RTMIN-1", &v), -1);
+	assert_int_equal(gp_opt_parse_signal("RTMIN+", &v), -1);
+	assert_int_equal(gp_opt_parse_signal("RTMIN+99", &v), -1);
+	snprintf(num, sizeof(num), "%d", SIGRTMIN + 1);
+	assert_int_equal(gp_opt_parse_signal(num, &v), 0);
+	assert_int_equal(v, SIGRTMIN + 1);
 }
 
 static char warned[8][400];
