@@ -1,8 +1,8 @@
 /* vmm.c — VMM-backed blocks (vmm.h): a registry of blocks (base address -> range and handles)
  * under one mutex, never held across a driver call, and the driver calls that make, move and give
  * back their physical memory. Only the backend calls it, on misses and releases: never on a hit.
- * Never legacy IPC on such memory (the driver refuses it): auto mode stops making such blocks at
- * the first IPC call. */
+ * Never legacy IPC on such memory (the driver refuses it): auto mode makes none in a PyTorch
+ * process with its own cache, nor anywhere after the first IPC call. */
 #define _GNU_SOURCE
 #include "vmm.h"
 #include "cu.h"
@@ -10,6 +10,7 @@
 #include "options.h"
 #include "state.h"
 
+#include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,11 +130,40 @@ static const struct gp_vmm_dev *dev_facts(int device)
 	return d;
 }
 
+/* Whether PyTorch runs here with its own cache on (its default mode): such a process shares
+ * tensors with others through legacy IPC handles (torch.multiprocessing), which the driver
+ * refuses for VMM-backed memory, and a block already handed out cannot become ordinary. Its
+ * libc10_cuda.so is loaded before its first allocation; takeover mode turns its cache off. */
+static int torch_caching(void)
+{
+	const char *off = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
+	void *h;
+
+	if (gp_shim.life.opts.torch == GP_TORCH_TAKEOVER || (off != NULL && strcmp(off, "0") != 0))
+		return 0;
+	h = dlopen("libc10_cuda.so", RTLD_LAZY | RTLD_NOLOAD);
+	if (h == NULL) {
+		(void)dlerror();
+		return 0;
+	}
+	dlclose(h);
+	return 1;
+}
+
 int gp_vmm_wanted(int device, size_t bytes)
 {
 	if (bytes <= GP_VMM_MIN_BYTES || bytes % GRANULE != 0 || device < 0 ||
 	    device >= GP_MAX_DEVICES || !atomic_load_explicit(&V.on, memory_order_relaxed))
 		return 0;
+	/* auto: asked at every VMM block until it says yes (a miss that makes one pays driver
+	 * calls of hundreds of microseconds; the look costs one). */
+	if (gp_shim.life.opts.vmm == GP_VMM_AUTO && torch_caching()) {
+		if (atomic_exchange(&V.on, 0))
+			gp_log(GP_LOG_INFO, "GPUPOOL_VMM=auto: PyTorch keeps its own cache here and may "
+					    "share tensors through IPC handles, which the driver refuses "
+					    "for VMM-backed blocks: blocks are ordinary allocations");
+		return 0;
+	}
 	return dev_facts(device)->usable;
 }
 
@@ -650,8 +680,10 @@ void gp_vmm_ipc_seen(const void *ptr)
 	pthread_mutex_lock(&V.lock);
 	inside = containing_locked(v) != NULL;
 	pthread_mutex_unlock(&V.lock);
+	/* The call fails: said at the default level, never silently. */
 	if (inside && !atomic_exchange(&V.said_ipc, 1))
-		gp_log(GP_LOG_WARN, "an IPC handle was asked for memory of a VMM-backed block, which "
-				    "the driver refuses; run with GPUPOOL_VMM=off (or auto, which keeps "
-				    "blocks made after the first IPC call ordinary) to share memory this way");
+		gp_log(GP_LOG_ERROR, "an IPC handle was asked for memory of a VMM-backed block, which "
+				     "the driver refuses (the call fails); run with GPUPOOL_VMM=off, or "
+				     "auto (ordinary blocks in a PyTorch process with its own cache, and "
+				     "everywhere after the first IPC call), to share memory this way");
 }

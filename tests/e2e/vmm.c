@@ -8,6 +8,12 @@
  *          handle and range back; the OOM retry works on handles; cudaIpcGetMemHandle of such a
  *          block is refused by the driver (invalid value) and the program goes on.
  *   auto   VMM-backed until the first IPC call, ordinary blocks after it.
+ *   torch LIB  auto in a process that loaded LIB, a stand-in for PyTorch's libc10_cuda.so
+ *          (its default mode, which shares tensors through IPC handles): ordinary blocks from
+ *          the first, whose IPC handles work; with PYTORCH_NO_CUDA_MEMORY_CACHING=1 (takeover,
+ *          which cannot share) VMM-backed.
+ *   loud   on: the refused IPC handle of a VMM-backed block is said once on stderr at the
+ *          default log level (a child of the test, its stderr read).
  *   novmm  a device without the API: ordinary blocks, nothing else changes.
  *   threads  8 threads allocate and free random sizes (3-40 MiB) with a stream each
  *          (fences), while another thread asks for releases: every block keeps its owner's bytes
@@ -17,7 +23,9 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "e2e.h"
 
@@ -452,6 +460,59 @@ static void mode_novmm(void)
 	release_all();
 }
 
+/* PyTorch's cache on: torch.multiprocessing shares tensors, so auto makes no VMM block. */
+static void mode_torch(const char *lib)
+{
+	const char *uncached = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
+	cudaIpcMemHandle_t handle;
+	void *h = dlopen(lib, RTLD_NOW | RTLD_GLOBAL), *p;
+	cudaError_t rc;
+
+	if (h == NULL)
+		e2e_fail("cannot load %s: %s", lib, dlerror());
+	p = alloc(8 * E2E_MIB);
+	if (uncached != NULL) {
+		e2e_check(vmm_backed(p, NULL, NULL),
+			  "auto, PyTorch with its cache off (takeover, no IPC there): VMM-backed");
+	} else {
+		e2e_check(standin_owns(p) && !vmm_backed(p, NULL, NULL),
+			  "auto, PyTorch with its own cache: an ordinary block before any IPC call");
+		rc = cudaIpcGetMemHandle(&handle, p);
+		e2e_check(rc == cudaSuccess, "whose IPC handle works (%s)", cudaGetErrorName(rc));
+	}
+	e2e_cuda(cudaFree(p), "cudaFree");
+	release_all();
+}
+
+static void mode_loud_child(void)
+{
+	cudaIpcMemHandle_t handle;
+	void *p = alloc(8 * E2E_MIB), *q = alloc(8 * E2E_MIB);
+
+	e2e_check(cudaIpcGetMemHandle(&handle, p) == cudaErrorInvalidValue &&
+			  cudaIpcGetMemHandle(&handle, q) == cudaErrorInvalidValue,
+		  "IPC handles of VMM-backed blocks are refused");
+	e2e_cuda(cudaFree(p), "cudaFree");
+	e2e_cuda(cudaFree(q), "cudaFree");
+}
+
+static void mode_loud(void)
+{
+	static const char *const args[] = { "loud-child", NULL };
+	static const char *const env[] = { "GPUPOOL_LOG", NULL };
+	struct e2e_child child;
+	const char *at;
+	int n = 0;
+
+	if (e2e_run_self(args, env, 20000, &child) != 0)
+		e2e_fail("cannot start the child");
+	if (!WIFEXITED(child.status) || WEXITSTATUS(child.status) != 0)
+		e2e_fail("the child failed: %s", child.err);
+	for (at = child.err; (at = strstr(at, "IPC handle")) != NULL; at++)
+		n++;
+	e2e_check(n == 1, "the refused IPC handles are said once at the default level (%d lines)", n);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "on";
@@ -466,7 +527,13 @@ int main(int argc, char **argv)
 		mode_novmm();
 	else if (strcmp(mode, "threads") == 0)
 		mode_threads();
+	else if (strcmp(mode, "torch") == 0 && argc > 2)
+		mode_torch(argv[2]);
+	else if (strcmp(mode, "loud") == 0)
+		mode_loud();
+	else if (strcmp(mode, "loud-child") == 0)
+		mode_loud_child();
 	else
-		e2e_fail("mode: on, auto or novmm, not %s", mode);
+		e2e_fail("mode: on, auto, novmm, threads, torch LIB or loud, not %s", mode);
 	return 0;
 }
