@@ -16,6 +16,10 @@
 #include "state.h"
 #include "vmm.h"
 
+#include "grow.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
@@ -178,12 +182,29 @@ static int runtime_free(int dev, void *ptr)
 	return to_rc((CUresult)e, 1);
 }
 
-static int be_free(void *ctx, int device, void *ptr, size_t bytes, int settled)
+/* A real free asked for while a capture is underway (one begun after the release checked
+ * may_release): kept for the end of the captures, since the free would invalidate them. */
+static int defer_free(int device, void *ptr, size_t bytes, int settled)
+{
+	struct gp_deferred_free d = { ptr, bytes, device, settled };
+	int rc = GP_OK;
+
+	pthread_mutex_lock(&gp_shim.defer.lock);
+	if (gp_grow((void **)&gp_shim.defer.frees, &gp_shim.defer.cap, gp_shim.defer.n + 1,
+		    sizeof(d)) == 0)
+		gp_shim.defer.frees[gp_shim.defer.n++] = d;
+	else
+		rc = GP_EBACKEND; /* no host memory: the block stays allocated, never reused */
+	pthread_mutex_unlock(&gp_shim.defer.lock);
+	if (rc == GP_OK)
+		atomic_fetch_add(&gp_shim.defer.bytes, bytes);
+	return rc;
+}
+
+static int real_free(int device, void *ptr, int settled)
 {
 	int pushed = 0, rc;
 
-	(void)ctx;
-	(void)bytes;
 	if (gp_vmm_owns(ptr)) {
 		gp_ctx_enter(device, &pushed);
 		rc = to_rc(gp_vmm_free(ptr, settled), 0);
@@ -196,6 +217,41 @@ static int be_free(void *ctx, int device, void *ptr, size_t bytes, int settled)
 	rc = to_rc(gp_cu.MemFree_v2((CUdeviceptr)(uintptr_t)ptr), 0);
 	gp_ctx_leave(pushed);
 	return rc;
+}
+
+static int be_free(void *ctx, int device, void *ptr, size_t bytes, int settled)
+{
+	int rc;
+
+	(void)ctx;
+	if (!gp_capture_gate_enter())
+		return defer_free(device, ptr, bytes, settled);
+	rc = real_free(device, ptr, settled);
+	gp_capture_gate_leave();
+	return rc;
+}
+
+void gp_backend_captures_over(void)
+{
+	struct gp_deferred_free d;
+
+	for (;;) {
+		pthread_mutex_lock(&gp_shim.defer.lock);
+		if (gp_shim.defer.n == 0) {
+			pthread_mutex_unlock(&gp_shim.defer.lock);
+			return;
+		}
+		d = gp_shim.defer.frees[--gp_shim.defer.n];
+		pthread_mutex_unlock(&gp_shim.defer.lock);
+		if (!gp_capture_gate_enter()) { /* another capture began: its end comes back */
+			defer_free(d.device, d.ptr, d.bytes, d.settled);
+			atomic_fetch_sub(&gp_shim.defer.bytes, d.bytes);
+			return;
+		}
+		real_free(d.device, d.ptr, d.settled);
+		gp_capture_gate_leave();
+		atomic_fetch_sub(&gp_shim.defer.bytes, d.bytes);
+	}
 }
 
 static int be_movable(void *ctx, void *ptr)

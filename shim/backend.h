@@ -23,5 +23,7 @@ int gp_backend_runtime_failed(void);
 /* The runtime's cudaMalloc on device `dev`, the thread's current device put back after: for the
  * misses through the runtime and for a pass-through before the pool is ready. */
 cudaError_t gp_backend_runtime_malloc(int dev, size_t bytes, void **out);
+/* No capture is underway any more: the real frees a capture made wait are made now. */
+void gp_backend_captures_over(void);
 
 #endif

@@ -102,8 +102,8 @@ GP_EXPORT CUresult cuStreamDestroy(CUstream s)
 {
 	if (GP_MISSING(StreamDestroy))
 		return CUDA_ERROR_NOT_FOUND;
-	if (gp_shim_tracking())
-		gp_shim_stream_destroying(s);
+	if (gp_shim_tracking() && gp_shim_stream_destroying(s))
+		return CUDA_SUCCESS; /* made once the captures are over */
 	return gp_cu.StreamDestroy(s);
 }
 
@@ -111,8 +111,8 @@ GP_EXPORT CUresult cuStreamDestroy_v2(CUstream s)
 {
 	if (GP_MISSING(StreamDestroy_v2))
 		return CUDA_ERROR_NOT_FOUND;
-	if (gp_shim_tracking())
-		gp_shim_stream_destroying(s);
+	if (gp_shim_tracking() && gp_shim_stream_destroying(s))
+		return CUDA_SUCCESS; /* made once the captures are over */
 	return gp_cu.StreamDestroy_v2(s);
 }
 

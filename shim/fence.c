@@ -1,7 +1,8 @@
 /* fence.c — keeping pooled reuse as safe as native cudaFree without a stall per free.
  * The registry lock guards the stream list and is held while events are recorded on those
  * streams, so a stream is never used after its destroy; the hot path never takes it. Each call
- * is made in the context of the device it concerns (ctx.h), pushed when it is not current.
+ * is made in the context of the device it concerns (ctx.h), pushed when it is not current, and
+ * inside the capture gate (capture.h): never while a capture is underway.
  * A stream that could not be registered (no host memory) would be missing from every fence:
  * from then on no fence is made at all (blocks wait for a real free, which waits for the
  * device), never an unsafe one. */
@@ -23,7 +24,11 @@
 struct stream_ent {
 	CUstream s;
 	int dev;
-	int blocking; /* synchronizes with its device's legacy stream: that one's event covers it */
+	int blocking; /* orders with its device's legacy stream (created without NON_BLOCKING) */
+	/* The program destroyed it while a capture was underway, when no event may be recorded: the
+	 * real destroy waits for the end of the captures (gp_fence_captures_over), and fences keep
+	 * recording on it meanwhile. */
+	int doomed;
 };
 
 struct ev {
@@ -87,13 +92,6 @@ static int stale(const struct ev *e)
 	return e->gen != atomic_load_explicit(&gp_shim.fence.resets[e->dev], memory_order_relaxed);
 }
 
-/* A blocking stream needs no event (or query) of its own when its device's legacy stream gets
- * one in the same fence: the legacy stream waits for it (fence.h). */
-static int covered_by_legacy(const struct stream_ent *s, uint64_t mask)
-{
-	return s->blocking && (mask & (1ULL << s->dev));
-}
-
 static int keep_live(struct ev *arr, int n, int dev)
 {
 	int k = 0;
@@ -121,10 +119,16 @@ void gp_fence_device_reset(int device)
 	pthread_mutex_unlock(&gp_shim.fence.lock);
 }
 
+void gp_fence_note_legacy_work(void)
+{
+	if (!atomic_load_explicit(&gp_shim.fence.legacy_used, memory_order_relaxed))
+		atomic_store(&gp_shim.fence.legacy_used, 1);
+}
+
 void gp_fence_stream_created(CUstream s, unsigned flags)
 {
 	CUcontext c;
-	struct stream_ent e = { s, gp_ctx_current(&c), !(flags & CU_STREAM_NON_BLOCKING) };
+	struct stream_ent e = { s, gp_ctx_current(&c), !(flags & CU_STREAM_NON_BLOCKING), 0 };
 	int failed;
 
 	/* A stream of a context the program created cannot touch pooled memory (it lives in the
@@ -143,39 +147,84 @@ void gp_fence_stream_created(CUstream s, unsigned flags)
 		gp_ctx_note(e.dev, c);
 }
 
-void gp_fence_stream_destroying(CUstream s)
+/* The last event of stream `se`, destroyed now: the next fence takes it over (the work queued on
+ * the stream must still be waited for). When it cannot be recorded, that work is waited for now.
+ * With gp_shim.fence.lock held, inside the capture gate. */
+static void retire(const struct stream_ent *se)
 {
-	int wait = 0, pushed;
+	struct ev r;
+	int pushed, recorded = 0;
+
+	if (gp_ctx_enter(se->dev, &pushed) == 0) {
+		if (event_get(se->dev, &r) == 0) {
+			if (gp_cu.EventRecord(r.e, se->s) == CUDA_SUCCESS &&
+			    push((void **)&gp_shim.fence.retired, &gp_shim.fence.nretired,
+				 &gp_shim.fence.capretired, sizeof(r), &r) == 0)
+				recorded = 1;
+			else
+				gp_cu.EventDestroy_v2(r.e);
+		}
+		if (!recorded)
+			gp_cu.StreamSynchronize(se->s);
+		gp_ctx_leave(pushed);
+	}
+}
+
+int gp_fence_stream_destroying(CUstream s)
+{
+	int deferred = 0;
 
 	pthread_mutex_lock(&gp_shim.fence.lock);
 	for (int i = 0; i < gp_shim.fence.nstreams; i++) {
 		struct stream_ent *se = &gp_shim.fence.streams[i];
-		struct ev r;
-		if (se->s != s)
+		if (se->s != s || se->doomed)
 			continue;
-		/* The work already queued on it must still be waited for by the next fence; when its
-		 * last event cannot be recorded, it is waited for now. */
-		if (!gp_capture_active()) {
-			wait = 1;
-			if (gp_ctx_enter(se->dev, &pushed) == 0) {
-				if (event_get(se->dev, &r) == 0) {
-					if (gp_cu.EventRecord(r.e, s) == CUDA_SUCCESS &&
-					    push((void **)&gp_shim.fence.retired,
-						 &gp_shim.fence.nretired,
-						 &gp_shim.fence.capretired, sizeof(r), &r) == 0)
-						wait = 0;
-					else
-						gp_cu.EventDestroy_v2(r.e);
-				}
-				gp_ctx_leave(pushed);
-			}
+		if (gp_capture_gate_enter()) {
+			retire(se);
+			gp_capture_gate_leave();
+		} else if (!gp_capture_has(s)) {
+			/* Neither an event nor a wait is allowed now: the stream stays alive, and in the
+			 * fences, until the captures are over (a destroy only ever runs later). */
+			se->doomed = 1;
+			deferred = 1;
+			break;
+		} else {
+			/* The stream is itself being captured: what was queued on it before the capture
+			 * began is waited for with the whole device before the next fence. */
+			atomic_fetch_or(&gp_shim.fence.unfenced, 1ULL << se->dev);
 		}
 		*se = gp_shim.fence.streams[--gp_shim.fence.nstreams];
 		break;
 	}
 	pthread_mutex_unlock(&gp_shim.fence.lock);
-	if (wait)
-		gp_cu.StreamSynchronize(s);
+	return deferred;
+}
+
+void gp_fence_captures_over(void)
+{
+	CUresult (*destroy)(CUstream) = gp_cu.StreamDestroy_v2 ? gp_cu.StreamDestroy_v2
+							       : gp_cu.StreamDestroy;
+
+	pthread_mutex_lock(&gp_shim.fence.lock);
+	for (int i = 0; i < gp_shim.fence.nstreams;) {
+		struct stream_ent se = gp_shim.fence.streams[i];
+		int pushed;
+
+		if (!se.doomed) {
+			i++;
+			continue;
+		}
+		if (!gp_capture_gate_enter())
+			break; /* another capture began: its end comes back here */
+		retire(&se);
+		if (destroy != NULL && gp_ctx_enter(se.dev, &pushed) == 0) {
+			destroy(se.s);
+			gp_ctx_leave(pushed);
+		}
+		gp_capture_gate_leave();
+		gp_shim.fence.streams[i] = gp_shim.fence.streams[--gp_shim.fence.nstreams];
+	}
+	pthread_mutex_unlock(&gp_shim.fence.lock);
 }
 
 /* Record one event on `s` of `dev` into f. With gp_shim.fence.lock held. */
@@ -198,49 +247,8 @@ static int record_one(struct fence *f, int dev, CUstream s)
 	return rc;
 }
 
-int gp_fence_record(void *ctx, void **out)
-{
-	uint64_t mask = atomic_load(&gp_shim.fence.devmask);
-	struct fence *f;
-	int failed = 0;
-
-	(void)ctx;
-	*out = NULL;
-	if (gp_capture_active() || atomic_load(&gp_shim.fence.blind) || gp_cu.EventRecord == NULL)
-		return GP_EAGAIN;
-	pthread_mutex_lock(&gp_shim.fence.lock);
-	f = malloc(sizeof(*f) + sizeof(struct ev) * (size_t)(__builtin_popcountll(mask) +
-							      gp_shim.fence.nstreams +
-							      gp_shim.fence.nretired));
-	if (f == NULL) {
-		pthread_mutex_unlock(&gp_shim.fence.lock);
-		return GP_EAGAIN;
-	}
-	f->n = f->next = 0;
-	for (int d = 0; d < GP_MAX_DEVICES && !failed; d++)
-		if (mask & (1ULL << d))
-			failed = record_one(f, d, CU_STREAM_LEGACY) != 0;
-	for (int i = 0; i < gp_shim.fence.nstreams && !failed; i++)
-		if (!covered_by_legacy(&gp_shim.fence.streams[i], mask))
-			failed = record_one(f, gp_shim.fence.streams[i].dev,
-					    gp_shim.fence.streams[i].s) != 0;
-	if (failed) {
-		/* A fence that misses a stream would be unsafe: dropped, its events kept. */
-		for (int i = 0; i < f->n; i++)
-			spare_event(&f->ev[i]);
-		free(f);
-		pthread_mutex_unlock(&gp_shim.fence.lock);
-		return GP_EAGAIN;
-	}
-	for (int i = 0; i < gp_shim.fence.nretired; i++)
-		f->ev[f->n++] = gp_shim.fence.retired[i];
-	gp_shim.fence.nretired = 0;
-	pthread_mutex_unlock(&gp_shim.fence.lock);
-	*out = f;
-	return GP_OK;
-}
-
-/* cuStreamQuery in `dev`'s context: 1 idle, 0 not (or not known). */
+/* Whether a stream of `dev` is idle now: cuStreamQuery in the device's context; 1 idle, 0 not
+ * (or not known). */
 static int stream_idle(int dev, CUstream s)
 {
 	int pushed, idle = 0;
@@ -252,16 +260,115 @@ static int stream_idle(int dev, CUstream s)
 	return idle;
 }
 
-/* Whether every stream a fence would record on is idle now (all work queued on it so far is
- * done), which covers the same work without an event. Not with events of destroyed streams
- * still pending (a fence takes those over). */
+/* Whether this fence records on the devices' legacy streams. An event there waits for the work
+ * before it on every blocking stream, and their later work waits for it (CUDA's implicit
+ * synchronization): a join of streams that would otherwise overlap. So only when work was
+ * queued there since the last such event (seen by the doors' work entry points), when a
+ * per-thread default stream is in use (another thread's cannot be named here), or when it costs
+ * no overlap: no blocking stream has work in flight (then the join waits for nothing), which also
+ * covers work queued there by a path the doors did not see. With the registry lock held. */
+static int legacy_wanted(void)
+{
+	if (atomic_exchange(&gp_shim.fence.legacy_used, 0) ||
+	    atomic_load_explicit(&gp_shim.life.per_thread_stream, memory_order_relaxed))
+		return 1;
+	for (int i = 0; i < gp_shim.fence.nstreams; i++) {
+		const struct stream_ent *se = &gp_shim.fence.streams[i];
+		if (se->blocking && !stream_idle(se->dev, se->s))
+			return 0;
+	}
+	return 1;
+}
+
+/* Work queued on a stream that was destroyed while it was being captured: covered by no event,
+ * waited for with its whole device once, before the next fence. With the registry lock held,
+ * inside the gate. */
+static void settle_unfenced(void)
+{
+	uint64_t mask = atomic_exchange(&gp_shim.fence.unfenced, 0);
+
+	for (int d = 0; d < GP_MAX_DEVICES && mask != 0; d++) {
+		int pushed;
+		if (!(mask & (1ULL << d)))
+			continue;
+		mask &= ~(1ULL << d);
+		if (gp_ctx_enter(d, &pushed) == 0) {
+			gp_cu.CtxSynchronize();
+			gp_ctx_leave(pushed);
+		}
+	}
+}
+
+/* Fences record an event on every stream the program created, blocking or not, and on the
+ * legacy stream of each device in use when legacy_wanted says so, plus the destroyed streams'
+ * last events. */
+int gp_fence_record(void *ctx, void **out)
+{
+	uint64_t mask = atomic_load(&gp_shim.fence.devmask);
+	struct fence *f;
+	int failed = 0, legacy;
+
+	(void)ctx;
+	*out = NULL;
+	if (atomic_load(&gp_shim.fence.blind) || gp_cu.EventRecord == NULL)
+		return GP_EAGAIN;
+	if (!gp_capture_gate_enter())
+		return GP_EAGAIN;
+	pthread_mutex_lock(&gp_shim.fence.lock);
+	f = malloc(sizeof(*f) + sizeof(struct ev) * (size_t)(__builtin_popcountll(mask) +
+							      gp_shim.fence.nstreams +
+							      gp_shim.fence.nretired));
+	if (f == NULL) {
+		pthread_mutex_unlock(&gp_shim.fence.lock);
+		gp_capture_gate_leave();
+		return GP_EAGAIN;
+	}
+	f->n = f->next = 0;
+	if (atomic_load_explicit(&gp_shim.fence.unfenced, memory_order_relaxed))
+		settle_unfenced();
+	legacy = legacy_wanted();
+	for (int d = 0; d < GP_MAX_DEVICES && !failed && legacy; d++)
+		if (mask & (1ULL << d))
+			failed = record_one(f, d, CU_STREAM_LEGACY) != 0;
+	for (int i = 0; i < gp_shim.fence.nstreams && !failed; i++)
+		failed = record_one(f, gp_shim.fence.streams[i].dev, gp_shim.fence.streams[i].s) != 0;
+	if (failed) {
+		/* A fence that misses a stream would be unsafe: dropped, its events kept. */
+		for (int i = 0; i < f->n; i++)
+			spare_event(&f->ev[i]);
+		free(f);
+		if (legacy)
+			gp_fence_note_legacy_work(); /* the next fence still owes the legacy streams one */
+		pthread_mutex_unlock(&gp_shim.fence.lock);
+		gp_capture_gate_leave();
+		return GP_EAGAIN;
+	}
+	for (int i = 0; i < gp_shim.fence.nretired; i++)
+		f->ev[f->n++] = gp_shim.fence.retired[i];
+	gp_shim.fence.nretired = 0;
+	pthread_mutex_unlock(&gp_shim.fence.lock);
+	gp_capture_gate_leave();
+	*out = f;
+	return GP_OK;
+}
+
+/* Whether every stream a fence would cover is idle now (all work queued on it so far is done),
+ * which covers the same work without an event: each device's legacy stream and every stream the
+ * program created, each asked itself (whether an idle answer for the legacy stream also means its
+ * blocking streams are idle is not assumed). Not with events of destroyed streams still pending
+ * (a fence takes those over), nor with a per-thread default stream in use (another thread's
+ * cannot be asked here), nor with work of a stream destroyed during its capture. */
 int gp_fence_quiet(void *ctx)
 {
 	uint64_t mask = atomic_load(&gp_shim.fence.devmask);
 	int idle;
 
 	(void)ctx;
-	if (gp_capture_active() || atomic_load(&gp_shim.fence.blind) || gp_cu.StreamQuery == NULL)
+	if (atomic_load(&gp_shim.fence.blind) || gp_cu.StreamQuery == NULL ||
+	    atomic_load_explicit(&gp_shim.life.per_thread_stream, memory_order_relaxed) ||
+	    atomic_load_explicit(&gp_shim.fence.unfenced, memory_order_relaxed))
+		return 0;
+	if (!gp_capture_gate_enter())
 		return 0;
 	pthread_mutex_lock(&gp_shim.fence.lock);
 	idle = gp_shim.fence.nretired == 0;
@@ -269,9 +376,9 @@ int gp_fence_quiet(void *ctx)
 		if (mask & (1ULL << d))
 			idle = stream_idle(d, CU_STREAM_LEGACY);
 	for (int i = 0; i < gp_shim.fence.nstreams && idle; i++)
-		if (!covered_by_legacy(&gp_shim.fence.streams[i], mask))
-			idle = stream_idle(gp_shim.fence.streams[i].dev, gp_shim.fence.streams[i].s);
+		idle = stream_idle(gp_shim.fence.streams[i].dev, gp_shim.fence.streams[i].s);
 	pthread_mutex_unlock(&gp_shim.fence.lock);
+	gp_capture_gate_leave();
 	return idle;
 }
 
@@ -300,32 +407,33 @@ static int event_done(const struct ev *ev)
 int gp_fence_query(void *ctx, void *fence)
 {
 	struct fence *f = fence;
+	int done = 1;
 
 	(void)ctx;
-	if (gp_capture_active())
+	if (!gp_capture_gate_enter())
 		return 0;
-	while (f->next < f->n) {
-		if (!event_done(&f->ev[f->next]))
-			return 0;
+	while (f->next < f->n && (done = event_done(&f->ev[f->next])) != 0)
 		f->next++;
-	}
-	return 1;
+	gp_capture_gate_leave();
+	return done;
 }
 
+/* Each wait in the gate of its own: a capture begun meanwhile waits for one event at most. */
 int gp_fence_wait(void *ctx, void *fence)
 {
 	struct fence *f = fence;
 
 	(void)ctx;
-	if (gp_capture_active())
-		return GP_EAGAIN;
 	while (f->next < f->n) {
 		const struct ev *ev = &f->ev[f->next];
 		int pushed;
+		if (!gp_capture_gate_enter())
+			return GP_EAGAIN;
 		if (!stale(ev) && gp_ctx_enter(ev->dev, &pushed) == 0) {
 			gp_cu.EventSynchronize(ev->e);
 			gp_ctx_leave(pushed);
 		}
+		gp_capture_gate_leave();
 		f->next++;
 	}
 	return GP_OK;

@@ -1,12 +1,13 @@
 /* fence.h — stream registry and the fences the pool waits on.
- * A fence is a set of events recorded on the legacy stream of every device in use and on every
- * stream the process created (through any runtime or the driver: both reach cuStreamCreate),
- * plus the last events of destroyed streams: once all are complete, every GPU operation issued
- * before the fence was recorded is done. A blocking stream (created without
- * CU_STREAM_NON_BLOCKING) gets no event of its own: an event on its device's legacy stream
- * completes only after the work queued on it before (CUDA's implicit synchronization;
- * tests/gpu/gpu_race.cu, phase 4, checks it on the GPU), so one event per device covers them
- * all, the per-thread default streams too. Only driver calls: never a runtime's error state. */
+ * A fence is a set of events recorded on every stream the process created (through any runtime or
+ * the driver: both reach cuStreamCreate), blocking or not, plus the last events of destroyed
+ * streams, plus one on the legacy stream of every device in use when work may be there (fence.c,
+ * legacy_wanted): once all are complete, every GPU operation issued before the fence was recorded
+ * is done. Blocking streams get events of their own because an event on the legacy stream joins
+ * them (each waits for the others' earlier work: CUDA's implicit synchronization), which would stop
+ * them from overlapping; such an event still covers the per-thread default streams. No fence
+ * call is made while a capture is underway (capture.h's gate). Only driver calls: never a
+ * runtime's error state. */
 #ifndef GPUPOOL_FENCE_H
 #define GPUPOOL_FENCE_H
 
@@ -14,7 +15,14 @@
 
 /* A stream was created in the calling thread's current context. */
 void gp_fence_stream_created(CUstream s, unsigned flags);
-void gp_fence_stream_destroying(CUstream s);
+/* Before the program's destroy of `s`: its last event goes to the next fence. 1 when the destroy
+ * must wait instead (a capture is underway, when no event may be recorded): the caller returns
+ * success without the real destroy, which gp_fence_captures_over makes later. */
+int gp_fence_stream_destroying(CUstream s);
+/* No capture is underway any more: destroys that waited for that are made now. */
+void gp_fence_captures_over(void);
+/* Work was queued on a legacy or per-thread default stream (after the call that queued it). */
+void gp_fence_note_legacy_work(void);
 void gp_fence_use_device(int device);
 /* Before the primary context of `device` is reset: its streams and events are about to be
  * destroyed. Fences that hold its events count them as complete and never touch them again. */

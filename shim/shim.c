@@ -51,6 +51,7 @@ struct gp_shim_state gp_shim = {
 	.obs = { .publish_lock = PTHREAD_MUTEX_INITIALIZER },
 	.real = { .once = PTHREAD_ONCE_INIT },
 	.vmm = { .lock = PTHREAD_MUTEX_INITIALIZER },
+	.defer = { .lock = PTHREAD_MUTEX_INITIALIZER },
 };
 
 /* What the constructor (or the handler, in a process that never uses CUDA) touches lives apart
@@ -483,9 +484,19 @@ void gp_shim_stream_created(CUstream s, unsigned flags)
 	unordered();
 }
 
-void gp_shim_stream_destroying(CUstream s)
+int gp_shim_stream_destroying(CUstream s)
 {
-	gp_fence_stream_destroying(s);
+	return gp_fence_stream_destroying(s);
+}
+
+/* The last capture ended: what waited for that is done now. */
+static void captures_over(CUgraph g)
+{
+	gp_graphs_capture_end(g);
+	if (!gp_capture_active()) {
+		gp_fence_captures_over();
+		gp_backend_captures_over();
+	}
 }
 
 int gp_shim_capture_begin(CUstream s)
@@ -499,7 +510,7 @@ int gp_shim_capture_begin(CUstream s)
 CUresult gp_shim_capture_begun(CUstream s, int tracked, CUresult rc)
 {
 	if (tracked && rc != CUDA_SUCCESS && gp_capture_end(s))
-		gp_graphs_capture_end(NULL);
+		captures_over(NULL);
 	return rc;
 }
 
@@ -507,7 +518,7 @@ CUresult gp_shim_capture_begun(CUstream s, int tracked, CUresult rc)
 CUresult gp_shim_capture_ended(CUstream s, CUgraph *g, CUresult rc)
 {
 	if (rc != CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD && gp_capture_end(s))
-		gp_graphs_capture_end(rc == CUDA_SUCCESS && g != NULL ? *g : NULL);
+		captures_over(rc == CUDA_SUCCESS && g != NULL ? *g : NULL);
 	return rc;
 }
 

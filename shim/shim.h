@@ -83,7 +83,10 @@ void gp_shim_vmm_seen(void);
  * GPUPOOL_VMM=auto, no VMM-backed blocks from now on (vmm.c). */
 void gp_shim_ipc_seen(const void *ptr);
 void gp_shim_stream_created(CUstream s, unsigned flags);
-void gp_shim_stream_destroying(CUstream s);
+/* Before the program's destroy of s: 1 when the real destroy must not be made now (a capture is
+ * underway; fence.h): the entry point returns success, and the destroy is made once no capture
+ * is left. */
+int gp_shim_stream_destroying(CUstream s);
 /* A capture counts from before its begin reaches the driver: begin returns whether this call
  * tracks it; begun gets the driver's answer (and undoes a failed begin), ended the end's. */
 int gp_shim_capture_begin(CUstream s);

@@ -133,6 +133,13 @@ struct gp_shim_fence {
 	_Atomic unsigned resets[GP_MAX_DEVICES];
 	/* A stream is missing from the registry: no fence can be trusted (for good, exchange). */
 	_Atomic int blind;
+	/* Work was queued on a legacy or per-thread default stream since the last fence that
+	 * recorded on the legacy streams: set by any thread after the work was queued (the doors'
+	 * work entry points), exchanged to 0 by the fence that records there. */
+	_Atomic int legacy_used;
+	/* Devices with work of a stream destroyed while it was itself being captured, covered by no
+	 * event: fetch_or by the destroy, exchanged by the next fence, which waits for the device. */
+	_Atomic uint64_t unfenced;
 	_Atomic int warned_query; /* cuEventQuery failures said (gp_log_capped) */
 };
 
@@ -142,6 +149,10 @@ struct gp_shim_capture {
 	_Atomic int n;
 	pthread_mutex_t lock;             /* serialises begins and ends */
 	CUstream streams[GP_CAPTURE_MAX]; /* [0, n); lock */
+	/* Driver calls inside the gate (capture.h): added and taken off by the callers (fences,
+	 * real frees; sequentially consistent, against n), waited to 0 by a begin. On a line of its
+	 * own: every free reads n. */
+	_Alignas(GP_SHIM_LINE) _Atomic int gate;
 };
 
 /* graphs.c: blocks freed during a capture, held for the graphs made from it. */
@@ -282,6 +293,20 @@ struct gp_shim_vmm {
 	struct gp_vmm_dev dev[GP_MAX_DEVICES];
 };
 
+/* backend.c: real frees that a capture begun during a release made wait (capture.h's gate). */
+struct gp_deferred_free {
+	void *ptr;
+	size_t bytes;
+	int device;
+	int settled;
+};
+struct gp_shim_defer {
+	pthread_mutex_t lock;           /* the list's; never held across a driver call */
+	struct gp_deferred_free *frees; /* [0, n); lock */
+	size_t n, cap;                  /* entries, room (gp_grow); lock */
+	_Atomic uint64_t bytes;         /* bytes in the list (statistics): added, taken off anywhere */
+};
+
 /* real.c: the shared runtime's table (gp_real) is filled once. */
 struct gp_shim_real {
 	pthread_once_t once; /* resolve() runs once, on the first thread that asks */
@@ -302,6 +327,7 @@ struct gp_shim_state {
 	_Alignas(GP_SHIM_LINE) struct gp_shim_obs obs;
 	_Alignas(GP_SHIM_LINE) struct gp_shim_real real;
 	_Alignas(GP_SHIM_LINE) struct gp_shim_vmm vmm;
+	_Alignas(GP_SHIM_LINE) struct gp_shim_defer defer;
 };
 
 /* What the constructor (gp_shim_load) and the signal handler touch: every process the library

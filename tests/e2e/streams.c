@@ -4,8 +4,9 @@
  * second request of that size gets a new real allocation); after standin_complete_events() the
  * next request of that size is served from the cache. --nostream: with no stream created all
  * work is in one stream order, and a freed block comes straight back (same pointer, 1 malloc).
- * --blocking: a fence records one event on the legacy stream and none on a blocking stream (the
- * legacy stream's event waits for it: shim/fence.h), one more per non-blocking stream.
+ * --blocking: with blocking streams busy and no work on the legacy stream, a fence records one
+ * event per stream and none on the legacy stream (an event there would join the blocking
+ * streams: shim/fence.h); one more per non-blocking stream.
  * --quiet (without STANDIN_MANUAL_EVENTS): while every stream is idle (cudaStreamQuery) a freed
  * block is reused with no event recorded; once the "GPU" is busy (manual events: the stand-in's
  * streams are never idle) a fence is recorded and the block waits for it. The shim asks the
@@ -112,11 +113,12 @@ static void run_blocking(void)
 	e2e_cuda(cudaStreamCreateWithPriority(&b2, cudaStreamDefault, 0), "cudaStreamCreateWithPriority");
 	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
 	n = events_per_fence(&p);
-	e2e_check(n == 1, "two blocking streams: a fence records %llu event(s) (want 1: the legacy "
-		  "stream's)", (unsigned long long)n);
+	e2e_check(n == 2, "two busy blocking streams, nothing on the legacy stream: a fence records "
+		  "%llu event(s) (want 2: one per stream, none joining them on the legacy stream)",
+		  (unsigned long long)n);
 	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
 	n = events_per_fence(&p);
-	e2e_check(n == 2, "and a non-blocking stream: %llu event(s) (want 2)", (unsigned long long)n);
+	e2e_check(n == 3, "and a non-blocking stream: %llu event(s) (want 3)", (unsigned long long)n);
 	standin_complete_events();
 	e2e_cuda(cudaFree(p), "cudaFree");
 	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
