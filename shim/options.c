@@ -5,6 +5,7 @@
 #include "options.h"
 
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,14 +354,85 @@ static void load_one(const struct gp_opt_def *d, struct gp_options *o,
 {
 	const char *v = secure_getenv(d->name);
 	char line[384];
+	uint64_t ns;
 
 	if (v == NULL || parse(d, v, o) == 0)
 		return;
 	parse(d, d->def, o);
-	snprintf(line, sizeof(line), "%s=%s is not valid (accepted: %s); using %s", d->name, v,
-		 d->accepts, d->def);
+
+	if (d->type == GP_OPT_DURATION && v[0] != '\0' && strspn(v, "0123456789.") == strlen(v) &&
+	    gp_opt_parse_duration(v, &ns) != 0)
+		snprintf(line, sizeof(line), "%s=%s is not valid: a duration needs its unit (500ms, "
+			 "30s, 5min; accepted: %s); using %s", d->name, v, d->accepts, d->def);
+	else
+		snprintf(line, sizeof(line), "%s=%s is not valid (accepted: %s); using %s", d->name,
+			 v, d->accepts, d->def);
 	if (warn)
 		warn(line);
+}
+
+/* Edits (insert, delete, replace one character) from a to b, case-insensitive; stops counting
+ * past `limit` (returns limit + 1). Names are short: a row of the table on the stack. */
+static size_t edit_distance(const char *a, const char *b, size_t limit)
+{
+	size_t la = strlen(a), lb = strlen(b), row[64], prev, cur;
+
+	if (lb >= sizeof(row) / sizeof(row[0]) || (la > lb ? la - lb : lb - la) > limit)
+		return limit + 1;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t best = row[0] = i;
+		prev = i - 1;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t sub = prev + ((a[i - 1] | 32) != (b[j - 1] | 32));
+			cur = row[j] + 1 < row[j - 1] + 1 ? row[j] + 1 : row[j - 1] + 1;
+			cur = sub < cur ? sub : cur;
+			prev = row[j];
+			row[j] = cur;
+			best = cur < best ? cur : best;
+		}
+		if (best > limit)
+			return limit + 1;
+	}
+	return row[lb];
+}
+
+/* A GPUPOOL_ variable close to a known name but not one (GPUPOOL_MAXCACHED): a misspelling that
+ * would otherwise be ignored without a word. Names far from all (a script's GPUPOOL_BUILD_DIR)
+ * are none of the library's business. */
+static void warn_unknown(void (*warn)(const char *line))
+{
+	extern char **environ;
+	char name[64], line[256];
+
+	for (char **e = environ; e != NULL && *e != NULL; e++) {
+		const char *eq = strchr(*e, '=');
+		size_t n = eq ? (size_t)(eq - *e) : strlen(*e), best = SIZE_MAX, d;
+		const char *nearest = NULL;
+
+		if (n >= sizeof(name) || strncmp(*e, "GPUPOOL_", 8) != 0)
+			continue;
+		memcpy(name, *e, n);
+		name[n] = '\0';
+		for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+			if (strcmp(name, table[i].name) == 0) {
+				nearest = NULL;
+				best = 0;
+				break;
+			}
+			d = edit_distance(name, table[i].name, 3);
+			if (d < best) {
+				best = d;
+				nearest = table[i].name;
+			}
+		}
+		if (nearest == NULL || best > 3)
+			continue;
+		snprintf(line, sizeof(line), "%s is not a gpupool setting (did you mean %s?); ignored",
+			 name, nearest);
+		warn(line);
+	}
 }
 
 void gp_opt_load_only(struct gp_options *o, const char *const *names, size_t n)
@@ -378,4 +450,6 @@ void gp_opt_load(struct gp_options *o, void (*warn)(const char *line))
 		parse(&table[i], table[i].def, o); /* the default always parses */
 		load_one(&table[i], o, warn);
 	}
+	if (warn != NULL)
+		warn_unknown(warn);
 }

@@ -66,7 +66,9 @@ struct gp_opt_def {
 
 const struct gp_opt_def *gp_opt_table(size_t *count);
 
-/* Fill `o` from the environment. `warn` receives one line per bad value (may be NULL). */
+/* Fill `o` from the environment. `warn` receives one line per bad value, and one per GPUPOOL_
+ * variable that is not a setting but close to one (a misspelling, with the nearest name); may be
+ * NULL. */
 void gp_opt_load(struct gp_options *o, void (*warn)(const char *line));
 /* For the library's constructor, which every process pays for, CUDA or not: parses the named
  * variables that are set (quietly; a bad value gives the table's default) and leaves every

@@ -231,6 +231,32 @@ static void test_load_bad_values(void **state)
 	clear_env();
 }
 
+/* Proves: a misspelt variable gets one line with the nearest setting's name, a variable far from
+ * every name (a script's) none, and a duration without its unit says the unit is missing. */
+static void test_load_unknown_and_unit(void **state)
+{
+	struct gp_options o;
+
+	(void)state;
+	clear_env();
+	setenv("GPUPOOL_MAXCACHED", "1GiB", 1);
+	setenv("GPUPOOL_BUILD_DIRECTORY", "build", 1);
+	setenv("GPUPOOL_IDLE_TIMEOUT", "5", 1);
+	gp_opt_load(&o, collect);
+	assert_int_equal(nwarned, 2);
+	assert_non_null(strstr(warned[0], "GPUPOOL_IDLE_TIMEOUT=5"));
+	assert_non_null(strstr(warned[0], "needs its unit"));
+	assert_non_null(strstr(warned[1], "GPUPOOL_MAXCACHED is not a gpupool setting"));
+	assert_non_null(strstr(warned[1], "did you mean GPUPOOL_MAX_CACHED?"));
+	assert_int_equal(o.idle_timeout_ns, 0);
+	nwarned = 0;
+	gp_opt_load(&o, NULL); /* quiet: the constructor's first look */
+	assert_int_equal(nwarned, 0);
+	unsetenv("GPUPOOL_MAXCACHED");
+	unsetenv("GPUPOOL_BUILD_DIRECTORY");
+	clear_env();
+}
+
 /* Proves: every table entry's default parses, and names are unique GPUPOOL_ variables. */
 static void test_table_sane(void **state)
 {
@@ -319,6 +345,7 @@ int main(void)
 		cmocka_unit_test(test_size_garbage),   cmocka_unit_test(test_duration),
 		cmocka_unit_test(test_bool_level_signal), cmocka_unit_test(test_load_defaults),
 		cmocka_unit_test(test_load_bad_values), cmocka_unit_test(test_table_sane),
+		cmocka_unit_test(test_load_unknown_and_unit),
 		cmocka_unit_test(test_load_only),      cmocka_unit_test(test_ratio),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
