@@ -17,7 +17,7 @@ enum gp_cli_exit {
 	GP_CLI_STALE = 5,      /* the view outlived its process (it is removed) */
 	GP_CLI_TIMEOUT = 6,    /* no release reported in time, or suspend could not lock in time */
 	GP_CLI_STATE = 7,      /* suspend/resume: already suspended, not suspended, or a graph
-				* capture in progress */
+				* capture in progress; release: suspended */
 	GP_CLI_UNSUPPORTED = 8, /* suspend/resume: no CUDA driver, or none with the checkpoint API */
 	GP_CLI_NO_MEMORY = 9,  /* suspend: not enough host memory for the checkpoint */
 };

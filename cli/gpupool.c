@@ -19,17 +19,19 @@ static void help(void)
 	       "      the statistics of running processes, from their live views\n"
 	       "  gpupool top [-d SECONDS] [-n FRAMES|--once]\n"
 	       "      every process with a live view, one row per device, refreshed\n"
-	       "  gpupool suspend PID... [--timeout SECONDS] [--no-release] [--force]\n"
+	       "  gpupool suspend PID... [--timeout SECONDS] [--no-release] [--force] [--json]\n"
 	       "      take a whole CUDA process off the GPU (its memory parked in host memory)\n"
-	       "  gpupool resume PID...\n"
+	       "  gpupool resume PID... [--json]\n"
 	       "      give a suspended process its GPU memory back\n"
+	       "  gpupool version (also -V, --version)\n"
+	       "      the version\n"
 	       "  gpupool COMMAND --help\n"
 	       "      what one command does and takes\n\n"
 	       "exit status: 0 ok, 1 error or bad usage, 2 no such process, 3 not a gpupool\n"
 	       "  process (suspend, resume: not a CUDA process), 4 permission denied, 5 stale\n"
 	       "  view (removed), 6 timed out (no release reported, or not locked), 7 already\n"
-	       "  or not suspended, or a graph capture in progress, 8 no driver with the\n"
-	       "  checkpoint API, 9 not enough host memory\n\n",
+	       "  or not suspended (release: suspended), or a graph capture in progress, 8 no\n"
+	       "  driver with the checkpoint API, 9 not enough host memory\n\n",
 	       GP_CLI_VERSION);
 	gp_cli_options_help();
 }
@@ -50,7 +52,7 @@ int main(int argc, char **argv)
 		return gp_cli_suspend(argc - 1, argv + 1);
 	if (strcmp(cmd, "resume") == 0)
 		return gp_cli_resume(argc - 1, argv + 1);
-	if (strcmp(cmd, "--version") == 0) {
+	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0 || strcmp(cmd, "version") == 0) {
 		printf("gpupool %s\n", GP_CLI_VERSION);
 		return GP_CLI_OK;
 	}

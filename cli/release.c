@@ -70,6 +70,13 @@ static int send(struct target *t, int wait)
 
 	if (rc != GP_CLI_OK)
 		return rc;
+	/* Its CUDA calls wait for a resume, and so would the release: no use waiting for it. */
+	if (s.suspended_since_ns != 0) {
+		fprintf(stderr, "gpupool release: process %ld is suspended (its memory is parked in host "
+				"memory; nothing is on the GPU to release); resume it first: gpupool "
+				"resume %ld\n", t->pid, t->pid);
+		return GP_CLI_STATE;
+	}
 	t->before = s.release_count;
 	return gp_cli_ask_release("gpupool release", t->pid, &s, wait);
 }

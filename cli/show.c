@@ -172,15 +172,28 @@ static void on_stop(int sig)
 	stop = 1;
 }
 
-static void row(const struct gp_stats_snapshot *s, const struct gp_stats_device *d)
+/* The program's name: the last part of the command line's first word (its path's base), at most
+ * 17 characters, control characters shown as '?'. */
+static void program_name(const char *cmdline, char out[18])
 {
-	char cmd[21], a[16], b[16], c[16], e[16];
+	size_t n = strcspn(cmdline, " "), start = 0;
 
-	snprintf(cmd, sizeof(cmd), "%.20s", s->cmd);
-	for (char *p = cmd; *p; p++)
+	for (size_t i = 0; i < n; i++)
+		if (cmdline[i] == '/')
+			start = i + 1;
+	snprintf(out, 18, "%.*s", (int)(n - start), cmdline + start);
+	for (char *p = out; *p; p++)
 		if ((unsigned char)*p < 0x20)
 			*p = '?';
-	printf("%7lld %-20s %3llu %10s %10s %10s %10s %6.1f\n", (long long)s->pid, cmd,
+}
+
+/* 80 columns: 7 + 1 + 17 + 1 + 3 + 4 x 11 + 1 + 6. */
+static void row(const struct gp_stats_snapshot *s, const struct gp_stats_device *d)
+{
+	char cmd[18], a[16], b[16], c[16], e[16];
+
+	program_name(s->cmd, cmd);
+	printf("%7lld %-17s %3llu %10s %10s %10s %10s %6.1f\n", (long long)s->pid, cmd,
 	       (unsigned long long)d->device, gp_stats_human_bytes(d->in_use_bytes, a, sizeof(a)),
 	       gp_stats_human_bytes(d->idle_bytes, b, sizeof(b)),
 	       gp_stats_human_bytes(d->pending_bytes, c, sizeof(c)),
@@ -213,7 +226,7 @@ static void frame(int clear)
 	strftime(when, sizeof(when), "%H:%M:%S", &tm);
 	if (clear)
 		fputs("\033[H\033[2J", stdout);
-	printf("gpupool top - %s\n%7s %-20s %3s %10s %10s %10s %10s %6s\n", when, "PID", "COMMAND",
+	printf("gpupool top - %s\n%7s %-17s %3s %10s %10s %10s %10s %6s\n", when, "PID", "COMMAND",
 	       "DEV", "IN USE", "IDLE", "PENDING", "PEAK", "HIT%");
 	for (size_t i = 0; i < n; i++) {
 		int rc = gp_cli_read("gpupool top", pids[i], &s, 1);
@@ -223,8 +236,12 @@ static void frame(int clear)
 		if (rc != GP_CLI_OK)
 			continue;
 		shown++;
-		if (s.ndev == 0)
-			printf("%7lld %-20.20s   -   (no device used yet)\n", (long long)s.pid, s.cmd);
+		if (s.ndev == 0) {
+			char cmd[18];
+
+			program_name(s.cmd, cmd);
+			printf("%7lld %-17s   -   (no device used yet)\n", (long long)s.pid, cmd);
+		}
 		for (uint64_t d = 0; d < s.ndev && d < GP_STATS_MAX_DEVICES; d++)
 			row(&s, &s.dev[d]);
 		if (s.suspended_since_ns != 0)
@@ -272,6 +289,10 @@ int gp_cli_top(int argc, char **argv)
 		if (c == 'd') {
 			if (gp_cli_seconds("gpupool top", "-d", optarg, &interval) != 0)
 				return GP_CLI_ERROR;
+			if (interval < 0.05) {
+				fprintf(stderr, "gpupool top: -d %s: at least 0.05 seconds\n", optarg);
+				return GP_CLI_ERROR;
+			}
 		} else if (c == 'n') {
 			if (gp_cli_count("gpupool top", "-n", optarg, &frames) != 0)
 				return GP_CLI_ERROR;
@@ -296,8 +317,6 @@ int gp_cli_top(int argc, char **argv)
 	}
 	if (once)
 		frames = 1;
-	if (interval < 0.05)
-		interval = 0.05;
 	signal(SIGINT, on_stop);
 	signal(SIGTERM, on_stop);
 	for (long f = 0; !stop && (frames < 0 || f < frames); f++) {

@@ -403,8 +403,8 @@ static void print_report(const struct report *r, int suspend, int json)
 static void help(int suspend)
 {
 	if (suspend)
-		printf("usage: gpupool suspend PID... [--timeout SECONDS] [--no-release] [--force] "
-		       "[--json]\n\n"
+		printf("usage: gpupool suspend PID... [--timeout SECONDS] [--no-release] [--force]\n"
+		       "                          [--json]\n\n"
 		       "Takes a whole CUDA process off the GPU: its device memory is copied to host\n"
 		       "memory and the GPU memory is free for others; its CUDA calls wait until\n"
 		       "gpupool resume. A gpupool process first gives its idle memory back, so only\n"
@@ -427,7 +427,7 @@ static void help(int suspend)
 static int usage(int suspend)
 {
 	fprintf(stderr, suspend ? "usage: gpupool suspend PID... [--timeout SECONDS] [--no-release] "
-				  "[--force] [--json]\n"
+				  "[--force]\n                          [--json]\n"
 				: "usage: gpupool resume PID... [--json]\n");
 	return GP_CLI_ERROR;
 }

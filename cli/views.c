@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,7 +27,8 @@ long gp_cli_pid(const char *arg)
 		return -1;
 	errno = 0;
 	pid = strtol(arg, &end, 10);
-	return *end == '\0' && errno == 0 && pid > 0 ? pid : -1;
+	/* Beyond pid_t a number would wrap into another process's pid. */
+	return *end == '\0' && errno == 0 && pid > 0 && pid <= INT_MAX ? pid : -1;
 }
 
 static const char *user_name(uid_t uid, char *buf, size_t len)

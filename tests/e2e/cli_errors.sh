@@ -44,6 +44,10 @@ expect 2 "no such process" "$cli" release 999999999
 expect 3 "process $$ is not a gpupool process" "$cli" stats $$
 expect 3 "not a gpupool process" "$cli" release $$
 expect 1 "not a pid: abc" "$cli" stats abc
+expect 1 "not a pid: 4294967297" "$cli" stats 4294967297
+expect 0 "gpupool " "$cli" -V
+expect 0 "gpupool " "$cli" version
+expect 0 "gpupool " "$cli" --version
 expect 1 "unknown command: bogus" "$cli" bogus
 expect 1 "--max-cached 12XB is not valid (accepted:" "$cli" run --max-cached 12XB -- true
 expect 1 "unknown option --nonsense" "$cli" run --nonsense 1 -- true
@@ -54,6 +58,7 @@ expect 0 "usage: gpupool stats" "$cli" stats --help
 expect 0 "usage: gpupool top" "$cli" top --help
 expect 1 "-d abc: not a number of seconds" "$cli" top -d abc
 expect 1 "-d -1: not a number of seconds" "$cli" top -d -1
+expect 1 "-d 0.01: at least 0.05 seconds" "$cli" top -d 0.01
 expect 1 "-n 0: not a whole number" "$cli" top -n 0
 expect 1 "unknown option --bogus" "$cli" top --bogus
 expect 1 "--once and -n: give one" "$cli" top --once -n 2
@@ -62,12 +67,15 @@ expect 1 "--timeout needs --wait" "$cli" release --timeout 5 1
 expect 1 "--json and --prometheus: give one" "$cli" stats --json --prometheus 1
 expect 1 "--all and pids" "$cli" stats --all 1
 expect 1 "--max-cached needs a value" "$cli" run --max-cached
-wide=$("$cli" --help | awk 'length > 80' | head -n 3)
-[[ -z $wide ]] || fail "gpupool --help has lines wider than 80 columns: $wide"
-ok "gpupool --help fits 80 columns"
+for c in "" run release stats top suspend resume; do
+	wide=$("$cli" $c --help | awk 'length > 80' | head -n 3)
+	[[ -z $wide ]] || fail "gpupool $c --help has lines wider than 80 columns: $wide"
+done
+ok "gpupool --help and every command's --help fit 80 columns"
 help=$("$cli" --help)
 grep -q -- "--max-cached" <<<"$help" && grep -q "GPUPOOL_TRACE" <<<"$help" &&
-	grep -q "gpupool release PID" <<<"$help" || fail "--help lacks the options or the commands: $help"
+	grep -q "gpupool release PID" <<<"$help" && grep -q "gpupool resume PID... \[--json\]" <<<"$help" &&
+	grep -q "suspend PID.*--json" <<<"$help" || fail "--help lacks the options or the commands: $help"
 ok "--help lists the commands and the GPUPOOL_* options"
 
 hold --log error
@@ -75,6 +83,10 @@ read -r mode owner < <(stat -c '%a %u' "/dev/shm/gpupool.$pid")
 [[ $mode == 600 && $owner == "$(id -u)" ]] || fail "the view has mode $mode, owner $owner"
 ok "the live view /dev/shm/gpupool.$pid has mode 0600 and belongs to uid $owner"
 expect 0 "pid $pid: " "$cli" stats "$pid"
+topout=$("$cli" top --once)
+grep -qE "^ *$pid e2e_cli " <<<"$topout" || fail "top does not name the program e2e_cli: $topout"
+[[ -z $(awk 'length > 80' <<<"$topout") ]] || fail "top's rows are wider than 80 columns: $topout"
+ok "top names the program (e2e_cli) and fits 80 columns"
 "$cli" stats "$pid" --prometheus | "$formatcheck" prometheus || fail "--prometheus is not valid"
 "$cli" stats --all --json | "$formatcheck" json || fail "stats --all --json is not valid"
 kill -TERM "$pid"

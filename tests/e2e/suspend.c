@@ -294,6 +294,8 @@ static void gpupool_process(void)
 		   "stats --prometheus has the suspension");
 	expect_cli(run_cli("top", "--once", NULL), 0, "SUSPENDED since", "top shows it suspended");
 	expect_cli(run_cli("suspend", pid, NULL), 7, "already suspended", "a second suspend");
+	expect_cli(run_cli("release", pid, "--wait", NULL), 7, "is suspended",
+		   "a release of a suspended process says so at once, and how to resume it");
 
 	expect_cli(run_cli("resume", pid, NULL), 0, "resumed", "resume");
 	expect_line(&a, "intact", 5000); /* the check that waited: its memory bitwise as before */
