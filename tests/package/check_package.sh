@@ -18,10 +18,11 @@ ok() { echo "ok   $*"; }
 "$cmake" --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" 2>&1 ||
 	fail "cmake --install failed: $(cat "$tmp/install.log")"
 for f in bin/gpupool "$libdir/libgpupool.so" include/gpupool.h "$libdir/pkgconfig/gpupool.pc" \
-	share/gpupool/plot-trace; do
+	share/gpupool/plot-trace share/doc/gpupool/copyright; do
 	[[ -e $tmp/prefix/$f ]] || fail "cmake --install did not install $f"
 done
-ok "cmake --install: bin/gpupool, $libdir/libgpupool.so, include/gpupool.h, gpupool.pc, plot-trace"
+grep -q "^MIT License" "$tmp/prefix/share/doc/gpupool/copyright" || fail "the installed copyright is not the MIT licence"
+ok "cmake --install: bin/gpupool, $libdir/libgpupool.so, include/gpupool.h, gpupool.pc, plot-trace, the licence"
 if [[ -e /etc/debian_version ]] && command -v dpkg-architecture >/dev/null; then
 	multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 	[[ $libdir == lib/$multiarch ]] || fail "on Debian the libdir is $libdir, not lib/$multiarch"
@@ -54,7 +55,8 @@ deb=$(ls "$tmp"/deb/*.deb 2>/dev/null | head -1)
 ok "cpack -G DEB: $(basename "$deb")"
 if command -v dpkg-deb >/dev/null; then
 	files=$(dpkg-deb -c "$deb")
-	for f in ./usr/bin/gpupool /libgpupool.so ./usr/include/gpupool.h /pkgconfig/gpupool.pc; do
+	for f in ./usr/bin/gpupool /libgpupool.so ./usr/include/gpupool.h /pkgconfig/gpupool.pc \
+		./usr/share/doc/gpupool/copyright; do
 		grep -qF "$f" <<<"$files" || fail "the package lacks $f: $files"
 	done
 	[[ $(dpkg-deb -f "$deb" Package) == gpupool ]] || fail "the package is not named gpupool"
