@@ -59,7 +59,8 @@ struct gp_opt_def {
 	enum gp_opt_type type;
 	const char *def;    /* default, in the variable's own syntax */
 	const char *accepts; /* the accepted form, for messages and docs */
-	const char *help;
+	const char *brief;   /* one short line: the README's table */
+	const char *help;    /* what it does and when to use it: --help and docs/USAGE.md */
 	size_t offset;       /* into struct gp_options */
 	int nonzero;         /* durations: 0 is not allowed, nor below 1 ms */
 };
