@@ -6,7 +6,12 @@
  * unknown names, itself), the context rules, and that a program calling the driver directly
  * and the runtime are counted alike; and VMM (cuMemCreate, cuMemAddressReserve, cuMemMap...):
  * accounting, strict checks, copies across mappings, what the pointer queries answer, and
- * physical memory that keeps its bytes when mapped at a new address. If this fails, the e2e results say nothing about the shim. */
+ * physical memory that keeps its bytes when mapped at a new address; and the streams' work, with
+ * kernels held at a gate: launches return at once and the work runs later in stream order
+ * (queries, events, the launch delay, the counters), cudaFree, cudaDeviceSynchronize, a
+ * synchronous copy and cudaDeviceReset wait for it, the legacy stream's order with blocking,
+ * non-blocking and per-thread streams, cudaStreamDestroy with work queued, cudaStreamWaitEvent,
+ * captured work not run. If this fails, the e2e results say nothing about the shim. */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
@@ -385,7 +390,8 @@ static const char *const base_names[] = {
 	"cuEventQuery", "cuEventSynchronize", "cuGraphCreate", "cuGraphDestroy",
 	"cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams", "cuGraphExecDestroy",
 	"cuGraphClone", "cuGraphAddChildGraphNode", "cuGraphExecChildGraphNodeSetParams",
-	"cuGraphExecUpdate", "cuGraphLaunch", "cuLaunchKernel", "cuPointerGetAttributes",
+	"cuGraphExecUpdate", "cuGraphLaunch", "cuLaunchKernel", "cuLaunchHostFunc",
+	"cuPointerGetAttributes",
 	"cuMemGetAllocationGranularity", "cuMemCreate", "cuMemRelease", "cuMemAddressReserve",
 	"cuMemAddressFree", "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemGetAccess",
 };
@@ -424,6 +430,7 @@ static void get_proc_address(void)
 	expect_proc("cuStreamBeginCapture", 13000, pt | legacy, "cuStreamBeginCapture_v2");
 	expect_proc("cuLaunchKernel", 13000, pt, "cuLaunchKernel_ptsz");
 	expect_proc("cuLaunchKernel", 13000, legacy, "cuLaunchKernel");
+	expect_proc("cuLaunchHostFunc", 13000, pt, "cuLaunchHostFunc_ptsz");
 	expect_proc("cuMemsetD8", 13000, pt, "cuMemsetD8_v2_ptds");
 	expect_proc("cuMemcpy", 13000, pt, "cuMemcpy_ptds");
 	expect_proc("cuStreamQuery", 13000, pt, "cuStreamQuery_ptsz");

@@ -1,7 +1,7 @@
 /* driver.h — what the files of the stand-in driver (driver*.c, libcuda.so.1) share: its state,
- * the prologue and lock of an entry point, the pointer map, the stream and capture rules, and
- * the prototypes of the entry points that cuda.h does not declare (the per-thread flavours and
- * cuGetProcAddress v1). Internal: standin.h is the API. */
+ * the prologue and lock of an entry point, the pointer map, the streams' work, the stream and
+ * capture rules, and the prototypes of the entry points that cuda.h does not declare (the
+ * per-thread flavours and cuGetProcAddress v1). Internal: standin.h is the API. */
 #ifndef STANDIN_DRIVER_H
 #define STANDIN_DRIVER_H
 
@@ -142,7 +142,7 @@ uint64_t faults_injected(enum standin_fault kind);
 void sum_counters(int device, struct standin_counters *out);
 uint64_t charge(uint64_t bytes);
 uint64_t mono_ns(void);
-void report_if_due(void);              /* st.lock held: rewrites the report if the exit one was written */
+void report_if_due(void);              /* st.lock held: rewrites the report once the exit one is */
 
 /* driver_ckpt.c: the checkpoint API's serving thread (STANDIN_CHECKPOINT=1), started by cuInit. */
 void ckpt_start(void);
@@ -177,7 +177,7 @@ struct work_args {
 };
 
 void work_setup(void);                 /* once, from st_setup */
-void work_after_fork(void);            /* a forked child: no worker came along, their work is dropped */
+void work_after_fork(void);            /* a forked child: the parent's work is dropped */
 CUresult queue_work(struct CUstream_st *s, const struct work_args *a, uint64_t *seq);
 int stream_blocking(const struct CUstream_st *s); /* one the legacy stream synchronises with */
 int stream_busy(const struct CUstream_st *s);     /* work queued on it is not complete */

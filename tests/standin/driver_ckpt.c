@@ -3,9 +3,9 @@
  * STANDIN_CHECKPOINT=1 answers from its first cuInit on: a thread of its own serves a small
  * shared file, /dev/shm/standin-ckpt.<pid> (mode 0600), that the caller's stand-in writes a
  * request into. Lock takes the driver's lock (st.lock) once every stream's queued work is
- * complete (driver_work.c), so every later call of the target waits, and so does new work; checkpoint parks every allocation's bytes in host memory,
- * poisons the "device" bytes and frees the device's capacity; restore copies them back;
- * unlock drops the lock. Test-only. */
+ * complete (driver_work.c), so every later call of the target waits, and so does new work;
+ * checkpoint parks every allocation's bytes in host memory, poisons the "device" bytes and frees
+ * the device's capacity; restore copies them back; unlock drops the lock. Test-only. */
 #define _GNU_SOURCE
 #include "driver.h"
 

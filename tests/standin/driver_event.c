@@ -244,6 +244,7 @@ CUresult cuEventSynchronize(CUevent hEvent)
 {
 	struct CUstream_st *on;
 	struct CUevent_st *e;
+	uint64_t seq;
 	CUresult rc = enter();
 
 	if (rc != CUDA_SUCCESS)
@@ -262,23 +263,15 @@ CUresult cuEventSynchronize(CUevent hEvent)
 	}
 	if (!hEvent->recorded)
 		goto out;
-	on = hEvent->on;
-	if (on != NULL) {
-		stream_hold(on);
-		wait_stream(on, hEvent->point);
-	}
-	/* another thread may have destroyed or recorded it again meanwhile */
-	for (e = st.events; e != NULL && on != NULL; e = e->next)
-		if (e == hEvent)
-			break;
-	if (e != NULL && e->recorded && e->on == on) {
-		for (e = st.events; e != NULL; e = e->next)
-			if (e->recorded && !e->captured && e->on == on && e->seq <= hEvent->seq &&
-			    event_reached(e))
-				finish(e);
-	}
-	if (on != NULL)
-		stream_drop(on);
+	on = hEvent->on; /* recorded outside a capture: it has a stream */
+	seq = hEvent->seq;
+	stream_hold(on);
+	wait_stream(on, hEvent->point);
+	/* The lock was dropped: another thread may have destroyed it or recorded it again since. */
+	for (e = st.events; e != NULL; e = e->next)
+		if (e->recorded && !e->captured && e->on == on && e->seq <= seq && event_reached(e))
+			finish(e);
+	stream_drop(on);
 out:
 	leave();
 	return rc;

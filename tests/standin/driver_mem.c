@@ -1,10 +1,11 @@
 /* driver_mem.c — the stand-in driver's "device" memory: host memory behind a pointer map, charged
  * against each device's capacity as the real driver rounds allocations, with the allocation and
- * free entry points (fault injection and the free delay included), memset and copy, pointer
- * attributes and the default memory pools. VMM memory (driver_vmm.c) is no allocation here: a
- * free or an IPC handle of it fails with CUDA_ERROR_INVALID_VALUE, copies and memsets check that
- * the range they touch is mapped with access, and its pointer attributes are a mapping's.
- * Test-only. */
+ * free entry points (fault injection, the free delay, cuMemFree_v2's wait for the device and
+ * cuMemFreeAsync's stream order included), memsets and copies (queued on a stream: driver_work.c),
+ * pointer attributes and the default memory pools. VMM memory (driver_vmm.c) is no allocation
+ * here: a free or an IPC handle of it fails with CUDA_ERROR_INVALID_VALUE, copies and memsets
+ * check that the range they touch is mapped with access, and its pointer attributes are a
+ * mapping's. Test-only. */
 #define _GNU_SOURCE
 #include "driver.h"
 

@@ -31,11 +31,12 @@
  *       load only the runtime.
  * Streams and their work (driver_work.c): each stream's work runs asynchronously, in queue
  * order, on a thread of the stream's own, started with its first item (all signals blocked):
- * every stream of cuStreamCreate*, each device's legacy default stream, and each thread's
- * per-thread default stream of each device (CU_STREAM_PER_THREAD, the _ptsz/_ptds flavours): a
- * blocking stream of that thread, made at its first work, that ends with the thread or a reset
- * of the device. Work is: a kernel (cuLaunchKernel/_ptsz, cudaLaunchKernel: the CUfunction, the
- * `func` pointer, is a host function `void fn(void **kernelParams)`); a host function
+ * every stream of cuStreamCreate*, each device's legacy default stream (NULL, CU_STREAM_LEGACY,
+ * the synchronous calls), and each thread's per-thread default stream of each device
+ * (CU_STREAM_PER_THREAD, the _ptsz/_ptds flavours): a blocking stream of that thread, made at
+ * its first work, that ends with the thread or a reset of the device. Work is: a kernel
+ * (cuLaunchKernel/_ptsz, cudaLaunchKernel: the CUfunction, the `func` pointer, is a host
+ * function `void fn(void **kernelParams)`); a host function
  * (cuLaunchHostFunc/_ptsz, cudaLaunchHostFunc); an asynchronous copy or memset (cuMemcpyAsync,
  * cuMemsetD8Async, their _ptsz flavours; cudaMemcpyAsync, cudaMemsetAsync); a synchronous one
  * (cuMemcpy and cuMemsetD8_v2 on the legacy stream, their _ptds flavours on the per-thread one;
@@ -56,12 +57,13 @@
  *   So work on the legacy stream joins the blocking streams, and their later work waits for it.
  *   An item only ever waits for work queued before it. kernelParams is passed as it is, not
  *   copied (the stand-in knows no kernel's parameters): it, and what it points to, must stay
- *   valid until the kernel ran. A kernel may call CUDA, but a call that would wait for itself
- *   does not: a synchronous copy or memset is done at once, synchronising its own stream returns,
- *   cuMemFree_v2 and cuCtxSynchronize wait only for the work queued before it (CUDA forbids
- *   host functions such calls). To hold work back, a test launches a kernel that waits on a gate
- *   of its own (a semaphore the test posts later; a kernel never blocked forever, or the process
- *   cannot drain): what is queued behind it on its stream, and what depends on that, waits.
+ *   valid until the kernel ran. A kernel may call CUDA, but a call that would wait for the
+ *   kernel itself does not: a synchronous copy or memset is done at once, synchronising the
+ *   kernel's own stream returns, cuMemFree_v2 and cuCtxSynchronize wait only for the work queued
+ *   before the kernel (CUDA forbids host functions such calls). To hold work back, a test
+ *   launches a kernel that waits on a gate of its own (a semaphore the test posts later, and
+ *   must: whatever waits for the kernel waits as long): what is queued behind it on its stream,
+ *   and what depends on that, waits; tests/e2e/standin_selftest.c shows how.
  * Events are reached in their stream's order: when the worker passes the marker (the work queued
  * before it on the stream, and what that waited for, is complete); recorded on a stream that has
  * nothing to wait for (its own work complete and, for the legacy stream, its blocking streams',
@@ -169,9 +171,10 @@
  *                                driver_ckpt.c) that another process calls with its pid: from its
  *                                first cuInit a thread of its own serves /dev/shm/standin-ckpt.<pid>;
  *                                lock waits until no stream has work queued and then holds every
- *                                call of the process (and so all new work); checkpoint parks the device memory in host memory (the
- *                                device's copy dropped or poisoned, its capacity free); restore puts
- *                                it back; a process without it is not a CUDA process to the API
+ *                                call of the process (and so all new work); checkpoint parks the
+ *                                device memory in host memory (the device's copy dropped or
+ *                                poisoned, its capacity free); restore puts it back; a process
+ *                                without it is not a CUDA process to the API
  *   STANDIN_CHECKPOINT_RESTORE_FAILS=n  its first n restores fail with CUDA_ERROR_OUT_OF_MEMORY
  *                                and change nothing (a device that lacks the memory now)
  */
