@@ -11,17 +11,20 @@
  * (queries, events, the launch delay, the counters), cudaFree, cudaDeviceSynchronize, a
  * synchronous copy and cudaDeviceReset wait for it, the legacy stream's order with blocking,
  * non-blocking and per-thread streams, cudaStreamDestroy with work queued, cudaStreamWaitEvent,
- * captured work not run. If this fails, the e2e results say nothing about the shim. */
+ * captured work not run, a forked child without its parent's work, an exit while a kernel runs. If this fails, the e2e results say nothing about the shim. */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "e2e.h"
 
@@ -1361,6 +1364,60 @@ static void reset_waits(void)
 	e2e_cuda(cudaSetDevice(0), "cudaSetDevice(0)");
 }
 
+/* In a forked child: the parent's work did not come along (dropped there, as complete), new
+ * work runs; and the child exits at once while a kernel of its waits at a gate never opened.
+ * Returns its exit status (exit: the libraries' destructors run, the stand-in's too). */
+static int child_after_fork(cudaStream_t s)
+{
+	struct mark m;
+	static struct gate never;
+
+	if (cudaStreamQuery(s) != cudaSuccess || standin_device_busy(-1) != 0 ||
+	    cudaDeviceSynchronize() != cudaSuccess)
+		return 1;
+	mark_init(&m);
+	if (cudaLaunchKernel(kernel_fn(mark_kernel), one, one, m.args, 0, s) != cudaSuccess ||
+	    cudaStreamSynchronize(s) != cudaSuccess || !mark_ran(&m))
+		return 2;
+	gate_queue(&never, s, "a gated kernel in the child");
+	return gate_started(&never) ? 0 : 3;
+}
+
+static int child_gone(void *arg)
+{
+	struct { pid_t pid; int status; } *c = arg;
+
+	return waitpid(c->pid, &c->status, WNOHANG) == c->pid;
+}
+
+static void fork_and_exit(void)
+{
+	struct { pid_t pid; int status; } child = { -1, -1 };
+	cudaStream_t s = NULL;
+	struct gate g;
+
+	e2e_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	gate_launch(&g, s, "a gated kernel before fork()");
+	child.pid = fork();
+	if (child.pid == 0)
+		exit(child_after_fork(s));
+	if (child.pid < 0)
+		e2e_fail("fork: %s", strerror(errno));
+	if (!e2e_poll(child_gone, &child, WAIT_MS)) {
+		kill(child.pid, SIGKILL);
+		waitpid(child.pid, NULL, 0);
+		e2e_fail("the forked child did not exit within %d ms", WAIT_MS);
+	}
+	e2e_check(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0,
+		  "a forked child: the parent's gated kernel is not its work (idle stream and device, "
+		  "cudaDeviceSynchronize returns), a new kernel runs, and it exits at once while a kernel "
+		  "of its waits at a gate (exit status %d)",
+		  WIFEXITED(child.status) ? WEXITSTATUS(child.status) : -1);
+	e2e_check(!gate_ran(&g), "the parent's kernel still waits at its gate");
+	gate_open(&g);
+	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+}
+
 int main(void)
 {
 	e2e_start("e2e_standin_selftest");
@@ -1383,6 +1440,7 @@ int main(void)
 	legacy_rules();
 	lifetimes();
 	reset_waits();
+	fork_and_exit();
 	printf("PASS e2e_standin_selftest\n");
 	return 0;
 }
