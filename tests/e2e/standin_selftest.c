@@ -11,7 +11,8 @@
  * (queries, events, the launch delay, the counters), cudaFree, cudaDeviceSynchronize, a
  * synchronous copy and cudaDeviceReset wait for it, the legacy stream's order with blocking,
  * non-blocking and per-thread streams, cudaStreamDestroy with work queued, cudaStreamWaitEvent,
- * captured work not run, a forked child without its parent's work, an exit while a kernel runs. If this fails, the e2e results say nothing about the shim. */
+ * captured work not run, manual events over the work, a forked child without its parent's work,
+ * an exit while a kernel runs. If this fails, the e2e results say nothing about the shim. */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
@@ -1353,6 +1354,33 @@ static void lifetimes(void)
 	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
 }
 
+/* Manual events are an overlay on the work: an event is complete once reached and told. */
+static void manual_overlay(void)
+{
+	cudaStream_t s = NULL;
+	cudaEvent_t e = NULL;
+	struct gate g;
+
+	e2e_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	e2e_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+	standin_set_manual_events(1);
+	gate_launch(&g, s, "manual events: a gated kernel");
+	e2e_cuda(cudaEventRecord(e, s), "cudaEventRecord behind it");
+	standin_complete_events();
+	e2e_check(stays_false(event_done, e),
+		  "manual events: told complete, an event its stream has not reached stays not ready");
+	gate_open(&g);
+	e2e_check(e2e_poll(event_done, e, WAIT_MS), "reached and told: complete");
+	e2e_cuda(cudaEventRecord(e, s), "cudaEventRecord on the idle stream");
+	expect_rc(cudaEventQuery(e), cudaErrorNotReady, "reached at once, not told: not ready");
+	expect_rc(cudaStreamQuery(s), cudaErrorNotReady, "and the idle stream is never idle to a query");
+	e2e_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+	expect_rc(cudaEventQuery(e), cudaSuccess, "synchronised past it: complete");
+	standin_set_manual_events(0);
+	e2e_cuda(cudaEventDestroy(e), "cudaEventDestroy");
+	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+}
+
 /* cudaDeviceReset first waits for the device's work: none of it touches freed memory. */
 static void reset_waits(void)
 {
@@ -1459,6 +1487,7 @@ int main(void)
 	waits();
 	legacy_rules();
 	lifetimes();
+	manual_overlay();
 	reset_waits();
 	fork_and_exit();
 	printf("PASS e2e_standin_selftest\n");
