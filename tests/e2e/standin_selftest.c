@@ -1220,7 +1220,7 @@ static void waits(void)
 	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
 }
 
-static cudaStream_t other_pt_stream_ok;
+static atomic_int other_pt_synced;
 
 /* Another thread's per-thread default stream is a stream of its own. */
 static void *per_thread_other(void *arg)
@@ -1229,7 +1229,7 @@ static void *per_thread_other(void *arg)
 
 	mark_launch(m, cudaStreamPerThread, "cudaLaunchKernel on another thread's per-thread stream");
 	if (cudaStreamSynchronize(cudaStreamPerThread) == cudaSuccess)
-		other_pt_stream_ok = cudaStreamPerThread;
+		atomic_store(&other_pt_synced, 1);
 	return NULL;
 }
 
@@ -1294,7 +1294,7 @@ static void legacy_rules(void)
 	gate_launch(&g, cudaStreamPerThread, "a gated kernel on this thread's per-thread stream");
 	e2e_check(pthread_create(&t, NULL, per_thread_other, &m3) == 0, "pthread_create");
 	pthread_join(t, NULL);
-	e2e_check(other_pt_stream_ok == cudaStreamPerThread && mark_ran(&m3),
+	e2e_check(atomic_load(&other_pt_synced) && mark_ran(&m3),
 		  "another thread's per-thread stream ran its kernel and synchronised meanwhile");
 	e2e_cuda(cudaEventRecord(el, cudaStreamLegacy), "cudaEventRecord(legacy)");
 	e2e_check(stays_false(event_done, el),
