@@ -6,13 +6,26 @@
  * unknown names, itself), the context rules, and that a program calling the driver directly
  * and the runtime are counted alike; and VMM (cuMemCreate, cuMemAddressReserve, cuMemMap...):
  * accounting, strict checks, copies across mappings, what the pointer queries answer, and
- * physical memory that keeps its bytes when mapped at a new address. If this fails, the e2e results say nothing about the shim. */
+ * physical memory that keeps its bytes when mapped at a new address; and the streams' work, with
+ * kernels held at a gate: launches return at once and the work runs later in stream order
+ * (queries, events, the launch delay, the counters), cudaFree, cudaDeviceSynchronize, a
+ * synchronous copy and cudaDeviceReset wait for it, the legacy stream's order with blocking,
+ * non-blocking and per-thread streams, cudaStreamDestroy with work queued, cudaStreamWaitEvent,
+ * captured work not run, manual events over the work, a forked child without its parent's work,
+ * an exit while a kernel runs. If this fails, the e2e results say nothing about the shim. */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "e2e.h"
 
@@ -381,7 +394,8 @@ static const char *const base_names[] = {
 	"cuEventQuery", "cuEventSynchronize", "cuGraphCreate", "cuGraphDestroy",
 	"cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams", "cuGraphExecDestroy",
 	"cuGraphClone", "cuGraphAddChildGraphNode", "cuGraphExecChildGraphNodeSetParams",
-	"cuGraphExecUpdate", "cuGraphLaunch", "cuLaunchKernel", "cuPointerGetAttributes",
+	"cuGraphExecUpdate", "cuGraphLaunch", "cuLaunchKernel", "cuLaunchHostFunc",
+	"cuPointerGetAttributes",
 	"cuMemGetAllocationGranularity", "cuMemCreate", "cuMemRelease", "cuMemAddressReserve",
 	"cuMemAddressFree", "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemGetAccess",
 };
@@ -420,6 +434,7 @@ static void get_proc_address(void)
 	expect_proc("cuStreamBeginCapture", 13000, pt | legacy, "cuStreamBeginCapture_v2");
 	expect_proc("cuLaunchKernel", 13000, pt, "cuLaunchKernel_ptsz");
 	expect_proc("cuLaunchKernel", 13000, legacy, "cuLaunchKernel");
+	expect_proc("cuLaunchHostFunc", 13000, pt, "cuLaunchHostFunc_ptsz");
 	expect_proc("cuMemsetD8", 13000, pt, "cuMemsetD8_v2_ptds");
 	expect_proc("cuMemcpy", 13000, pt, "cuMemcpy_ptds");
 	expect_proc("cuStreamQuery", 13000, pt, "cuStreamQuery_ptsz");
@@ -654,10 +669,12 @@ static void driver_callers(void)
 	expect_rc(cudaLaunchKernel(NULL, (dim3){ 1, 1, 1 }, (dim3){ 1, 1, 1 }, args, 0, NULL),
 		  cudaErrorInvalidValue, "cudaLaunchKernel of no function");
 	(void)cudaGetLastError();
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); /* the kernels run on streams */
 	c = e2e_counters();
-	e2e_check(x == 43 && c.launches == c0.launches + 2,
-		  "both launches ran the host function at once and are counted (launches +%llu)",
-		  (unsigned long long)(c.launches - c0.launches));
+	e2e_check(x == 43 && c.launches == c0.launches + 2 && c.kernels_run == c0.kernels_run + 2,
+		  "both launches ran the host function and are counted (launches +%llu, run +%llu)",
+		  (unsigned long long)(c.launches - c0.launches),
+		  (unsigned long long)(c.kernels_run - c0.kernels_run));
 }
 
 /* ---- virtual memory management ---- */
@@ -888,6 +905,567 @@ static void vmm(void)
 	free(back);
 }
 
+/* ---- the streams' work: kernels in flight, in stream order, and the legacy stream's rules ----
+ * A gated kernel waits on a semaphore the test posts: while it is closed, everything that must
+ * wait for the kernel is seen waiting (for a while: it would happen soon if a rule were broken),
+ * and what must not wait is seen happening (within bounded waits of seconds). */
+
+#define WAIT_MS 10000  /* for what must happen: generous, the machine may be busy */
+#define QUIET_MS 100   /* for what must not happen: a broken rule shows itself sooner */
+#define GATE_SAFETY_S 30 /* a gate never opened ends its kernel anyway: no process hangs */
+
+static const dim3 one = { 1, 1, 1 };
+
+struct gate {
+	sem_t open;    /* the test posts it: the kernel may end */
+	sem_t started; /* the kernel posts it when it runs */
+	atomic_int ran; /* the kernel ended */
+	atomic_int timed_out; /* it ended with its gate never opened */
+	void *args[1]; /* its kernelParams: the stand-in does not copy them */
+};
+
+static void gate_kernel(void **params)
+{
+	struct gate *g = params[0];
+	struct timespec until;
+
+	sem_post(&g->started);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += GATE_SAFETY_S;
+	while (sem_timedwait(&g->open, &until) != 0)
+		if (errno != EINTR) {
+			atomic_store(&g->timed_out, 1);
+			break;
+		}
+	atomic_store(&g->ran, 1);
+}
+
+/* A kernel's CUfunction: the host function itself (an object pointer: by its bytes). */
+static const void *kernel_fn(void (*k)(void **))
+{
+	const void *fn;
+
+	memcpy(&fn, &k, sizeof(fn));
+	return fn;
+}
+
+/* Queues g's kernel on s, closed. */
+static void gate_queue(struct gate *g, cudaStream_t s, const char *what)
+{
+	sem_init(&g->open, 0, 0);
+	sem_init(&g->started, 0, 0);
+	atomic_init(&g->ran, 0);
+	atomic_init(&g->timed_out, 0);
+	g->args[0] = g;
+	e2e_cuda(cudaLaunchKernel(kernel_fn(gate_kernel), one, one, g->args, 0, s), what);
+}
+
+static int gate_started(struct gate *g)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += WAIT_MS / 1000;
+	return sem_timedwait(&g->started, &until) == 0;
+}
+
+/* Queues g's kernel on s and proves the launch came back at once: the kernel runs, closed. */
+static void gate_launch(struct gate *g, cudaStream_t s, const char *what)
+{
+	gate_queue(g, s, what);
+	e2e_check(gate_started(g) && !atomic_load(&g->ran),
+		  "%s: the launch returned, the kernel runs on the stream's thread, at its gate", what);
+}
+
+static int gate_ran(void *g)
+{
+	return atomic_load(&((struct gate *)g)->ran);
+}
+
+/* Waits (bounded) for g's kernel to end once its gate was opened; then g may go. A kernel that
+ * ended on its own (GATE_SAFETY_S) means the test waited for something behind its gate. */
+static void gate_end(struct gate *g)
+{
+	if (!e2e_poll(gate_ran, g, WAIT_MS))
+		e2e_fail("a gated kernel did not end within %d ms of its gate opening", WAIT_MS);
+	if (atomic_load(&g->timed_out))
+		e2e_fail("a gated kernel ended after %d s without its gate opening", GATE_SAFETY_S);
+	sem_destroy(&g->open);
+	sem_destroy(&g->started);
+}
+
+static void gate_open(struct gate *g)
+{
+	sem_post(&g->open);
+	gate_end(g);
+}
+
+/* A kernel that notes when it ran: `at` its rank among the marks run, 0 not yet. */
+struct mark {
+	atomic_int at;
+	void *args[1];
+};
+
+static atomic_int marks_run;
+
+static void mark_kernel(void **params)
+{
+	struct mark *m = params[0];
+
+	atomic_store(&m->at, atomic_fetch_add(&marks_run, 1) + 1);
+}
+
+static void mark_init(struct mark *m)
+{
+	atomic_init(&m->at, 0);
+	m->args[0] = m;
+}
+
+static void mark_launch(struct mark *m, cudaStream_t s, const char *what)
+{
+	mark_init(m);
+	e2e_cuda(cudaLaunchKernel(kernel_fn(mark_kernel), one, one, m->args, 0, s), what);
+}
+
+static int mark_ran(void *m)
+{
+	return atomic_load(&((struct mark *)m)->at) != 0;
+}
+
+static void host_mark(void *m)
+{
+	atomic_store(&((struct mark *)m)->at, atomic_fetch_add(&marks_run, 1) + 1);
+}
+
+static void time_kernel(void **params)
+{
+	*(uint64_t *)params[0] = e2e_now_ns();
+}
+
+static int event_done(void *e)
+{
+	return cudaEventQuery((cudaEvent_t)e) == cudaSuccess;
+}
+
+/* pred stays false for QUIET_MS: what must wait is waiting. */
+static int stays_false(int (*pred)(void *), void *arg)
+{
+	return !e2e_poll(pred, arg, QUIET_MS);
+}
+
+/* A call that must wait for g's kernel: a second thread opens g only once it has seen the call
+ * still waiting QUIET_MS after it began. */
+struct blocked {
+	struct gate *g;
+	atomic_int calling, returned, seen_waiting;
+};
+
+static int flag_set(void *flag)
+{
+	return atomic_load((atomic_int *)flag);
+}
+
+static void *opener(void *arg)
+{
+	struct blocked *b = arg;
+
+	if (e2e_poll(flag_set, &b->calling, WAIT_MS) && stays_false(flag_set, &b->returned))
+		atomic_store(&b->seen_waiting, 1);
+	sem_post(&b->g->open);
+	return NULL;
+}
+
+static void expect_waits(const char *what, struct gate *g, cudaError_t (*call)(void *), void *arg)
+{
+	struct blocked b = { .g = g };
+	cudaError_t rc;
+	pthread_t t;
+	int ran;
+
+	atomic_init(&b.calling, 0);
+	atomic_init(&b.returned, 0);
+	atomic_init(&b.seen_waiting, 0);
+	e2e_check(pthread_create(&t, NULL, opener, &b) == 0, "pthread_create");
+	atomic_store(&b.calling, 1);
+	rc = call(arg);
+	ran = atomic_load(&g->ran);
+	atomic_store(&b.returned, 1);
+	pthread_join(t, NULL);
+	expect_rc(rc, cudaSuccess, what);
+	e2e_check(ran && atomic_load(&b.seen_waiting),
+		  "%s waits for the gated kernel: still waiting %d ms after the call, returned %s "
+		  "the kernel ended", what, QUIET_MS, ran ? "after" : "BEFORE");
+	gate_end(g); /* the opener opened it */
+}
+
+static cudaError_t call_free(void *p)
+{
+	return cudaFree(p);
+}
+
+static cudaError_t call_device_sync(void *unused)
+{
+	(void)unused;
+	return cudaDeviceSynchronize();
+}
+
+static cudaError_t call_memcpy(void *buf)
+{
+	return cudaMemcpy(buf, (char *)buf + 64, 64, cudaMemcpyDefault);
+}
+
+static cudaError_t call_stream_sync(void *s)
+{
+	return cudaStreamSynchronize((cudaStream_t)s);
+}
+
+static cudaError_t call_reset(void *unused)
+{
+	(void)unused;
+	return cudaDeviceReset();
+}
+
+/* Work runs later, on the stream's thread, in order; queries and events say so. */
+static void in_flight(void)
+{
+	struct standin_counters c0 = e2e_counters(), c;
+	cudaStream_t s = NULL;
+	cudaEvent_t e1 = NULL, e2 = NULL;
+	struct gate g1, g2;
+	struct mark m, h;
+	char src[64], dst[64];
+	uint64_t t0, t1 = 0;
+	void *t_args[1] = { &t1 };
+
+	e2e_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	e2e_cuda(cudaEventCreateWithFlags(&e1, cudaEventDisableTiming), "cudaEventCreate");
+	e2e_cuda(cudaEventCreateWithFlags(&e2, cudaEventDisableTiming), "cudaEventCreate");
+	gate_launch(&g1, s, "cudaLaunchKernel of a gated kernel");
+	e2e_cuda(cudaEventRecord(e1, s), "cudaEventRecord(e1) behind it");
+	mark_launch(&m, s, "cudaLaunchKernel of a second kernel");
+	mark_init(&h);
+	e2e_cuda(cudaLaunchHostFunc(s, host_mark, &h), "cudaLaunchHostFunc");
+	memset(src, 7, sizeof(src));
+	memset(dst, 0, sizeof(dst));
+	e2e_cuda(cudaMemcpyAsync(dst, src, sizeof(dst), cudaMemcpyDefault, s), "cudaMemcpyAsync");
+	gate_queue(&g2, s, "cudaLaunchKernel of a second gated kernel");
+	e2e_cuda(cudaEventRecord(e2, s), "cudaEventRecord(e2) behind it");
+	expect_rc(cudaStreamQuery(s), cudaErrorNotReady, "cudaStreamQuery while a kernel runs");
+	expect_rc(cudaEventQuery(e1), cudaErrorNotReady, "cudaEventQuery of an event behind it");
+	e2e_check(stays_false(mark_ran, &m) && !mark_ran(&h) && dst[0] == 0,
+		  "the kernel, host function and copy queued behind it wait");
+	e2e_check(standin_device_busy(0) >= 6 && standin_device_busy(1) == 0,
+		  "standin_device_busy: %llu items outstanding on device 0",
+		  (unsigned long long)standin_device_busy(0));
+	gate_open(&g1);
+	e2e_check(e2e_poll(event_done, e1, WAIT_MS) && gate_started(&g2),
+		  "its gate open: the event behind it completes, the work queued after runs");
+	e2e_check(mark_ran(&m) && mark_ran(&h) && atomic_load(&m.at) < atomic_load(&h.at) &&
+			  memcmp(dst, src, sizeof(dst)) == 0,
+		  "in queue order: the kernel, then the host function, then the copy");
+	e2e_check(stays_false(event_done, e2) && cudaStreamQuery(s) == cudaErrorNotReady,
+		  "events complete in stream order: the one behind the second gated kernel waits");
+	gate_open(&g2);
+	e2e_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+	expect_rc(cudaEventQuery(e2), cudaSuccess, "after cudaStreamSynchronize, the last event");
+	expect_rc(cudaStreamQuery(s), cudaSuccess, "and cudaStreamQuery: idle");
+	c = e2e_counters();
+	e2e_check(standin_device_busy(0) == 0 && c.kernels_run == c0.kernels_run + 3 &&
+			  c.host_funcs_run == c0.host_funcs_run + 1 &&
+			  c.work_queued == c0.work_queued + 7 && c.work_done == c.work_queued,
+		  "counted: 3 kernels and a host function run, 7 items queued (with the copy and 2 "
+		  "markers), all done (queued +%llu)", (unsigned long long)(c.work_queued - c0.work_queued));
+
+	standin_set_launch_delay_us(200000);
+	t0 = e2e_now_ns();
+	e2e_cuda(cudaLaunchKernel(kernel_fn(time_kernel), one, one, t_args, 0, s),
+		 "cudaLaunchKernel with a launch delay");
+	e2e_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+	e2e_check(t1 >= t0 + 200000000u, "with a 200 ms launch delay (standin_set_launch_delay_us) "
+		  "the kernel started %llu ms after its launch", (unsigned long long)((t1 - t0) / 1000000u));
+	standin_set_launch_delay_us(0);
+	e2e_cuda(cudaEventDestroy(e1), "cudaEventDestroy");
+	e2e_cuda(cudaEventDestroy(e2), "cudaEventDestroy");
+	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+}
+
+/* cudaFree, cudaDeviceSynchronize and a synchronous copy wait for the device's work. */
+static void waits(void)
+{
+	cudaStream_t nb = NULL, b = NULL;
+	struct gate g;
+	void *p = NULL;
+	char *buf = NULL;
+
+	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	e2e_cuda(cudaStreamCreate(&b), "cudaStreamCreate");
+	e2e_cuda(cudaMalloc(&p, 4096), "cudaMalloc");
+	e2e_cuda(cudaMalloc((void **)&buf, 128), "cudaMalloc");
+	gate_launch(&g, nb, "a gated kernel on a non-blocking stream");
+	expect_waits("cudaFree", &g, call_free, p);
+	gate_launch(&g, nb, "a gated kernel on a non-blocking stream");
+	expect_waits("cudaDeviceSynchronize", &g, call_device_sync, NULL);
+	gate_launch(&g, b, "a gated kernel on a blocking stream");
+	expect_waits("cudaMemcpy (the legacy stream)", &g, call_memcpy, buf);
+	gate_launch(&g, b, "a gated kernel on a blocking stream");
+	e2e_cuda(cudaMemsetAsync(buf, 1, 8, cudaStreamLegacy), "cudaMemsetAsync(legacy)");
+	expect_waits("cudaStreamSynchronize(legacy) after a cudaMemsetAsync on it", &g,
+		     call_stream_sync, cudaStreamLegacy);
+	gate_launch(&g, nb, "a gated kernel on a non-blocking stream");
+	e2e_cuda(call_memcpy(buf), "cudaMemcpy while a non-blocking stream's kernel runs");
+	e2e_check(!gate_ran(&g), "cudaMemcpy does not wait for a non-blocking stream");
+	gate_open(&g);
+	e2e_cuda(cudaFree(buf), "cudaFree");
+	e2e_cuda(cudaStreamDestroy(b), "cudaStreamDestroy");
+	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
+}
+
+static atomic_int other_pt_synced;
+
+/* Another thread's per-thread default stream is a stream of its own. */
+static void *per_thread_other(void *arg)
+{
+	struct mark *m = arg;
+
+	mark_launch(m, cudaStreamPerThread, "cudaLaunchKernel on another thread's per-thread stream");
+	if (cudaStreamSynchronize(cudaStreamPerThread) == cudaSuccess)
+		atomic_store(&other_pt_synced, 1);
+	return NULL;
+}
+
+/* The legacy stream waits for the blocking streams' earlier work, and they for its. */
+static void legacy_rules(void)
+{
+	cudaStream_t b = NULL, b2 = NULL, nb = NULL;
+	cudaEvent_t el = NULL;
+	struct gate g;
+	struct mark m1, m2, m3;
+	pthread_t t;
+
+	e2e_cuda(cudaStreamCreate(&b), "cudaStreamCreate");
+	e2e_cuda(cudaStreamCreateWithPriority(&b2, cudaStreamDefault, 0), "cudaStreamCreateWithPriority");
+	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	e2e_cuda(cudaEventCreateWithFlags(&el, cudaEventDisableTiming), "cudaEventCreate");
+
+	gate_launch(&g, nb, "a gated kernel on a non-blocking stream");
+	e2e_cuda(cudaEventRecord(el, cudaStreamLegacy), "cudaEventRecord(legacy)");
+	e2e_check(e2e_poll(event_done, el, WAIT_MS) && cudaStreamQuery(cudaStreamLegacy) == cudaSuccess,
+		  "an event on the legacy stream completes while only a non-blocking stream's kernel "
+		  "runs, and the legacy stream is idle");
+	gate_open(&g);
+
+	gate_launch(&g, b, "a gated kernel on a blocking stream");
+	expect_rc(cudaStreamQuery(cudaStreamLegacy), cudaSuccess,
+		  "cudaStreamQuery(legacy): idle while a blocking stream's kernel, queued after the "
+		  "legacy stream's last work, runs");
+	e2e_cuda(cudaEventRecord(el, cudaStreamLegacy), "cudaEventRecord(legacy)");
+	e2e_check(stays_false(event_done, el),
+		  "an event on the legacy stream waits for the blocking stream's kernel before it");
+	expect_rc(cudaStreamQuery(cudaStreamLegacy), cudaErrorNotReady,
+		  "and now the legacy stream is busy (its marker waits)");
+	mark_launch(&m1, b2, "a kernel on another blocking stream after the legacy event");
+	mark_launch(&m2, nb, "a kernel on a non-blocking stream after the legacy event");
+	e2e_check(e2e_poll(mark_ran, &m2, WAIT_MS), "the non-blocking stream's kernel runs");
+	e2e_check(stays_false(mark_ran, &m1),
+		  "the other blocking stream's kernel waits for the legacy event (the join)");
+	gate_open(&g);
+	e2e_check(e2e_poll(event_done, el, WAIT_MS) && e2e_poll(mark_ran, &m1, WAIT_MS),
+		  "the gate open: the legacy event completes, then the blocking stream's kernel runs");
+
+	gate_launch(&g, cudaStreamLegacy, "a gated kernel on the legacy stream");
+	mark_launch(&m1, b, "a kernel on a blocking stream after it");
+	mark_launch(&m2, nb, "a kernel on a non-blocking stream after it");
+	e2e_check(e2e_poll(mark_ran, &m2, WAIT_MS), "the non-blocking stream's kernel runs");
+	e2e_check(stays_false(mark_ran, &m1),
+		  "the blocking stream's kernel waits for the legacy stream's kernel");
+	gate_open(&g);
+	e2e_check(e2e_poll(mark_ran, &m1, WAIT_MS), "and runs once it ended");
+
+	gate_launch(&g, b, "a gated kernel on a blocking stream");
+	mark_launch(&m1, cudaStreamLegacy, "a kernel on the legacy stream after it");
+	e2e_check(stays_false(mark_ran, &m1) &&
+			  cudaStreamQuery(cudaStreamLegacy) == cudaErrorNotReady,
+		  "the legacy stream's kernel waits for the blocking stream's");
+	gate_open(&g);
+	e2e_cuda(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize(legacy)");
+	e2e_check(mark_ran(&m1), "and runs once it ended");
+
+	/* The per-thread default stream: one per thread, and blocking. */
+	gate_launch(&g, cudaStreamPerThread, "a gated kernel on this thread's per-thread stream");
+	e2e_check(pthread_create(&t, NULL, per_thread_other, &m3) == 0, "pthread_create");
+	pthread_join(t, NULL);
+	e2e_check(atomic_load(&other_pt_synced) && mark_ran(&m3),
+		  "another thread's per-thread stream ran its kernel and synchronised meanwhile");
+	e2e_cuda(cudaEventRecord(el, cudaStreamLegacy), "cudaEventRecord(legacy)");
+	e2e_check(stays_false(event_done, el),
+		  "a legacy event waits for the per-thread stream's kernel (a blocking stream)");
+	gate_open(&g);
+	e2e_check(e2e_poll(event_done, el, WAIT_MS), "the gate open, the legacy event completes");
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	e2e_cuda(cudaEventDestroy(el), "cudaEventDestroy");
+	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
+	e2e_cuda(cudaStreamDestroy(b2), "cudaStreamDestroy");
+	e2e_cuda(cudaStreamDestroy(b), "cudaStreamDestroy");
+}
+
+/* A destroyed stream's work still runs; cudaStreamWaitEvent; captured work does not run. */
+static void lifetimes(void)
+{
+	struct standin_counters c0, c;
+	cudaStream_t s = NULL, nb = NULL;
+	cudaEvent_t e = NULL;
+	cudaGraph_t graph = NULL;
+	struct gate g;
+	struct mark m;
+
+	e2e_cuda(cudaStreamCreate(&s), "cudaStreamCreate");
+	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	e2e_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+	gate_launch(&g, s, "a gated kernel");
+	mark_launch(&m, s, "a kernel behind it");
+	e2e_cuda(cudaEventRecord(e, s), "cudaEventRecord behind them");
+	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy with work queued");
+	e2e_check(!gate_ran(&g) && cudaEventQuery(e) == cudaErrorNotReady,
+		  "cudaStreamDestroy returned at once, its work not done");
+	gate_open(&g);
+	e2e_check(e2e_poll(event_done, e, WAIT_MS) && mark_ran(&m),
+		  "the destroyed stream's work ran to its end and its event completed");
+
+	e2e_cuda(cudaStreamCreate(&s), "cudaStreamCreate");
+	gate_launch(&g, s, "a gated kernel");
+	e2e_cuda(cudaEventRecord(e, s), "cudaEventRecord behind it");
+	e2e_cuda(cudaStreamWaitEvent(nb, e, 0), "cudaStreamWaitEvent(non-blocking stream, e)");
+	mark_launch(&m, nb, "a kernel after the wait");
+	e2e_check(stays_false(mark_ran, &m), "the kernel waits for the event");
+	gate_open(&g);
+	e2e_check(e2e_poll(mark_ran, &m, WAIT_MS), "and runs once it completed");
+
+	c0 = e2e_counters();
+	e2e_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+	mark_launch(&m, s, "a kernel on a capturing stream");
+	e2e_cuda(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
+	e2e_cuda(cudaGraphDestroy(graph), "cudaGraphDestroy");
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	c = e2e_counters();
+	e2e_check(!mark_ran(&m) && c.launches == c0.launches + 1 && c.work_queued == c0.work_queued,
+		  "a captured kernel is counted as a launch, not queued nor run");
+	e2e_cuda(cudaEventDestroy(e), "cudaEventDestroy");
+	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
+	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+}
+
+/* Manual events are an overlay on the work: an event is complete once reached and told. */
+static void manual_overlay(void)
+{
+	cudaStream_t s = NULL;
+	cudaEvent_t e = NULL;
+	struct gate g;
+
+	e2e_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	e2e_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+	standin_set_manual_events(1);
+	gate_launch(&g, s, "manual events: a gated kernel");
+	e2e_cuda(cudaEventRecord(e, s), "cudaEventRecord behind it");
+	standin_complete_events();
+	e2e_check(stays_false(event_done, e),
+		  "manual events: told complete, an event its stream has not reached stays not ready");
+	gate_open(&g);
+	e2e_check(e2e_poll(event_done, e, WAIT_MS), "reached and told: complete");
+	e2e_cuda(cudaEventRecord(e, s), "cudaEventRecord on the idle stream");
+	expect_rc(cudaEventQuery(e), cudaErrorNotReady, "reached at once, not told: not ready");
+	expect_rc(cudaStreamQuery(s), cudaErrorNotReady, "and the idle stream is never idle to a query");
+	e2e_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+	expect_rc(cudaEventQuery(e), cudaSuccess, "synchronised past it: complete");
+	standin_set_manual_events(0);
+	e2e_cuda(cudaEventDestroy(e), "cudaEventDestroy");
+	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+}
+
+/* cudaDeviceReset first waits for the device's work: none of it touches freed memory. */
+static void reset_waits(void)
+{
+	cudaStream_t s = NULL;
+	struct gate g;
+
+	e2e_cuda(cudaSetDevice(1), "cudaSetDevice(1)");
+	e2e_cuda(cudaStreamCreate(&s), "cudaStreamCreate on device 1");
+	gate_launch(&g, s, "a gated kernel on device 1");
+	expect_waits("cudaDeviceReset", &g, call_reset, NULL);
+	e2e_check(standin_device_busy(1) == 0, "device 1 has no work left");
+	expect_rc(cudaStreamDestroy(s), cudaErrorInvalidResourceHandle, "the reset destroyed the stream");
+	(void)cudaGetLastError();
+	e2e_cuda(cudaSetDevice(0), "cudaSetDevice(0)");
+}
+
+/* ThreadSanitizer lets no child forked from a process with threads start one: there the child
+ * only checks that the parent's work is gone. */
+#if defined(__SANITIZE_THREAD__)
+#define CHILD_MAY_START_THREADS 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CHILD_MAY_START_THREADS 0
+#endif
+#endif
+#ifndef CHILD_MAY_START_THREADS
+#define CHILD_MAY_START_THREADS 1
+#endif
+
+/* In a forked child: the parent's work did not come along (dropped there, as complete), new
+ * work runs; and the child exits at once while a kernel of its waits at a gate never opened.
+ * Returns its exit status (exit: the libraries' destructors run, the stand-in's too). */
+static int child_after_fork(cudaStream_t s)
+{
+	struct mark m;
+	static struct gate never;
+
+	if (cudaStreamQuery(s) != cudaSuccess || standin_device_busy(-1) != 0 ||
+	    cudaDeviceSynchronize() != cudaSuccess)
+		return 1;
+	if (!CHILD_MAY_START_THREADS)
+		return 0;
+	mark_init(&m);
+	if (cudaLaunchKernel(kernel_fn(mark_kernel), one, one, m.args, 0, s) != cudaSuccess ||
+	    cudaStreamSynchronize(s) != cudaSuccess || !mark_ran(&m))
+		return 2;
+	gate_queue(&never, s, "a gated kernel in the child");
+	return gate_started(&never) ? 0 : 3;
+}
+
+static int child_gone(void *arg)
+{
+	struct { pid_t pid; int status; } *c = arg;
+
+	return waitpid(c->pid, &c->status, WNOHANG) == c->pid;
+}
+
+static void fork_and_exit(void)
+{
+	struct { pid_t pid; int status; } child = { -1, -1 };
+	cudaStream_t s = NULL;
+	struct gate g;
+
+	e2e_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	gate_launch(&g, s, "a gated kernel before fork()");
+	child.pid = fork();
+	if (child.pid == 0)
+		exit(child_after_fork(s));
+	if (child.pid < 0)
+		e2e_fail("fork: %s", strerror(errno));
+	if (!e2e_poll(child_gone, &child, WAIT_MS)) {
+		kill(child.pid, SIGKILL);
+		waitpid(child.pid, NULL, 0);
+		e2e_fail("the forked child did not exit within %d ms", WAIT_MS);
+	}
+	e2e_check(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0,
+		  "a forked child: the parent's gated kernel is not its work (idle stream and device, "
+		  "cudaDeviceSynchronize returns), a new kernel runs, and it exits at once while a kernel "
+		  "of its waits at a gate (exit status %d)",
+		  WIFEXITED(child.status) ? WEXITSTATUS(child.status) : -1);
+	e2e_check(!gate_ran(&g), "the parent's kernel still waits at its gate");
+	gate_open(&g);
+	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+}
+
 int main(void)
 {
 	e2e_start("e2e_standin_selftest");
@@ -905,6 +1483,13 @@ int main(void)
 	contexts();
 	driver_callers();
 	vmm();
+	in_flight();
+	waits();
+	legacy_rules();
+	lifetimes();
+	manual_overlay();
+	reset_waits();
+	fork_and_exit();
 	printf("PASS e2e_standin_selftest\n");
 	return 0;
 }

@@ -97,6 +97,9 @@ static int serve(void)
 			printf("busy\n");
 			fflush(stdout);
 			e2e_cuda(cudaLaunchKernel(fn, one, one, args, 0, NULL), "cudaLaunchKernel");
+			/* the kernel runs on the stream, after the launch returned: "done" once it
+			 * ended (and args, which the stand-in does not copy, outlive it) */
+			e2e_cuda(cudaStreamSynchronize(NULL), "cudaStreamSynchronize");
 			printf("done\n");
 		} else if (strcmp(line, "capture\n") == 0) {
 			e2e_cuda(cudaStreamCreate(&s), "cudaStreamCreate");

@@ -2,10 +2,10 @@
  * processes, as the real one: the caller names a pid, the target does the work. A target with
  * STANDIN_CHECKPOINT=1 answers from its first cuInit on: a thread of its own serves a small
  * shared file, /dev/shm/standin-ckpt.<pid> (mode 0600), that the caller's stand-in writes a
- * request into. Lock takes the driver's lock (st.lock) and waits for launches in flight, so every
- * later call of the target waits; checkpoint parks every allocation's bytes in host memory,
- * poisons the "device" bytes and frees the device's capacity; restore copies them back;
- * unlock drops the lock. Test-only. */
+ * request into. Lock takes the driver's lock (st.lock) once every stream's queued work is
+ * complete (driver_work.c), so every later call of the target waits, and so does new work;
+ * checkpoint parks every allocation's bytes in host memory, poisons the "device" bytes and frees
+ * the device's capacity; restore copies them back; unlock drops the lock. Test-only. */
 #define _GNU_SOURCE
 #include "driver.h"
 
@@ -58,8 +58,6 @@ static struct {
 	unsigned restore_fails; /* STANDIN_CHECKPOINT_RESTORE_FAILS: restores still to refuse */
 } ck = { .once = PTHREAD_ONCE_INIT };
 
-_Atomic int st_launches_running;
-
 static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
 {
 	return syscall(SYS_futex, (uint32_t *)word, op, val, ts, NULL, 0);
@@ -86,29 +84,38 @@ static struct timespec realtime_in(uint64_t ns)
 
 /* ---- the target's side (its serving thread) ---- */
 
-/* Hold st.lock with no launch in flight, before the deadline. */
+/* Hold st.lock with no work queued on any stream, before the deadline (st.progress tells when
+ * work completes). */
 static CUresult do_lock(unsigned timeout_ms)
 {
 	uint64_t end = deadline_ns(timeout_ms);
+	struct timespec until;
+	int rc;
 
-	for (;;) {
+	do {
 		uint64_t now = mono_ns();
-		struct timespec until;
-		int rc;
 
 		if (now >= end)
 			return CUDA_ERROR_NOT_READY;
 		until = realtime_in(end == UINT64_MAX ? 3600ull * 1000000000u : end - now);
 		rc = pthread_mutex_timedlock(&st.lock, &until);
-		if (rc == ETIMEDOUT)
-			continue;
-		if (rc != 0)
-			return CUDA_ERROR_UNKNOWN;
-		if (atomic_load(&st_launches_running) == 0)
-			return CUDA_SUCCESS;
-		pthread_mutex_unlock(&st.lock);
-		usleep(1000);
+	} while (rc == ETIMEDOUT);
+	if (rc != 0)
+		return CUDA_ERROR_UNKNOWN;
+	while (work_outstanding(-1) > 0) {
+		if (end != UINT64_MAX) {
+			until.tv_sec = (time_t)(end / 1000000000u);
+			until.tv_nsec = (long)(end % 1000000000u);
+			rc = pthread_cond_timedwait(&st.progress, &st.lock, &until);
+		} else {
+			rc = pthread_cond_wait(&st.progress, &st.lock);
+		}
+		if (rc == ETIMEDOUT && work_outstanding(-1) > 0) {
+			pthread_mutex_unlock(&st.lock);
+			return CUDA_ERROR_NOT_READY;
+		}
 	}
+	return CUDA_SUCCESS;
 }
 
 static void unpark_all(int copy_back)

@@ -1,5 +1,6 @@
 /* driver_control.c — the control and inspection API of standin.h, in the stand-in driver where
- * the state is: counters, capacity, manual events, ownership, faults, unloading, the free delay.
+ * the state is: counters, capacity, manual events, ownership, faults, unloading, the free and
+ * launch delays, the work outstanding.
  * The stand-in runtime forwards its own copies here. Test-only. */
 #include "driver.h"
 
@@ -35,6 +36,23 @@ void standin_complete_events(void)
 	lock_state();
 	complete_all(-1);
 	leave();
+}
+
+void standin_set_launch_delay_us(unsigned us)
+{
+	st_setup();
+	atomic_store(&st_launch_delay_us, us);
+}
+
+uint64_t standin_device_busy(int device)
+{
+	uint64_t n = 0;
+
+	lock_state();
+	if (device >= -1 && device < STANDIN_MAX_DEVICES)
+		n = work_outstanding(device);
+	leave();
+	return n;
 }
 
 int standin_owns(const void *p)

@@ -242,8 +242,8 @@ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 	return CUDA_SUCCESS;
 }
 
-/* Waits for the device: every recorded event completes (of every device, as the stand-in always
- * did: its synchronisation is instantaneous). */
+/* Waits for the device: the work queued on its streams before the call completes; then every
+ * held event is done (of every device, as the stand-in always did). */
 static CUresult sync_device(const char *fn, int dev)
 {
 	CUresult rc;
@@ -253,8 +253,10 @@ static CUresult sync_device(const char *fn, int dev)
 	rc = check_unsafe_call(fn);
 	if (rc == CUDA_SUCCESS && device_capturing(dev))
 		rc = capture_error(fn, dev, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-	if (rc == CUDA_SUCCESS)
+	if (rc == CUDA_SUCCESS) {
+		wait_device(dev);
 		complete_all(-1);
+	}
 	leave();
 	return rc;
 }
@@ -338,9 +340,11 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
 	return rc;
 }
 
-/* Frees every allocation of the device and destroys its streams and events (their handles become
- * invalid), as the driver does with everything in the context. The handle itself stays valid
- * here, and so does whatever thread has it current: the next call uses it afresh. */
+/* Waits until the device has no work left (what other threads queue meanwhile included), then
+ * frees every allocation of the device and destroys its streams (per-thread ones too) and events
+ * (their handles become invalid), as the driver does with everything in the context. The handle
+ * itself stays valid here, and so does whatever thread has it current: the next call uses it
+ * afresh. */
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
 	CUresult rc = enter();
@@ -351,9 +355,11 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 		rc = CUDA_ERROR_INVALID_DEVICE;
 		goto out;
 	}
+	drain_device(dev);
 	free_device_memory(dev);
 	destroy_device_streams(dev);
 	destroy_device_events(dev);
+	st.dev[dev].resets++;
 out:
 	leave();
 	return rc;

@@ -1,7 +1,8 @@
-/* driver_event.c — the stand-in driver's events: "the GPU" completes them at once, when told
- * (manual events), after a latency, or on synchronisation; what a stream has pending is what its
- * events say. Entry points cuEventCreate/Destroy/Record/Query/Synchronize, with the record and
- * query faults. Test-only. */
+/* driver_event.c — the stand-in driver's events: a record puts a marker in the stream's work
+ * (driver_work.c), and the event is reached when the stream's worker gets there, or at once if
+ * the stream has nothing to wait for; manual events and the event latency are overlays on that.
+ * Entry points cuEventCreate/Destroy/Record/Query/Synchronize, with the record and query faults.
+ * Test-only. */
 #include "driver.h"
 
 #include <stdlib.h>
@@ -18,10 +19,25 @@ int event_valid(CUevent e)
 	return 0;
 }
 
-/* Synchronised past it: done now, whatever the latency. */
+/* Its stream's worker went past its marker (or it was recorded with nothing to wait for). */
+int event_reached(const struct CUevent_st *e)
+{
+	return e->on == NULL || e->point == 0 || e->on->done >= e->point;
+}
+
+/* Lets go of the stream it was recorded on. */
+static void unplace(struct CUevent_st *e)
+{
+	if (e->on != NULL)
+		stream_drop(e->on);
+	e->on = NULL;
+	e->point = 0;
+}
+
+/* Synchronised past it, or told complete: done once reached, whatever the latency. */
 static void finish(struct CUevent_st *e)
 {
-	e->done = 1;
+	e->held = 0;
 	e->done_at_ns = 0;
 }
 
@@ -34,33 +50,21 @@ void complete_all(int device)
 			finish(e);
 }
 
-/* Does e belong to stream s (of `device`)? The legacy stream waits for every blocking stream of
- * its device, so all of the device's events are its own. */
-static int on_stream(const struct CUevent_st *e, CUstream s, int device)
-{
-	return e->stream == s || (is_legacy_stream(s) && e->device == device);
-}
-
-void complete_stream(CUstream s, int device)
+/* s was synchronised: the events reached on it are done, and on the legacy stream those reached
+ * on the blocking streams of its device too (it waited for them). */
+void complete_stream(struct CUstream_st *s)
 {
 	struct CUevent_st *e;
 
 	for (e = st.events; e != NULL; e = e->next)
-		if (e->recorded && !e->captured && on_stream(e, s, device))
+		if (e->recorded && !e->captured && e->on != NULL && event_reached(e) &&
+		    (e->on == s ||
+		     (s->legacy && e->on->device == s->device && stream_blocking(e->on))))
 			finish(e);
 }
 
-int stream_has_pending(CUstream s, int device)
-{
-	struct CUevent_st *e;
-
-	for (e = st.events; e != NULL; e = e->next)
-		if (e->recorded && !e->captured && !e->done && on_stream(e, s, device))
-			return 1;
-	return 0;
-}
-
-/* s is going away: its events now belong to their device's default stream. */
+/* s is going away: its events now belong to their device's default stream (for the capture
+ * rules; their point stays where it is). */
 void forget_stream(CUstream s)
 {
 	struct CUevent_st *e;
@@ -81,6 +85,7 @@ void destroy_device_events(int device)
 			continue;
 		}
 		*link = e->next;
+		unplace(e);
 		free(e);
 	}
 }
@@ -127,6 +132,7 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
 		if (*link != hEvent)
 			continue;
 		*link = hEvent->next;
+		unplace(hEvent);
 		free(hEvent);
 		rc = CUDA_SUCCESS;
 		break;
@@ -136,9 +142,14 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
 }
 
 /* An event belongs to the device whose context was current when it was created; recording it on
- * a stream of another device is an error, as on a GPU. With the lock held. */
+ * a stream of another device is an error, as on a GPU. Its point: a marker queued on the stream,
+ * or none when the stream has nothing to wait for (then it is reached at once). With the lock
+ * held. */
 static CUresult record_event(CUevent e, CUstream s, int dev, const char *fn)
 {
+	struct work_args marker = { .kind = WORK_MARKER };
+	struct CUstream_st *on = NULL;
+	uint64_t point = 0;
 	CUresult rc;
 
 	st.dev[here(-1)].c.event_records++;
@@ -152,11 +163,22 @@ static CUresult record_event(CUevent e, CUstream s, int dev, const char *fn)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (is_legacy_stream(s) && legacy_stream_blocked(dev))
 		return capture_error(fn, dev, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+	if (is_default_stream(s) || !s->capturing) {
+		on = stream_of(s, dev, 1);
+		if (on == NULL)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		if (!stream_settled(on) && (rc = queue_work(on, &marker, &point)) != CUDA_SUCCESS)
+			return rc;
+		stream_hold(on);
+	}
+	unplace(e);
+	e->on = on;
+	e->point = point;
 	e->recorded = 1;
 	e->stream = is_default_stream(s) ? NULL : s;
 	e->seq = ++st.record_seq;
-	e->captured = !is_default_stream(s) && s->capturing;
-	e->done = !e->captured && !st.manual_events;
+	e->captured = on == NULL;
+	e->held = !e->captured && st.manual_events;
 	e->done_at_ns = mono_ns() + (uint64_t)atomic_load(&st_event_latency_us) * 1000u;
 	return CUDA_SUCCESS;
 }
@@ -199,8 +221,9 @@ static CUresult query_event(CUevent e)
 	rc = inject(STANDIN_FAULT_EVENT_QUERY);
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	return !e->recorded || (e->done && mono_ns() >= e->done_at_ns) ? CUDA_SUCCESS
-								       : CUDA_ERROR_NOT_READY;
+	return !e->recorded || (event_reached(e) && !e->held && mono_ns() >= e->done_at_ns)
+		       ? CUDA_SUCCESS
+		       : CUDA_ERROR_NOT_READY;
 }
 
 CUresult cuEventQuery(CUevent hEvent)
@@ -215,10 +238,13 @@ CUresult cuEventQuery(CUevent hEvent)
 	return rc;
 }
 
-/* Waits for the event, which also completes what was recorded before it on the same stream. */
+/* Waits until the event is reached; then it is done, and so is what was recorded before it on
+ * the same stream (manual events, latency). */
 CUresult cuEventSynchronize(CUevent hEvent)
 {
+	struct CUstream_st *on;
 	struct CUevent_st *e;
+	uint64_t seq;
 	CUresult rc = enter();
 
 	if (rc != CUDA_SUCCESS)
@@ -237,10 +263,15 @@ CUresult cuEventSynchronize(CUevent hEvent)
 	}
 	if (!hEvent->recorded)
 		goto out;
+	on = hEvent->on; /* recorded outside a capture: it has a stream */
+	seq = hEvent->seq;
+	stream_hold(on);
+	wait_stream(on, hEvent->point);
+	/* The lock was dropped: another thread may have destroyed it or recorded it again since. */
 	for (e = st.events; e != NULL; e = e->next)
-		if (e->recorded && !e->captured && e->stream == hEvent->stream &&
-		    e->device == hEvent->device && e->seq <= hEvent->seq)
+		if (e->recorded && !e->captured && e->on == on && e->seq <= seq && event_reached(e))
 			finish(e);
+	stream_drop(on);
 out:
 	leave();
 	return rc;

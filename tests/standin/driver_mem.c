@@ -1,10 +1,11 @@
 /* driver_mem.c — the stand-in driver's "device" memory: host memory behind a pointer map, charged
  * against each device's capacity as the real driver rounds allocations, with the allocation and
- * free entry points (fault injection and the free delay included), memset and copy, pointer
- * attributes and the default memory pools. VMM memory (driver_vmm.c) is no allocation here: a
- * free or an IPC handle of it fails with CUDA_ERROR_INVALID_VALUE, copies and memsets check that
- * the range they touch is mapped with access, and its pointer attributes are a mapping's.
- * Test-only. */
+ * free entry points (fault injection, the free delay, cuMemFree_v2's wait for the device and
+ * cuMemFreeAsync's stream order included), memsets and copies (queued on a stream: driver_work.c),
+ * pointer attributes and the default memory pools. VMM memory (driver_vmm.c) is no allocation
+ * here: a free or an IPC handle of it fails with CUDA_ERROR_INVALID_VALUE, copies and memsets
+ * check that the range they touch is mapped with access, and its pointer attributes are a
+ * mapping's. Test-only. */
 #define _GNU_SOURCE
 #include "driver.h"
 
@@ -243,12 +244,14 @@ static void free_delay(void)
 		;
 }
 
-/* Like the real one, it waits for the device: every recorded event completes. An injected
- * failure frees the allocation all the same (unless STANDIN_FAIL_FREE_KEEPS) and reports the
- * error, as a free does with the error of an earlier asynchronous launch. */
+/* Like the real one, it waits for the device first: the work queued on its streams before the
+ * call completes (and every held event is done). An injected failure frees the allocation all
+ * the same (unless STANDIN_FAIL_FREE_KEEPS) and reports the error, as a free does with the error
+ * of an earlier asynchronous launch. */
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
 	CUresult rc, fault = CUDA_SUCCESS;
+	struct alloc *a;
 	void *p = ptr_of(dptr);
 	int dev;
 
@@ -262,7 +265,12 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
 	rc = check_unsafe_call(__func__);
 	if (rc != CUDA_SUCCESS)
 		goto out;
-	if (map_find(p) != NULL)
+	a = map_find(p);
+	if (a != NULL) {
+		wait_device(a->device);
+		a = map_find(p); /* the lock was dropped: another thread may have freed it */
+	}
+	if (a != NULL)
 		fault = inject(STANDIN_FAULT_FREE);
 	if (fault != CUDA_SUCCESS && atomic_load(&st_free_keeps)) {
 		rc = fault;
@@ -306,6 +314,31 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStre
 	return alloc_async(dptr, bytesize, hStream != NULL ? hStream : CU_STREAM_PER_THREAD);
 }
 
+/* A stream-ordered free reached by its stream's worker (st.lock held). */
+static void free_in_order(void *p, int device)
+{
+	(void)do_free(p, device, 1);
+}
+
+/* cuMemFreeAsync frees at once when its stream has nothing to wait for (or is capturing: the
+ * capture rules are unchanged), else when the stream's worker gets there; a pointer that is not
+ * live fails at once. */
+static CUresult free_ordered(void *p, CUstream s, int dev)
+{
+	struct work_args a = { .kind = WORK_LOCKED, .locked = free_in_order, .arg = p };
+	struct CUstream_st *t;
+	int sdev = stream_device(s, dev);
+
+	if (map_find(p) == NULL || (!is_default_stream(s) && s->capturing))
+		return do_free(p, here(sdev), 1);
+	t = stream_of(s, sdev, 1);
+	if (t == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (stream_settled(t))
+		return do_free(p, here(sdev), 1);
+	return queue_work(t, &a, NULL);
+}
+
 static CUresult free_async(CUdeviceptr dptr, CUstream s)
 {
 	CUresult rc;
@@ -320,7 +353,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream s)
 	if (!stream_valid(s))
 		rc = CUDA_ERROR_INVALID_HANDLE;
 	else
-		rc = do_free(ptr_of(dptr), here(stream_device(s, dev)), 1);
+		rc = free_ordered(ptr_of(dptr), s, dev);
 	leave();
 	return rc;
 }
@@ -357,13 +390,43 @@ out:
 	return rc;
 }
 
-/* ---- memset and copies: done at once, with the lock held ---- */
+/* ---- memset and copies: work on a stream ---- */
 
-/* The synchronous ones: on the legacy stream (legacy) or the per-thread one. value < 0: a copy
- * from src, else a memset to value. */
+/* value < 0: a copy from src, else a memset to value. */
+static struct work_args copy_or_set(void *dst, const void *src, int value, size_t n)
+{
+	struct work_args a = { .kind = value < 0 ? WORK_COPY : WORK_MEMSET };
+
+	a.dst = dst;
+	a.src = src;
+	a.value = value;
+	a.n = n;
+	return a;
+}
+
+/* Whether a copy or memset may be queued (st.lock held). */
+static CUresult check_op(void *dst, const void *src, int value, size_t n)
+{
+	CUresult rc = CUDA_SUCCESS;
+
+	if ((dst == NULL || (src == NULL && value < 0)) && n > 0)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc == CUDA_SUCCESS)
+		rc = vmm_check(dst, n, 1);
+	if (rc == CUDA_SUCCESS && value < 0)
+		rc = vmm_check(src, n, 0);
+	return rc;
+}
+
+/* The synchronous ones: queued on the legacy stream (legacy) or this thread's per-thread one,
+ * and waited for, as with pageable host memory on a GPU. From a kernel or host function, done
+ * at once: queued, it would wait for the caller (CUDA forbids the call there). */
 static CUresult sync_op(const char *fn, void *dst, const void *src, int value, size_t n,
 			int legacy)
 {
+	struct work_args a = copy_or_set(dst, src, value, n);
+	struct CUstream_st *t;
+	uint64_t seq = 0;
 	CUresult rc;
 	int dev;
 
@@ -373,16 +436,22 @@ static CUresult sync_op(const char *fn, void *dst, const void *src, int value, s
 	rc = check_unsafe_call(fn);
 	if (rc == CUDA_SUCCESS && legacy && legacy_stream_blocked(dev))
 		rc = capture_error(fn, dev, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
-	if (rc == CUDA_SUCCESS && (dst == NULL || (src == NULL && value < 0)) && n > 0)
-		rc = CUDA_ERROR_INVALID_VALUE;
 	if (rc == CUDA_SUCCESS)
-		rc = vmm_check(dst, n, 1);
-	if (rc == CUDA_SUCCESS && value < 0)
-		rc = vmm_check(src, n, 0);
-	if (rc == CUDA_SUCCESS && value < 0)
-		memmove(dst, src, n);
-	else if (rc == CUDA_SUCCESS)
-		memset(dst, value, n);
+		rc = check_op(dst, src, value, n);
+	if (rc != CUDA_SUCCESS || n == 0)
+		goto out;
+	if (in_worker()) {
+		if (value < 0)
+			memmove(dst, src, n);
+		else
+			memset(dst, value, n);
+		goto out;
+	}
+	t = stream_of(legacy ? CU_STREAM_LEGACY : CU_STREAM_PER_THREAD, dev, 1);
+	rc = t != NULL ? queue_work(t, &a, &seq) : CUDA_ERROR_OUT_OF_MEMORY;
+	if (rc == CUDA_SUCCESS)
+		wait_stream(t, seq);
+out:
 	leave();
 	return rc;
 }
@@ -407,10 +476,12 @@ CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 	return sync_op(__func__, ptr_of(dst), ptr_of(src), -1, ByteCount, 0);
 }
 
-/* The stream-ordered ones: captured (not done) on a capturing stream. value as for sync_op. */
+/* The stream-ordered ones: queued (captured, not done, on a capturing stream). */
 static CUresult async_op(const char *fn, void *dst, const void *src, int value, size_t n,
 			 CUstream s)
 {
+	struct work_args a = copy_or_set(dst, src, value, n);
+	struct CUstream_st *t;
 	CUresult rc;
 	int dev, run = 0;
 
@@ -418,16 +489,13 @@ static CUresult async_op(const char *fn, void *dst, const void *src, int value, 
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	rc = stream_work(fn, s, &dev, &run);
-	if (rc == CUDA_SUCCESS && (dst == NULL || (src == NULL && value < 0)) && n > 0)
-		rc = CUDA_ERROR_INVALID_VALUE;
 	if (rc == CUDA_SUCCESS)
-		rc = vmm_check(dst, n, 1);
-	if (rc == CUDA_SUCCESS && value < 0)
-		rc = vmm_check(src, n, 0);
-	if (rc == CUDA_SUCCESS && run && value < 0)
-		memmove(dst, src, n);
-	else if (rc == CUDA_SUCCESS && run)
-		memset(dst, value, n);
+		rc = check_op(dst, src, value, n);
+	a.delayed = 1;
+	if (rc == CUDA_SUCCESS && run && n > 0) {
+		t = stream_of(s, dev, 1);
+		rc = t != NULL ? queue_work(t, &a, NULL) : CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	leave();
 	return rc;
 }

@@ -113,6 +113,7 @@ static const struct proc_entry table[] = {
 	{ "cuGraphLaunch", { { 10000, FN(cuGraphLaunch), FN(cuGraphLaunch_ptsz) } } },
 	/* launches */
 	{ "cuLaunchKernel", { { 4000, FN(cuLaunchKernel), FN(cuLaunchKernel_ptsz) } } },
+	{ "cuLaunchHostFunc", { { 10000, FN(cuLaunchHostFunc), FN(cuLaunchHostFunc_ptsz) } } },
 };
 
 static const struct proc_entry *find(const char *name)

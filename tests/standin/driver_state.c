@@ -30,7 +30,7 @@
 
 struct state st = { .lock = PTHREAD_MUTEX_INITIALIZER };
 _Atomic int st_unloading, st_free_keeps, st_initialised;
-_Atomic unsigned st_free_delay_us, st_event_latency_us;
+_Atomic unsigned st_free_delay_us, st_event_latency_us, st_launch_delay_us;
 
 static pthread_once_t st_once = PTHREAD_ONCE_INIT;
 
@@ -94,8 +94,15 @@ static void fork_prepare(void)
 	pthread_mutex_lock(&st.lock);
 }
 
-static void fork_release(void)
+static void fork_parent(void)
 {
+	pthread_mutex_unlock(&st.lock);
+}
+
+/* The streams' workers stay behind in the parent (driver_work.c). */
+static void fork_child(void)
+{
+	work_after_fork();
 	pthread_mutex_unlock(&st.lock);
 }
 
@@ -151,7 +158,10 @@ static void st_init(void)
 	atomic_store(&st_unloading, env_on("STANDIN_UNLOADING"));
 	atomic_store(&st_free_delay_us, env_unsigned("STANDIN_FREE_DELAY_US"));
 	atomic_store(&st_event_latency_us, env_unsigned("STANDIN_EVENT_LATENCY_US"));
-	pthread_atfork(fork_prepare, fork_release, fork_release);
+	atomic_store(&st_launch_delay_us, env_unsigned("STANDIN_LAUNCH_DELAY_US"));
+	work_setup();
+	streams_setup();
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 void st_setup(void)
@@ -218,10 +228,15 @@ void lock_state(void)
 
 static void write_report(void);
 
-void leave(void)
+void report_if_due(void)
 {
 	if (st.reported)
 		write_report();
+}
+
+void leave(void)
+{
+	report_if_due();
 	pthread_mutex_unlock(&st.lock);
 }
 
@@ -297,6 +312,10 @@ static const struct {
 	{ "vmm_reserves", offsetof(struct standin_counters, vmm_reserves) },
 	{ "vmm_address_frees", offsetof(struct standin_counters, vmm_address_frees) },
 	{ "vmm_set_access", offsetof(struct standin_counters, vmm_set_access) },
+	{ "work_queued", offsetof(struct standin_counters, work_queued) },
+	{ "work_done", offsetof(struct standin_counters, work_done) },
+	{ "kernels_run", offsetof(struct standin_counters, kernels_run) },
+	{ "host_funcs_run", offsetof(struct standin_counters, host_funcs_run) },
 };
 
 #define NFIELDS (sizeof(counter_fields) / sizeof(counter_fields[0]))

@@ -1,14 +1,24 @@
 /* driver_stream.c — the stand-in driver's streams and the stream-capture rules (CUDA programming
- * guide, "Prohibited and Unhandled Operations"): creating, querying, synchronising and capturing
- * streams, the thread's capture mode, and the checks the other entry points make against
- * captures in progress. Test-only. */
+ * guide, "Prohibited and Unhandled Operations"): creating, destroying, querying, synchronising
+ * and capturing streams, each thread's per-thread default streams, the thread's capture mode,
+ * and the checks the other entry points make against captures in progress. What runs on a
+ * stream, and when, is driver_work.c's. Test-only. */
 #include "driver.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static _Thread_local CUstreamCaptureMode thread_capture_mode;
 static _Thread_local char thread_token_;
+
+/* This thread's per-thread default stream of each device, made at its first work; valid while
+ * the device was not reset since (`resets`). Retired when the thread ends (pt_key). */
+static _Thread_local struct {
+	struct CUstream_st *s;
+	uint64_t resets;
+} my_pt[STANDIN_MAX_DEVICES];
+static pthread_key_t pt_key;
 
 const void *thread_token(void)
 {
@@ -120,6 +130,88 @@ int stream_device(CUstream s, int ctx_dev)
 	return is_default_stream(s) ? ctx_dev : s->device;
 }
 
+/* A new stream of `device` in st.streams, its handle's reference taken; NULL without memory. */
+static struct CUstream_st *stream_new(int device, unsigned flags, int priority)
+{
+	struct CUstream_st *s = calloc(1, sizeof(*s));
+
+	if (s == NULL)
+		return NULL;
+	s->device = device;
+	s->flags = flags;
+	s->priority = priority;
+	s->refs = 1;
+	pthread_cond_init(&s->wake, NULL);
+	s->next = st.streams;
+	st.streams = s;
+	return s;
+}
+
+static int pt_valid(int device)
+{
+	return my_pt[device].s != NULL && my_pt[device].resets == st.dev[device].resets;
+}
+
+/* The stream behind a handle (valid, of `device` if a default one): the legacy stream, this
+ * thread's per-thread one (made if `create`, else NULL if it has none: it has had no work), or
+ * the handle's own. NULL without memory. */
+struct CUstream_st *stream_of(CUstream s, int device, int create)
+{
+	struct CUstream_st *pt;
+
+	if (is_legacy_stream(s))
+		return &st.dev[device].legacy;
+	if (s != CU_STREAM_PER_THREAD)
+		return s;
+	if (pt_valid(device) || !create)
+		return pt_valid(device) ? my_pt[device].s : NULL;
+	pt = stream_new(device, CU_STREAM_DEFAULT, 0); /* blocking: it synchronises with the legacy */
+	if (pt == NULL)
+		return NULL;
+	pt->per_thread = 1;
+	my_pt[device].s = pt;
+	my_pt[device].resets = st.dev[device].resets;
+	pthread_setspecific(pt_key, pt); /* any non-NULL value: pt_exit runs at the thread's end */
+	return pt;
+}
+
+/* Off st.streams: retired (its work still runs, its worker then ends). */
+static void stream_gone(struct CUstream_st *s)
+{
+	struct CUstream_st **link;
+
+	for (link = &st.streams; *link != NULL; link = &(*link)->next) {
+		if (*link == s) {
+			*link = s->next;
+			break;
+		}
+	}
+	if (s->capturing)
+		st.captures--;
+	s->capturing = 0;
+	forget_stream(s);
+	stream_retire(s);
+}
+
+/* The thread ends: its per-thread streams go, as a destroyed stream goes. */
+static void pt_exit(void *unused)
+{
+	int d;
+
+	(void)unused;
+	pthread_mutex_lock(&st.lock);
+	for (d = 0; d < STANDIN_MAX_DEVICES; d++)
+		if (pt_valid(d))
+			stream_gone(my_pt[d].s);
+	memset(my_pt, 0, sizeof(my_pt));
+	leave();
+}
+
+void streams_setup(void)
+{
+	pthread_key_create(&pt_key, pt_exit);
+}
+
 /* Work queued on s (a launch, an asynchronous memset or copy): whether it may be queued, and
  * whether it runs now (*run; not when captured). *device: in, the current context's; out, the
  * stream's. */
@@ -135,26 +227,15 @@ CUresult stream_work(const char *fn, CUstream s, int *device, int *run)
 	return CUDA_SUCCESS;
 }
 
-static void stream_free(struct CUstream_st *s)
-{
-	if (s->capturing)
-		st.captures--;
-	forget_stream(s);
-	free(s);
-}
-
+/* Its streams, handles and per-thread ones, go (its work was drained: their workers end). */
 void destroy_device_streams(int device)
 {
-	struct CUstream_st **link = &st.streams, *s;
+	struct CUstream_st *s = st.streams, *next;
 
-	while (*link != NULL) {
-		s = *link;
-		if (s->device != device) {
-			link = &s->next;
-			continue;
-		}
-		*link = s->next;
-		stream_free(s);
+	for (; s != NULL; s = next) {
+		next = s->next;
+		if (s->device == device)
+			stream_gone(s);
 	}
 }
 
@@ -173,16 +254,11 @@ static CUresult stream_create(CUstream *phStream, unsigned flags, int priority)
 		rc = CUDA_ERROR_INVALID_VALUE;
 		goto out;
 	}
-	s = calloc(1, sizeof(*s));
+	s = stream_new(dev, flags, priority);
 	if (s == NULL) {
 		rc = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	s->device = dev;
-	s->flags = flags;
-	s->priority = priority;
-	s->next = st.streams;
-	st.streams = s;
 	st.dev[dev].c.stream_creates++;
 	*phStream = s;
 out:
@@ -200,23 +276,20 @@ CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int 
 	return stream_create(phStream, flags, priority);
 }
 
+/* Returns at once: the work already queued still runs, its events complete (driver_work.c). */
 CUresult cuStreamDestroy_v2(CUstream hStream)
 {
-	struct CUstream_st **link;
 	CUresult rc = enter();
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	rc = CUDA_ERROR_INVALID_HANDLE;
-	for (link = &st.streams; *link != NULL; link = &(*link)->next) {
-		if (*link != hStream)
-			continue;
-		*link = hStream->next;
-		st.dev[hStream->device].c.stream_destroys++;
-		stream_free(hStream);
-		rc = CUDA_SUCCESS;
-		break;
+	if (is_default_stream(hStream) || !stream_valid(hStream) || hStream->per_thread) {
+		rc = CUDA_ERROR_INVALID_HANDLE;
+		goto out;
 	}
+	st.dev[hStream->device].c.stream_destroys++;
+	stream_gone(hStream);
+out:
 	leave();
 	return rc;
 }
@@ -226,6 +299,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
 /* cuStreamQuery's answer, with the lock held. */
 static CUresult query_stream(CUstream s, int dev, const char *fn)
 {
+	struct CUstream_st *t;
 	CUresult rc;
 
 	if (!stream_valid(s))
@@ -238,13 +312,14 @@ static CUresult query_stream(CUstream s, int dev, const char *fn)
 	dev = stream_device(s, dev);
 	if (is_legacy_stream(s) && legacy_stream_blocked(dev))
 		return capture_error(fn, dev, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
-	/* The stand-in sees no work but events. With manual events, work is always queued that
-	 * completes only when the test says, and it cannot say so for work queued later; with an
-	 * event latency, the "GPU" always lags that far behind: never idle, in both. */
-	return st.manual_events || atomic_load(&st_event_latency_us) > 0 ||
-			       stream_has_pending(s, dev)
-		       ? CUDA_ERROR_NOT_READY
-		       : CUDA_SUCCESS;
+	/* With manual events, work is always queued that completes only when the test says, and it
+	 * cannot say so for work queued later; with an event latency, the "GPU" always lags that far
+	 * behind: never idle, in both. Else the stream's own work: the legacy stream's waits for
+	 * what blocking streams had queued before it, not for what they queued after. */
+	if (st.manual_events || atomic_load(&st_event_latency_us) > 0)
+		return CUDA_ERROR_NOT_READY;
+	t = stream_of(s, dev, 0);
+	return t != NULL && stream_busy(t) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 static CUresult stream_query(CUstream s, const char *fn)
@@ -271,8 +346,11 @@ CUresult cuStreamQuery_ptsz(CUstream hStream)
 	return stream_query(hStream != NULL ? hStream : CU_STREAM_PER_THREAD, __func__);
 }
 
+/* Waits for the work queued on it so far (the legacy stream's waits for what blocking streams
+ * had queued before it). */
 static CUresult stream_sync(CUstream s, const char *fn)
 {
+	struct CUstream_st *t;
 	CUresult rc;
 	int dev;
 
@@ -296,7 +374,13 @@ static CUresult stream_sync(CUstream s, const char *fn)
 		rc = capture_error(fn, dev, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
 		goto out;
 	}
-	complete_stream(s, dev);
+	t = stream_of(s, dev, 0);
+	if (t == NULL)
+		goto out;
+	stream_hold(t);
+	wait_stream(t, t->queued);
+	complete_stream(t);
+	stream_drop(t);
 out:
 	leave();
 	return rc;
@@ -312,16 +396,38 @@ CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 	return stream_sync(hStream != NULL ? hStream : CU_STREAM_PER_THREAD, __func__);
 }
 
+/* Later work on s waits for the event's point (a wait queued on s), unless there is nothing to
+ * wait for: the event reached and s settled. Captures are unchanged: a capturing stream, or an
+ * event recorded in a capture, waits for nothing. */
 static CUresult stream_wait_event(CUstream s, CUevent e)
 {
+	struct work_args a = { .kind = WORK_WAIT };
+	struct CUstream_st *t;
 	CUresult rc;
 	int dev;
 
 	rc = enter_stream(s, &dev);
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	if (!stream_valid(s) || !event_valid(e))
+	if (!stream_valid(s) || !event_valid(e)) {
 		rc = CUDA_ERROR_INVALID_HANDLE;
+		goto out;
+	}
+	if ((!is_default_stream(s) && s->capturing) || !e->recorded || e->captured)
+		goto out;
+	t = stream_of(s, dev, 1);
+	if (t == NULL) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	if (event_reached(e) && stream_settled(t))
+		goto out;
+	if (!event_reached(e)) {
+		a.wait_on = e->on;
+		a.wait_seq = e->point;
+	}
+	rc = queue_work(t, &a, NULL);
+out:
 	leave();
 	return rc;
 }

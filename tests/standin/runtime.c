@@ -97,6 +97,8 @@ static const struct {
 	PER_THREAD("cuGraphLaunch", GraphLaunch_ptsz),
 	LEGACY("cuLaunchKernel", LaunchKernel),
 	PER_THREAD("cuLaunchKernel", LaunchKernel_ptsz),
+	LEGACY("cuLaunchHostFunc", LaunchHostFunc),
+	PER_THREAD("cuLaunchHostFunc", LaunchHostFunc_ptsz),
 };
 
 /* The stand-in libcuda.so.1 beside this library, loaded as the real runtime loads the driver. */

@@ -71,6 +71,8 @@ struct rt_driver {
 	PFN_cuGraphLaunch_v10000_ptsz GraphLaunch_ptsz;
 	PFN_cuLaunchKernel_v4000 LaunchKernel;
 	PFN_cuLaunchKernel_v7000_ptsz LaunchKernel_ptsz;
+	PFN_cuLaunchHostFunc_v10000 LaunchHostFunc;
+	PFN_cuLaunchHostFunc_v10000_ptsz LaunchHostFunc_ptsz;
 };
 
 extern struct rt_driver drv;

@@ -15,6 +15,8 @@ static struct {
 	void (*set_capacity)(int, uint64_t);
 	void (*set_manual_events)(int);
 	void (*complete_events)(void);
+	void (*set_launch_delay_us)(unsigned);
+	uint64_t (*device_busy)(int);
 	int (*owns)(const void *);
 	uint64_t (*size)(const void *);
 	uint64_t (*charge)(uint64_t);
@@ -42,6 +44,8 @@ void ctl_resolve(void *h)
 	find(h, "standin_set_capacity", &ctl.set_capacity);
 	find(h, "standin_set_manual_events", &ctl.set_manual_events);
 	find(h, "standin_complete_events", &ctl.complete_events);
+	find(h, "standin_set_launch_delay_us", &ctl.set_launch_delay_us);
+	find(h, "standin_device_busy", &ctl.device_busy);
 	find(h, "standin_owns", &ctl.owns);
 	find(h, "standin_size", &ctl.size);
 	find(h, "standin_charge", &ctl.charge);
@@ -96,6 +100,19 @@ void standin_complete_events(void)
 	(void)ready();
 	if (ctl.complete_events != NULL)
 		ctl.complete_events();
+}
+
+void standin_set_launch_delay_us(unsigned us)
+{
+	(void)ready();
+	if (ctl.set_launch_delay_us != NULL)
+		ctl.set_launch_delay_us(us);
+}
+
+uint64_t standin_device_busy(int device)
+{
+	(void)ready();
+	return ctl.device_busy != NULL ? ctl.device_busy(device) : 0;
 }
 
 int standin_owns(const void *p)

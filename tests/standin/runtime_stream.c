@@ -1,6 +1,6 @@
-/* runtime_stream.c — the stand-in runtime's streams, stream capture, events and kernel launches,
- * each over its driver function (the per-thread default stream flavours over the driver's
- * _ptsz ones). The handles are the driver's own, as in the real runtime. */
+/* runtime_stream.c — the stand-in runtime's streams, stream capture, events, kernel launches and
+ * host functions, each over its driver function (the per-thread default stream flavours over
+ * the driver's _ptsz ones). The handles are the driver's own, as in the real runtime. */
 #include "runtime.h"
 
 static cudaError_t stream_create(cudaStream_t *pStream, unsigned flags, int priority)
@@ -241,4 +241,23 @@ cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
 	return cu_result(drv.LaunchKernel_ptsz(function_of(func), gridDim.x, gridDim.y, gridDim.z,
 					       blockDim.x, blockDim.y, blockDim.z,
 					       (unsigned)sharedMem, stream, args, NULL));
+}
+
+/* The function types are the driver's (cudaHostFn_t is CUhostFn). */
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+	cudaError_t rc = use_device();
+
+	if (rc != cudaSuccess)
+		return result(rc);
+	return cu_result(drv.LaunchHostFunc(stream, fn, userData));
+}
+
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+	cudaError_t rc = use_device();
+
+	if (rc != cudaSuccess)
+		return result(rc);
+	return cu_result(drv.LaunchHostFunc_ptsz(stream, fn, userData));
 }

@@ -29,11 +29,66 @@
  *       current. cudaFree(NULL) only does that. A driver call never touches the last error.
  *       It also exports the control API below, forwarded to libcuda.so.1, for programs that
  *       load only the runtime.
- * No kernels: cuLaunchKernel (cudaLaunchKernel) takes the CUfunction (the `func` pointer) for a
- * host function `void fn(void **kernelParams)` and calls it at once, outside the driver's lock.
+ * Streams and their work (driver_work.c): each stream's work runs asynchronously, in queue
+ * order, on a thread of the stream's own, started with its first item (all signals blocked):
+ * every stream of cuStreamCreate*, each device's legacy default stream (NULL, CU_STREAM_LEGACY,
+ * the synchronous calls), and each thread's per-thread default stream of each device
+ * (CU_STREAM_PER_THREAD, the _ptsz/_ptds flavours): a blocking stream of that thread, made at
+ * its first work, that ends with the thread or a reset of the device. Work is: a kernel
+ * (cuLaunchKernel/_ptsz, cudaLaunchKernel: the CUfunction, the `func` pointer, is a host
+ * function `void fn(void **kernelParams)`); a host function
+ * (cuLaunchHostFunc/_ptsz, cudaLaunchHostFunc); an asynchronous copy or memset (cuMemcpyAsync,
+ * cuMemsetD8Async, their _ptsz flavours; cudaMemcpyAsync, cudaMemsetAsync); a synchronous one
+ * (cuMemcpy and cuMemsetD8_v2 on the legacy stream, their _ptds flavours on the per-thread one;
+ * cudaMemcpy, cudaMemset): queued, and the call waits for it, as with pageable host memory; an
+ * event's marker (cuEventRecord); a wait (cuStreamWaitEvent); and a stream-ordered free
+ * (cuMemFreeAsync on a stream with work to wait for; otherwise it frees at once). The call that
+ * queues returns at once (a bad argument fails it then); the stream's worker runs the item
+ * later, outside the driver's lock, once
+ *   - the items queued before it on its stream are complete;
+ *   - on the legacy stream: the work queued before it on every blocking stream of its device
+ *     (made without CU_STREAM_NON_BLOCKING; per-thread ones and destroyed ones still running
+ *     included) is complete; on a blocking stream: the work queued before it on its device's
+ *     legacy stream is. A non-blocking stream never waits for the legacy stream, nor it for one;
+ *   - for a wait: the event's point is reached (an event never recorded, or recorded in a
+ *     capture, is nothing to wait for);
+ *   - for a kernel, a host function, an asynchronous copy or memset: STANDIN_LAUNCH_DELAY_US
+ *     have passed since it was queued.
+ *   So work on the legacy stream joins the blocking streams, and their later work waits for it.
+ *   An item only ever waits for work queued before it. kernelParams is passed as it is, not
+ *   copied (the stand-in knows no kernel's parameters): it, and what it points to, must stay
+ *   valid until the kernel ran. A kernel may call CUDA, but a call that would wait for the
+ *   kernel itself does not: a synchronous copy or memset is done at once, synchronising the
+ *   kernel's own stream returns, cuMemFree_v2 and cuCtxSynchronize wait only for the work queued
+ *   before the kernel (CUDA forbids host functions such calls). To hold work back, a test
+ *   launches a kernel that waits on a gate of its own (a semaphore the test posts later, and
+ *   must: whatever waits for the kernel waits as long): what is queued behind it on its stream,
+ *   and what depends on that, waits; tests/e2e/standin_selftest.c shows how.
+ * Events are reached in their stream's order: when the worker passes the marker (the work queued
+ * before it on the stream, and what that waited for, is complete); recorded on a stream that has
+ * nothing to wait for (its own work complete and, for the legacy stream, its blocking streams',
+ * for a blocking stream, the legacy stream's), an event is reached at once, with no marker.
+ * cuEventQuery answers CUDA_SUCCESS once reached (see the overlays below); cuEventSynchronize
+ * waits until it is. cuStreamQuery answers CUDA_ERROR_NOT_READY while the work queued on that
+ * stream is not complete, and cuStreamSynchronize waits for that work: for the legacy stream,
+ * its own items (each of which waited for what the blocking streams had queued before it), not
+ * what blocking streams queued after its last one (a blocking stream busy on its own leaves the
+ * legacy stream idle: record an event on the legacy stream to cover them); for a per-thread
+ * stream, the calling thread's. cuCtxSynchronize (cudaDeviceSynchronize) and cuMemFree_v2
+ * (cudaFree of a live allocation: its device) wait until the work queued on every stream of
+ * the device before the call is complete. cuStreamDestroy returns at once: the stream's work
+ * still runs and its events are reached, then its worker ends. cuDevicePrimaryCtxReset
+ * (cudaDeviceReset) first waits until the device has no work left (what other threads queue
+ * meanwhile included: no work is dropped, and none touches freed memory); releasing a primary
+ * context frees nothing, so its work goes on. A checkpoint lock waits until no stream has work.
+ * A forked child has no workers: the work the parent had queued is dropped there as complete,
+ * and new work starts new workers. At exit the workers are left running (detached, never
+ * joined, so a gated kernel cannot hang the exit); an item completed after the exit report was
+ * written rewrites it.
  * Graphs: capture yields a graph object; instantiate, clone, child nodes, exec update and launch
- * give handles and record nothing; work issued to a capturing stream (a launch, an asynchronous
- * memset or copy) is captured, not run.
+ * give handles and record nothing (cuGraphLaunch queues nothing: graphs hold no nodes); work
+ * issued to a capturing stream (a launch, a host function, an asynchronous memset or copy, an
+ * event record, a wait) is captured, not queued nor run.
  * Virtual memory management (driver_vmm.c): cuMemGetAllocationGranularity (2 MiB, minimum and
  * recommended), cuMemCreate, cuMemRelease, cuMemAddressReserve, cuMemAddressFree, cuMemMap,
  * cuMemUnmap, cuMemSetAccess, cuMemGetAccess; pinned memory on a device location only, flags 0.
@@ -75,8 +130,11 @@
  * Environment, read once (by libcuda.so.1):
  *   STANDIN_DEVICES=n        devices (default 1, at most 8; 0: cuInit fails with no device)
  *   STANDIN_CAPACITY=bytes   per-device capacity, K/M/G suffixes allowed (default 1 GiB)
- *   STANDIN_MANUAL_EVENTS=1  events complete only when told, and no stream is ever idle to
- *                            cuStreamQuery (see standin_set_manual_events)
+ *   STANDIN_MANUAL_EVENTS=1  events complete only once reached and told, and no stream is ever
+ *                            idle to cuStreamQuery (see standin_set_manual_events)
+ *   STANDIN_LAUNCH_DELAY_US=n  each kernel, host function and asynchronous copy or memset starts
+ *                            at least n µs after it was queued (default 0; see
+ *                            standin_set_launch_delay_us)
  *   STANDIN_REPORT=path      the counters summed over devices, `name=value` a line, written there
  *                            when the driver is unloaded at exit (and rewritten after any later call)
  *   STANDIN_TRACE=1          name on stderr every call that broke the stream-capture rules
@@ -95,9 +153,10 @@
  *   STANDIN_UNLOADING=1          every driver call fails with CUDA_ERROR_DEINITIALIZED and every
  *                                runtime call with cudaErrorCudartUnloading (the state of both while
  *                                the process exits), and does nothing
- *   STANDIN_EVENT_LATENCY_US=n   cuEventQuery reports an event done only n µs after its record
- *                                (as a GPU that takes time to reach it; synchronising is immediate),
- *                                and cuStreamQuery never finds a stream idle
+ *   STANDIN_EVENT_LATENCY_US=n   cuEventQuery reports an event done only once reached and n µs
+ *                                after its record (as a GPU that takes time to reach it; once
+ *                                synchronised past, it is done at once), and cuStreamQuery never
+ *                                finds a stream idle
  *   STANDIN_FREE_DELAY_US=n      cuMemFree_v2 sleeps n µs first (outside the driver's lock): a slow
  *                                device, to catch a release in progress
  *   STANDIN_NO_VMM=1             (read at each call) cuDeviceGetAttribute says the device lacks the
@@ -111,10 +170,11 @@
  *   STANDIN_CHECKPOINT=1         the process answers the checkpoint API (cuCheckpointProcess*,
  *                                driver_ckpt.c) that another process calls with its pid: from its
  *                                first cuInit a thread of its own serves /dev/shm/standin-ckpt.<pid>;
- *                                lock waits for launches in flight and then holds every call of the
- *                                process; checkpoint parks the device memory in host memory (the
- *                                device's copy dropped or poisoned, its capacity free); restore puts
- *                                it back; a process without it is not a CUDA process to the API
+ *                                lock waits until no stream has work queued and then holds every
+ *                                call of the process (and so all new work); checkpoint parks the
+ *                                device memory in host memory (the device's copy dropped or
+ *                                poisoned, its capacity free); restore puts it back; a process
+ *                                without it is not a CUDA process to the API
  *   STANDIN_CHECKPOINT_RESTORE_FAILS=n  its first n restores fail with CUDA_ERROR_OUT_OF_MEMORY
  *                                and change nothing (a device that lacks the memory now)
  */
@@ -158,6 +218,13 @@ struct standin_counters {
 	uint64_t vmm_reserves;      /* successful cuMemAddressReserve calls */
 	uint64_t vmm_address_frees; /* successful cuMemAddressFree calls */
 	uint64_t vmm_set_access;    /* successful cuMemSetAccess calls */
+	/* The streams' work (driver_work.c), appended; on the stream's device. */
+	uint64_t work_queued;       /* items queued on a stream: kernels, host functions, copies and
+				     * memsets (synchronous ones too), stream-ordered frees, event
+				     * markers, waits for an event */
+	uint64_t work_done;         /* of those, complete (not those dropped in a forked child) */
+	uint64_t kernels_run;       /* kernels that ran to their end */
+	uint64_t host_funcs_run;    /* host functions (cuLaunchHostFunc) that ran to their end */
 };
 
 /* A copy of the counters of `device`; device -1 sums all devices. An invalid device gives zeros. */
@@ -166,15 +233,27 @@ void standin_get(int device, struct standin_counters *out);
 /* Capacity of `device` in bytes (default: STANDIN_CAPACITY, else 1 GiB). */
 void standin_set_capacity(int device, uint64_t bytes);
 
-/* 1: a recorded event stays not ready until standin_complete_events() or a synchronizing call
- * (cuCtxSynchronize, cuMemFree_v2, cuStreamSynchronize, cuEventSynchronize), and cuStreamQuery
- * always answers CUDA_ERROR_NOT_READY (as it does with STANDIN_EVENT_LATENCY_US).
- * 0 (default, unless STANDIN_MANUAL_EVENTS=1): an event completes as soon as it is recorded,
- * and a stream is idle unless an event recorded on it is not yet complete. */
+/* 1: an event recorded from now on stays not ready, even once reached, until
+ * standin_complete_events() or a synchronizing call past it: cuCtxSynchronize and cuMemFree_v2
+ * (every event), cuStreamSynchronize (the events reached on that stream; on the legacy stream,
+ * those on its device's blocking streams too), cuEventSynchronize (the event, and those recorded
+ * before it on its stream); and cuStreamQuery always answers CUDA_ERROR_NOT_READY (as it does
+ * with STANDIN_EVENT_LATENCY_US). The work itself runs regardless (a wait waits for the point
+ * to be reached, not told). 0 (default, unless STANDIN_MANUAL_EVENTS=1): an event is complete
+ * once reached, and a stream is idle once the work queued on it is complete. */
 void standin_set_manual_events(int on);
 
-/* Complete every recorded event (the "GPU" catches up with all work issued so far). */
+/* Every recorded event is complete once reached (the test's word for manual events and the
+ * latency; the streams' work still runs at its own pace). */
 void standin_complete_events(void);
+
+/* Each kernel, host function and asynchronous copy or memset queued from now on starts at least
+ * `us` µs after it was queued (0: as soon as its turn comes). */
+void standin_set_launch_delay_us(unsigned us);
+
+/* Work items queued on the streams of `device` (-1: every device) and not yet complete: running
+ * or waiting for their turn. */
+uint64_t standin_device_busy(int device);
 
 /* 1 if p is the start of a live allocation of the stand-in, else 0. */
 int standin_owns(const void *p);
