@@ -5,6 +5,7 @@
  * Test-only. */
 #include "driver.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 /* ---- the events' state (st.lock held) ---- */
@@ -183,11 +184,46 @@ static CUresult record_event(CUevent e, CUstream s, int dev, const char *fn)
 	return CUDA_SUCCESS;
 }
 
+/* standin_hold_event_records: calls of cuEventRecord wait at their entry while held (a test stops
+ * a caller between its own checks and the driver). Apart from st.lock: a held call holds none. */
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cond = PTHREAD_COND_INITIALIZER;
+static int holding, held;
+
+void standin_hold_event_records(int on)
+{
+	pthread_mutex_lock(&hold_lock);
+	holding = on != 0;
+	pthread_cond_broadcast(&hold_cond);
+	pthread_mutex_unlock(&hold_lock);
+}
+
+int standin_held_event_records(void)
+{
+	int n;
+
+	pthread_mutex_lock(&hold_lock);
+	n = held;
+	pthread_mutex_unlock(&hold_lock);
+	return n;
+}
+
+static void wait_while_held(void)
+{
+	pthread_mutex_lock(&hold_lock);
+	held++;
+	while (holding)
+		pthread_cond_wait(&hold_cond, &hold_lock);
+	held--;
+	pthread_mutex_unlock(&hold_lock);
+}
+
 static CUresult event_record(CUevent e, CUstream s, const char *fn)
 {
 	CUresult rc;
 	int dev;
 
+	wait_while_held();
 	rc = enter_stream(s, &dev);
 	if (rc != CUDA_SUCCESS)
 		return rc;

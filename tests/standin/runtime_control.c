@@ -17,6 +17,8 @@ static struct {
 	void (*complete_events)(void);
 	void (*set_launch_delay_us)(unsigned);
 	uint64_t (*device_busy)(int);
+	void (*hold_event_records)(int);
+	int (*held_event_records)(void);
 	int (*owns)(const void *);
 	uint64_t (*size)(const void *);
 	uint64_t (*charge)(uint64_t);
@@ -46,6 +48,8 @@ void ctl_resolve(void *h)
 	find(h, "standin_complete_events", &ctl.complete_events);
 	find(h, "standin_set_launch_delay_us", &ctl.set_launch_delay_us);
 	find(h, "standin_device_busy", &ctl.device_busy);
+	find(h, "standin_hold_event_records", &ctl.hold_event_records);
+	find(h, "standin_held_event_records", &ctl.held_event_records);
 	find(h, "standin_owns", &ctl.owns);
 	find(h, "standin_size", &ctl.size);
 	find(h, "standin_charge", &ctl.charge);
@@ -113,6 +117,19 @@ uint64_t standin_device_busy(int device)
 {
 	(void)ready();
 	return ctl.device_busy != NULL ? ctl.device_busy(device) : 0;
+}
+
+void standin_hold_event_records(int on)
+{
+	(void)ready();
+	if (ctl.hold_event_records != NULL)
+		ctl.hold_event_records(on);
+}
+
+int standin_held_event_records(void)
+{
+	(void)ready();
+	return ctl.held_event_records != NULL ? ctl.held_event_records() : 0;
 }
 
 int standin_owns(const void *p)

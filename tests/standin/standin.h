@@ -255,6 +255,12 @@ void standin_set_launch_delay_us(unsigned us);
  * or waiting for their turn. */
 uint64_t standin_device_busy(int device);
 
+/* 1: every cuEventRecord call from now on waits at its entry, holding no lock of the driver's,
+ * until 0 (a test stops a caller between its own checks and the driver call). */
+void standin_hold_event_records(int on);
+/* cuEventRecord calls waiting now (standin_hold_event_records). */
+int standin_held_event_records(void);
+
 /* 1 if p is the start of a live allocation of the stand-in, else 0. */
 int standin_owns(const void *p);
 

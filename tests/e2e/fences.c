@@ -1,0 +1,264 @@
+/* fences.c — whether gpupool's fences cover the GPU work that may still use a freed block, on the
+ * stand-in's in-flight kernels (a kernel here waits at a gate the test opens: it runs, as on a
+ * GPU, long after its launch returned). Modes (argv[1]):
+ *   quiet      a kernel on a blocking stream still uses a freed block: a cudaMalloc of its size
+ *              does not get it (the question "is the GPU idle?" asks that stream itself, not only
+ *              the legacy stream, whose answer need not cover it).
+ *   join       two blocking streams, one busy: the fence a miss records lets the other stream's
+ *              next kernel run (an event on the legacy stream would make it wait for the busy
+ *              one: a join of streams that were overlapping).
+ *   destroyed  a stream destroyed during another stream's capture, while its kernel still uses a
+ *              freed block: the block is not handed out until that kernel is done.
+ *   gate       a capture begun while another thread is inside a fence call (stopped in the
+ *              driver's cuEventRecord, standin_hold_event_records) waits for that call to end:
+ *              the capture stays valid (a fence recorded on the legacy stream once a blocking
+ *              stream captures would invalidate it).
+ * Each fails against a library without the fix it names; each wait for something that must
+ * happen is bounded (seconds), each look for something that must not is a short window. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "e2e.h"
+
+#define BYTES (4 * E2E_MIB)
+
+/* A kernel that runs until the test opens its gate: keeps its stream busy, as a long kernel. */
+struct gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int open;
+	_Atomic int started;
+};
+
+static struct gate gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+static _Atomic int flag;
+
+static void gate_kernel(void **params)
+{
+	struct gate *g = *(struct gate **)params[0];
+
+	atomic_store(&g->started, 1);
+	pthread_mutex_lock(&g->lock);
+	while (!g->open)
+		pthread_cond_wait(&g->cond, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+}
+
+static void flag_kernel(void **params)
+{
+	(void)params;
+	atomic_store(&flag, 1);
+}
+
+/* The stand-in takes a kernel's arguments by reference: they stay valid until it ran. */
+static struct gate *gate_arg = &gate;
+static void *gate_args[] = { &gate_arg };
+
+static void launch(void (*fn)(void **), void **args, cudaStream_t s)
+{
+	const void *f;
+
+	memcpy(&f, &fn, sizeof(f)); /* a kernel is a host function on the stand-in */
+	e2e_cuda(cudaLaunchKernel(f, (dim3){ 1, 1, 1 }, (dim3){ 1, 1, 1 }, args, 0, s),
+		 "cudaLaunchKernel");
+}
+
+static void open_gate(void)
+{
+	pthread_mutex_lock(&gate.lock);
+	gate.open = 1;
+	pthread_cond_broadcast(&gate.cond);
+	pthread_mutex_unlock(&gate.lock);
+}
+
+static int flag_set(void *arg)
+{
+	(void)arg;
+	return atomic_load(&flag);
+}
+
+static int gate_started(void *arg)
+{
+	(void)arg;
+	return atomic_load(&gate.started);
+}
+
+static void run_quiet(void)
+{
+	cudaStream_t s;
+	void *p = NULL, *q = NULL;
+
+	e2e_cuda(cudaStreamCreate(&s), "cudaStreamCreate (blocking)");
+	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
+	launch(gate_kernel, gate_args, s);
+	e2e_check(e2e_poll(gate_started, NULL, 10000), "the kernel on the blocking stream runs");
+	e2e_cuda(cudaFree(p), "cudaFree while the kernel uses the block");
+	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc of its size");
+	e2e_check(q != p, "a block a running kernel on a blocking stream may use is not handed out");
+	open_gate();
+	e2e_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+	e2e_cuda(cudaFree(q), "cudaFree");
+	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+	printf("PASS e2e_fences_quiet\n");
+}
+
+static void run_join(void)
+{
+	cudaStream_t s1, s2, nb;
+	void *p = NULL, *q = NULL;
+	uint64_t records;
+
+	e2e_cuda(cudaStreamCreate(&s1), "cudaStreamCreate (blocking)");
+	e2e_cuda(cudaStreamCreate(&s2), "cudaStreamCreate (blocking)");
+	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
+	/* Busy on a non-blocking stream too: the GPU is busy whatever the legacy stream answers. */
+	launch(gate_kernel, gate_args, nb);
+	launch(gate_kernel, gate_args, s1);
+	e2e_check(e2e_poll(gate_started, NULL, 10000), "the kernel on the first stream runs");
+	records = e2e_counters().event_records;
+	e2e_cuda(cudaFree(p), "cudaFree");
+	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc: a miss that records a fence");
+	e2e_check(e2e_counters().event_records > records, "the miss recorded a fence (%llu events)",
+		  (unsigned long long)(e2e_counters().event_records - records));
+	launch(flag_kernel, NULL, s2);
+	e2e_check(e2e_poll(flag_set, NULL, 5000),
+		  "the other blocking stream's next kernel runs while the first is busy: the fence "
+		  "did not join the streams");
+	open_gate();
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	e2e_cuda(cudaFree(q), "cudaFree");
+	e2e_cuda(cudaStreamDestroy(s1), "cudaStreamDestroy");
+	e2e_cuda(cudaStreamDestroy(s2), "cudaStreamDestroy");
+	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
+	printf("PASS e2e_fences_join\n");
+}
+
+static void run_destroyed(void)
+{
+	cudaStream_t a, b;
+	cudaGraph_t g = NULL;
+	void *p = NULL, *q[4];
+	int handed = 0;
+
+	e2e_cuda(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	e2e_cuda(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
+	launch(gate_kernel, gate_args, a);
+	e2e_check(e2e_poll(gate_started, NULL, 10000), "the kernel on stream a runs");
+	e2e_cuda(cudaFree(p), "cudaFree while a's kernel uses the block");
+	e2e_cuda(cudaStreamBeginCapture(b, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture(b)");
+	e2e_cuda(cudaStreamDestroy(a), "cudaStreamDestroy(a) during the capture");
+	e2e_cuda(cudaStreamEndCapture(b, &g), "cudaStreamEndCapture(b)");
+	for (int i = 0; i < 4; i++) {
+		e2e_cuda(cudaMalloc(&q[i], BYTES), "cudaMalloc after the capture");
+		handed += q[i] == p;
+	}
+	e2e_check(handed == 0, "the block a kernel of a stream destroyed during the capture still "
+		  "uses is not handed out (%d of 4 times)", handed);
+	open_gate();
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	for (int i = 0; i < 4; i++)
+		e2e_cuda(cudaFree(q[i]), "cudaFree");
+	if (g != NULL)
+		e2e_cuda(cudaGraphDestroy(g), "cudaGraphDestroy");
+	e2e_cuda(cudaStreamDestroy(b), "cudaStreamDestroy(b)");
+	printf("PASS e2e_fences_destroyed\n");
+}
+
+/* gate mode: a thread whose cudaMalloc records a fence (stopped in cuEventRecord), and one that
+ * captures a blocking stream meanwhile. */
+static cudaStream_t captured;
+static _Atomic int begun, may_end;
+static cudaError_t begin_rc, end_rc;
+
+static void *fencing(void *arg)
+{
+	void **q = arg;
+
+	e2e_cuda(cudaMalloc(q, BYTES), "cudaMalloc that records a fence");
+	return NULL;
+}
+
+static int is_set(void *arg)
+{
+	return atomic_load((_Atomic int *)arg);
+}
+
+static void *capturing(void *arg)
+{
+	cudaGraph_t g = NULL;
+
+	(void)arg;
+	begin_rc = cudaStreamBeginCapture(captured, cudaStreamCaptureModeGlobal);
+	atomic_store(&begun, 1);
+	e2e_poll(is_set, (void *)&may_end, 30000);
+	end_rc = cudaStreamEndCapture(captured, &g);
+	if (g != NULL)
+		cudaGraphDestroy(g);
+	return NULL;
+}
+
+static int records_held(void *arg)
+{
+	(void)arg;
+	return standin_held_event_records() > 0;
+}
+
+static void run_gate(void)
+{
+	cudaStream_t busy;
+	pthread_t t1, t2;
+	void *p = NULL, *q = NULL;
+	int begun_while_held;
+
+	e2e_cuda(cudaStreamCreate(&captured), "cudaStreamCreate (blocking, to capture)");
+	e2e_cuda(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	launch(gate_kernel, gate_args, busy); /* the GPU is not idle: a miss records a fence */
+	e2e_check(e2e_poll(gate_started, NULL, 10000), "the kernel that keeps the GPU busy runs");
+	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
+	e2e_cuda(cudaFree(p), "cudaFree");
+	standin_hold_event_records(1);
+	pthread_create(&t1, NULL, fencing, &q);
+	if (!e2e_poll(records_held, NULL, 10000))
+		e2e_fail("the miss's fence never reached cuEventRecord");
+	pthread_create(&t2, NULL, capturing, NULL);
+	/* A begin that does not wait for the fence call reaches the driver now. */
+	begun_while_held = e2e_poll(is_set, (void *)&begun, 300);
+	e2e_note("the capture's begin %s while the fence call was inside the driver",
+		 begun_while_held ? "returned" : "waited");
+	standin_hold_event_records(0);
+	pthread_join(t1, NULL);
+	atomic_store(&may_end, 1);
+	pthread_join(t2, NULL);
+	e2e_check(begin_rc == cudaSuccess && end_rc == cudaSuccess,
+		  "the capture begun beside a fence call stays valid (begin: %s, end: %s)",
+		  cudaGetErrorName(begin_rc), cudaGetErrorName(end_rc));
+	open_gate();
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	e2e_cuda(cudaFree(q), "cudaFree");
+	e2e_cuda(cudaStreamDestroy(busy), "cudaStreamDestroy");
+	e2e_cuda(cudaStreamDestroy(captured), "cudaStreamDestroy");
+	printf("PASS e2e_fences_gate\n");
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+
+	e2e_start("e2e_fences");
+	e2e_cuda(cudaFree(NULL), "cudaFree(0)");
+	if (strcmp(mode, "quiet") == 0)
+		run_quiet();
+	else if (strcmp(mode, "join") == 0)
+		run_join();
+	else if (strcmp(mode, "destroyed") == 0)
+		run_destroyed();
+	else if (strcmp(mode, "gate") == 0)
+		run_gate();
+	else
+		e2e_fail("mode: quiet, join, destroyed or gate, not \"%s\"", mode);
+	return 0;
+}
