@@ -9,7 +9,7 @@
 #include "capture.h"
 #include "grow.h"
 #include "ctx.h"
-#include "cu.h"
+#include "door/lookup.h"
 #include "log.h"
 #include "pool.h"
 #include "state.h" /* gp_shim.fence */

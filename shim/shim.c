@@ -7,8 +7,8 @@
 #include "capture.h"
 #include "backend.h"
 #include "ctx.h"
-#include "cu.h"
-#include "door.h"
+#include "door/lookup.h"
+#include "door/handout.h"
 #include "control.h"
 #include "fence.h"
 #include "graphs.h"
@@ -17,7 +17,7 @@
 #include "observe.h"
 #include "options.h"
 #include "policy.h"
-#include "real.h"
+#include "door/real.h"
 #include "trace.h"
 #include "vmm.h"
 
@@ -578,8 +578,8 @@ void gp_shim_per_thread_stream(void)
 		unordered();
 }
 
-/* The driver door found a function it cannot vouch for (door.c): allocations pass through from
- * now on, and blocks already cached are reused only after a real free. */
+/* The driver door found a function it cannot vouch for (door/handout.c): allocations pass through
+ * from now on, and blocks already cached are reused only after a real free. */
 void gp_shim_door_blind(void)
 {
 	atomic_store(&gp_shim.life.driver_caution, 1);

@@ -1,7 +1,7 @@
 /* shim.h — the shim's life cycle and the logic behind both doors' entry points: the runtime's
- * (entry.c: cudaMalloc, cudaFree, ...) and the driver's (drventry.c: cuMemAlloc_v2, ...). The
- * entry points stay lists of short wrappers; everything they need is here. Its state is
- * gp_shim.life (state.h). Never aborts the program: errors are the runtime's or driver's own. */
+ * (door/runtime.c: cudaMalloc, cudaFree, ...) and the driver's (door/driver.c: cuMemAlloc_v2,
+ * ...). The entry points stay lists of short wrappers; everything they need is here. Its state
+ * is gp_shim.life (state.h). Never aborts the program: errors are the runtime's or driver's own. */
 #ifndef GPUPOOL_SHIM_H
 #define GPUPOOL_SHIM_H
 
@@ -18,8 +18,8 @@ enum gp_state { GP_UNINIT = 0, GP_ACTIVE, GP_PASSTHROUGH };
  * the runtime's own calls into the driver then pass our driver entry points untouched, so that
  * nothing is pooled twice. One per thread: not in gp_shim. */
 extern _Thread_local int gp_shim_in_real;
-/* The driver door cannot vouch for what it hands out (door.h), or a context of the program's own
- * is current somewhere (gp_shim.life.driver_caution): checked by gp_shim_serves. */
+/* The driver door cannot vouch for what it hands out (door/handout.h), or a context of the
+ * program's own is current somewhere (gp_shim.life.driver_caution): checked by gp_shim_serves. */
 int gp_shim_driver_pooling_slow(void);
 
 int gp_shim_init_slow(void);
@@ -100,7 +100,7 @@ void gp_shim_ctx_destroying(CUcontext c);
 void gp_shim_ctx_current(void);
 /* Work was queued on a per-thread default stream. */
 void gp_shim_per_thread_stream(void);
-/* The driver door cannot vouch for what it hands out (door.c): pass allocations through. */
+/* The driver door cannot vouch for what it hands out (door/handout.c): pass allocations through. */
 void gp_shim_door_blind(void);
 
 #endif

@@ -2,7 +2,7 @@
  * Never loads a runtime itself: it only looks at what the program already has. */
 #define _GNU_SOURCE
 #include "real.h"
-#include "cu.h"
+#include "lookup.h"
 #include "log.h"
 #include "state.h" /* gp_shim.real */
 

@@ -1,5 +1,5 @@
-/* drventry.h — our driver entry points (drventry.c), exported under the driver's exact symbol
- * names and handed out by the door (door.c). Declared here for the door's table (cuda.h declares
+/* driver.h — our driver entry points (driver.c), exported under the driver's exact symbol
+ * names and handed out by the door (handout.c). Declared here for the door's table (cuda.h declares
  * few of the per-thread-stream flavours). Never a logic of their own: that is shim.c's. */
 #ifndef GPUPOOL_DRVENTRY_H
 #define GPUPOOL_DRVENTRY_H

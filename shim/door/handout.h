@@ -1,5 +1,5 @@
-/* door.h — the driver door: our dlsym and cuGetProcAddress hand out our driver entry points
- * (drventry.c) in place of the driver's own, to every runtime and library in the process; never
+/* handout.h — the driver door: our dlsym and cuGetProcAddress hand out our driver entry points
+ * (driver.c) in place of the driver's own, to every runtime and library in the process; never
  * a function other than the one the caller would have got, or its wrapper. */
 #ifndef GPUPOOL_DOOR_H
 #define GPUPOOL_DOOR_H

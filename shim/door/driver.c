@@ -1,9 +1,9 @@
-/* drventry.c — the driver's entry points, as the door hands them out (door.c) and as programs
+/* driver.c — the driver's entry points, as the door hands them out (handout.c) and as programs
  * linked to libcuda.so.1 bind them. Each has the same shape: the real function must exist (else
  * the driver's "not found"), pass through when the pool is not in play, else call the logic in
  * shim.c or the real function and note what it did. */
-#include "drventry.h"
-#include "cu.h"
+#include "driver.h"
+#include "lookup.h"
 #include "shim.h"
 #include "vmm.h"
 

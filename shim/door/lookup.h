@@ -1,4 +1,4 @@
-/* cu.h — the real CUDA driver, found once in the libcuda.so.1 the process has loaded (never
+/* lookup.h — the real CUDA driver, found once in the libcuda.so.1 the process has loaded (never
  * loaded by us), into one typed table: the functions our driver entry points stand in front of,
  * and the ones the shim calls itself (fences, contexts, releases). A missing one stays NULL and
  * its callers pass through or return the driver's own "not found" error. */
@@ -8,7 +8,7 @@
 #include <cuda.h>
 
 struct gp_cu {
-	/* What the pool needs, behind our entry points (door.c, drventry.c). */
+	/* What the pool needs, behind our entry points (handout.c, driver.c). */
 	CUresult (*MemAlloc_v2)(CUdeviceptr *, size_t);
 	CUresult (*MemFree_v2)(CUdeviceptr);
 	CUresult (*MemGetInfo_v2)(size_t *, size_t *);
@@ -123,7 +123,7 @@ int gp_cu_missing(void **slot, const char *name);
 /* Our constructor has run: from now on the next dlsym may be looked for among the loaded
  * objects (another tool's hook after ours). */
 void gp_cu_constructed(void);
-/* The next dlsym after ours (door.c): another tool's hook loaded after us, else libc's; NULL if
+/* The next dlsym after ours (handout.c): another tool's hook loaded after us, else libc's; NULL if
  * none. */
 void *(*gp_real_dlsym_fn(void))(void *, const char *);
 void *gp_real_dlsym(void *handle, const char *name);

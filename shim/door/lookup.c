@@ -1,8 +1,8 @@
-/* cu.c — the real driver's entry points, found once by their exact names in the libcuda.so.1
+/* lookup.c — the real driver's entry points, found once by their exact names in the libcuda.so.1
  * the process has loaded (RTLD_NOLOAD: the runtime or the program loaded it; we never do), and
  * the real dlsym behind our own. */
 #define _GNU_SOURCE
-#include "cu.h"
+#include "lookup.h"
 #include "log.h"
 #include "state.h" /* gp_shim.door, gp_shim_early.door */
 

@@ -1,6 +1,6 @@
-/* door.c — the driver door. Runtimes and libraries find the driver with dlsym on a libcuda handle
+/* handout.c — the driver door. Runtimes and libraries find the driver with dlsym on a libcuda handle
  * and then with cuGetProcAddress: ours stand in front of both and answer with our entry points
- * (drventry.c) for the calls the pool needs, and with the driver's own functions for every other
+ * (driver.c) for the calls the pool needs, and with the driver's own functions for every other
  * name. A function is matched by identity: what the real lookup returned is compared with the
  * driver's exported symbols we wrap, so every version and per-thread-stream flavour a caller asks
  * for gets the wrapper of exactly the function it would have got. Never a global lookup on the
@@ -8,9 +8,9 @@
  * come here: the dlsym stub jumps straight to the real one, keeping the caller's return address,
  * so RTLD_NEXT still means "after the caller". */
 #define _GNU_SOURCE
-#include "door.h"
-#include "cu.h"
-#include "drventry.h"
+#include "handout.h"
+#include "lookup.h"
+#include "driver.h"
 #include "log.h"
 #include "shim.h"
 #include "state.h" /* gp_shim.door */
@@ -185,7 +185,7 @@ static void *no_dlsym(void *handle, const char *name)
 
 /* Where a call of dlsym goes: to door_dlsym for the driver's names (cu and a capital letter:
  * never cublas*, cudnn*, curl*), else to the real one. It runs for every dlsym of the process,
- * also while a sanitizer's runtime initialises itself: uninstrumented (cu.h). */
+ * also while a sanitizer's runtime initialises itself: uninstrumented (lookup.h). */
 GP_NO_SANITIZE __attribute__((used, visibility("hidden"))) void *gp_door_route(void *handle,
 									const char *name)
 {
