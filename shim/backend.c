@@ -11,7 +11,6 @@
 #include "door/lookup.h"
 #include "fence.h"
 #include "policy.h"
-#include "door/real.h"
 #include "shim.h"
 #include "state.h"
 #include "vmm.h"

@@ -12,7 +12,6 @@
 #include "ctx.h"
 #include "door/lookup.h"
 #include "log.h"
-#include "door/real.h"
 #include "state.h" /* gp_shim.policy */
 
 #include <stdatomic.h>

@@ -17,7 +17,6 @@
 #include "observe.h"
 #include "options.h"
 #include "policy.h"
-#include "door/real.h"
 #include "trace.h"
 #include "vmm.h"
 
@@ -571,11 +570,19 @@ void gp_shim_ctx_current(void)
 		note_device(dev);
 }
 
-void gp_shim_per_thread_stream(void)
+/* Work on a per-thread default stream is not in the legacy stream's order. */
+static void per_thread_stream(void)
 {
 	if (!atomic_load_explicit(&gp_shim.life.per_thread_stream, memory_order_relaxed) &&
 	    gp_shim_tracking() && !atomic_exchange(&gp_shim.life.per_thread_stream, 1))
 		unordered();
+}
+
+void gp_shim_work(CUstream s, int per_thread)
+{
+	(void)s;
+	if (per_thread)
+		per_thread_stream();
 }
 
 /* The driver door found a function it cannot vouch for (door/handout.c): allocations pass through

@@ -98,8 +98,9 @@ CUresult gp_shim_ctx_created(CUcontext *c, CUresult rc);
 void gp_shim_ctx_destroying(CUcontext c);
 /* A context was made current (a second device may come into use). */
 void gp_shim_ctx_current(void);
-/* Work was queued on a per-thread default stream. */
-void gp_shim_per_thread_stream(void);
+/* Work was queued on stream `s` (door/work.c, after the call succeeded); per_thread: through a
+ * _ptsz/_ptds flavour, where NULL is the calling thread's per-thread default stream. */
+void gp_shim_work(CUstream s, int per_thread);
 /* The driver door cannot vouch for what it hands out (door/handout.c): pass allocations through. */
 void gp_shim_door_blind(void);
 

@@ -10,7 +10,7 @@
  *    a process that never uses CUDA pays no page fault for it.
  *  - Thread-local variables (gp_shim_in_real, shim.c's in_init and a thread's first runtime call,
  *    the backend's last error, trace.c's ring of the thread): one per thread, not per process.
- *  - gp_cu and gp_real (door/lookup.h, door/real.h) and framework.c's table of Python's
+ *  - gp_cu and gp_real (door/lookup.h) and framework.c's table of Python's
  *    functions: tables of real functions, found once, not state.
  *  - log.c's level: log.c is also linked without the shim (the options' tests and fuzzer, the
  *    README check), where there is no gp_shim. */
@@ -79,23 +79,25 @@ struct gp_shim_life {
 
 /* door/handout.c and door/lookup.c: the driver door, the real driver's table being filled, the
  * dlsym behind ours. gp_door_route reads some of it for every dlsym of the process, also while a
- * sanitizer's runtime initialises: atomics or __atomic builtins there, no lock. (door/lookup.c's
+ * sanitizer's runtime initialises: atomics or __atomic builtins there, no lock. (lookup.c's
  * constructed flag is in gp_shim_early: the constructor writes it.) */
 struct gp_shim_door {
-	/* door/handout.c: a lookup returned a driver function we could not match (set once, exchange);
+	/* handout.c: a lookup returned a driver function we could not match (set once, exchange);
 	 * read relaxed by every runtime-door allocation and by gp_shim_driver_pooling_slow. */
 	_Atomic int blind;
-	_Atomic int seen; /* door/handout.c: someone looked the driver up through us; relaxed */
-	/* door/lookup.c: gp_cu is filled. Stored (release) under resolve_lock; read with acquire first. */
+	_Atomic int seen; /* handout.c: someone looked the driver up through us; relaxed */
+	/* lookup.c: gp_cu is filled. Stored (release) under resolve_lock; read with acquire
+	 * first. */
 	_Atomic int resolved;
-	pthread_mutex_t resolve_lock; /* door/lookup.c: one resolution of gp_cu at a time */
-	/* door/lookup.c: the next dlsym after ours (another hook's, or libc's), found once our constructor
-	 * ran; __atomic release/acquire, no lock (two racing threads find the same one). */
+	pthread_mutex_t resolve_lock; /* lookup.c: one resolution of gp_cu at a time */
+	/* lookup.c: the next dlsym after ours (another hook's, or libc's), found once our
+	 * constructor ran; __atomic release/acquire, no lock (two racing threads find the same
+	 * one). */
 	void *real_dlsym;
-	/* door/lookup.c: this library's address range; __atomic: self_lo (relaxed) then self_hi (release),
-	 * not 0 once found (two racing threads find the same range). */
+	/* lookup.c: this library's address range; __atomic: self_lo (relaxed) then self_hi
+	 * (release), not 0 once found (two racing threads find the same range). */
 	uintptr_t self_lo, self_hi;
-	_Atomic int said_missing; /* door/lookup.c: "not found in the driver" said (gp_log_capped) */
+	_Atomic int said_missing; /* lookup.c: "not found in the driver" said (gp_log_capped) */
 };
 
 /* ctx.c: the devices' primary contexts and the program's own contexts. */
@@ -281,7 +283,7 @@ struct gp_shim_vmm {
 	struct gp_vmm_dev dev[GP_MAX_DEVICES];
 };
 
-/* door/real.c: the shared runtime's table (gp_real) is filled once. */
+/* door/lookup.c: the shared runtime's table (gp_real) is filled once. */
 struct gp_shim_real {
 	pthread_once_t once; /* resolve() runs once, on the first thread that asks */
 	int resolved_ok; /* written inside once; read after pthread_once returned */
@@ -318,7 +320,8 @@ struct gp_shim_early {
 		int installed_signo; /* the handler's signal (0: none); written at load only */
 	} control;
 	struct {
-		/* door/lookup.c: our constructor ran (__atomic release, acquire in gp_real_dlsym_fn). */
+		/* door/lookup.c: our constructor ran (__atomic release, acquire in
+		 * gp_real_dlsym_fn). */
 		int constructed;
 	} door;
 };

@@ -1,109 +1,22 @@
-/* lookup.h — the real CUDA driver, found once in the libcuda.so.1 the process has loaded (never
- * loaded by us), into one typed table: the functions our driver entry points stand in front of,
- * and the ones the shim calls itself (fences, contexts, releases). A missing one stays NULL and
- * its callers pass through or return the driver's own "not found" error. */
-#ifndef GPUPOOL_CU_H
-#define GPUPOOL_CU_H
+/* lookup.h — the real functions behind the doors, found once in what the process has loaded, each
+ * into one typed table made from table.h: the driver's in the libcuda.so.1 the runtime or the
+ * program loaded, the shared runtime's where the program has one (programs with the static
+ * runtime have none); and the dlsym behind ours. Never loads a CUDA library itself. A function
+ * not found stays NULL: its callers pass through or return the native error, never call it. */
+#ifndef GPUPOOL_DOOR_LOOKUP_H
+#define GPUPOOL_DOOR_LOOKUP_H
 
-#include <cuda.h>
+#include "table.h"
 
+/* ---- the driver ---- */
+
+/* One field per row of the driver table, named by its exact symbol (gp_cu.MemAlloc_v2 is the
+ * driver's cuMemAlloc_v2). */
+#define GP_CU_FIELD(cls, name, base, version, flavour, params, args, stream) CUresult (*name) params;
 struct gp_cu {
-	/* What the pool needs, behind our entry points (handout.c, driver.c). */
-	CUresult (*MemAlloc_v2)(CUdeviceptr *, size_t);
-	CUresult (*MemFree_v2)(CUdeviceptr);
-	CUresult (*MemGetInfo_v2)(size_t *, size_t *);
-	CUresult (*IpcGetMemHandle)(CUipcMemHandle *, CUdeviceptr);
-	CUresult (*MemGetAddressRange_v2)(CUdeviceptr *, size_t *, CUdeviceptr);
-	CUresult (*MemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-			      unsigned long long);
-	CUresult (*StreamCreate)(CUstream *, unsigned);
-	CUresult (*StreamCreateWithPriority)(CUstream *, unsigned, int);
-	CUresult (*StreamDestroy)(CUstream);
-	CUresult (*StreamDestroy_v2)(CUstream);
-	CUresult (*StreamBeginCapture_v2)(CUstream, CUstreamCaptureMode);
-	CUresult (*StreamBeginCapture_v2_ptsz)(CUstream, CUstreamCaptureMode);
-	CUresult (*StreamBeginCaptureToGraph)(CUstream, CUgraph, const CUgraphNode *,
-					      const CUgraphEdgeData *, size_t, CUstreamCaptureMode);
-	CUresult (*StreamBeginCaptureToGraph_ptsz)(CUstream, CUgraph, const CUgraphNode *,
-						   const CUgraphEdgeData *, size_t,
-						   CUstreamCaptureMode);
-	CUresult (*StreamEndCapture)(CUstream, CUgraph *);
-	CUresult (*StreamEndCapture_ptsz)(CUstream, CUgraph *);
-	CUresult (*GraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
-	CUresult (*GraphInstantiateWithParams)(CUgraphExec *, CUgraph,
-					       CUDA_GRAPH_INSTANTIATE_PARAMS *);
-	CUresult (*GraphInstantiateWithParams_ptsz)(CUgraphExec *, CUgraph,
-						    CUDA_GRAPH_INSTANTIATE_PARAMS *);
-	CUresult (*GraphExecDestroy)(CUgraphExec);
-	CUresult (*GraphDestroy)(CUgraph);
-	CUresult (*GraphClone)(CUgraph *, CUgraph);
-	CUresult (*GraphAddChildGraphNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
-					   CUgraph);
-	CUresult (*GraphExecChildGraphNodeSetParams)(CUgraphExec, CUgraphNode, CUgraph);
-	CUresult (*GraphExecUpdate_v2)(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *);
-	CUresult (*DevicePrimaryCtxReset_v2)(CUdevice);
-	CUresult (*DevicePrimaryCtxRelease_v2)(CUdevice);
-	CUresult (*GraphInstantiate_v2)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
-	CUresult (*CtxCreate_v2)(CUcontext *, unsigned, CUdevice);
-	CUresult (*CtxCreate_v3)(CUcontext *, CUexecAffinityParam *, int, unsigned, CUdevice);
-	CUresult (*CtxCreate_v4)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice);
-	CUresult (*CtxDestroy_v2)(CUcontext);
-	CUresult (*CtxSetCurrent)(CUcontext);
-	CUresult (*CtxPushCurrent_v2)(CUcontext);
-	/* Work on a per-thread default stream: seeing one means the work is not in one order. */
-	CUresult (*LaunchKernel_ptsz)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-				      unsigned, unsigned, CUstream, void **, void **);
-	CUresult (*LaunchKernelEx_ptsz)(const CUlaunchConfig *, CUfunction, void **, void **);
-	CUresult (*LaunchCooperativeKernel_ptsz)(CUfunction, unsigned, unsigned, unsigned,
-						 unsigned, unsigned, unsigned, unsigned, CUstream,
-						 void **);
-	CUresult (*LaunchHostFunc_ptsz)(CUstream, CUhostFn, void *);
-	CUresult (*GraphLaunch_ptsz)(CUgraphExec, CUstream);
-	CUresult (*Memcpy_ptds)(CUdeviceptr, CUdeviceptr, size_t);
-	CUresult (*MemcpyAsync_ptsz)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-	CUresult (*MemcpyHtoD_v2_ptds)(CUdeviceptr, const void *, size_t);
-	CUresult (*MemcpyDtoH_v2_ptds)(void *, CUdeviceptr, size_t);
-	CUresult (*MemcpyDtoD_v2_ptds)(CUdeviceptr, CUdeviceptr, size_t);
-	CUresult (*MemcpyHtoDAsync_v2_ptsz)(CUdeviceptr, const void *, size_t, CUstream);
-	CUresult (*MemcpyDtoHAsync_v2_ptsz)(void *, CUdeviceptr, size_t, CUstream);
-	CUresult (*MemcpyDtoDAsync_v2_ptsz)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-	CUresult (*MemsetD8_v2_ptds)(CUdeviceptr, unsigned char, size_t);
-	CUresult (*MemsetD32_v2_ptds)(CUdeviceptr, unsigned, size_t);
-	CUresult (*MemsetD8Async_ptsz)(CUdeviceptr, unsigned char, size_t, CUstream);
-	CUresult (*MemsetD32Async_ptsz)(CUdeviceptr, unsigned, size_t, CUstream);
-	/* What the shim calls itself. */
-	CUresult (*GetProcAddress_v2)(const char *, void **, int, cuuint64_t,
-				      CUdriverProcAddressQueryResult *);
-	CUresult (*GetProcAddress)(const char *, void **, int, cuuint64_t);
-	CUresult (*DeviceGetCount)(int *);
-	CUresult (*DevicePrimaryCtxGetState)(CUdevice, unsigned *, int *);
-	CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-	CUresult (*CtxGetCurrent)(CUcontext *);
-	CUresult (*CtxGetDevice)(CUdevice *);
-	CUresult (*CtxPopCurrent_v2)(CUcontext *);
-	CUresult (*CtxSynchronize)(void);
-	CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
-	CUresult (*EventCreate)(CUevent *, unsigned);
-	CUresult (*EventDestroy_v2)(CUevent);
-	CUresult (*EventRecord)(CUevent, CUstream);
-	CUresult (*EventQuery)(CUevent);
-	CUresult (*EventSynchronize)(CUevent);
-	CUresult (*StreamQuery)(CUstream);
-	CUresult (*StreamSynchronize)(CUstream);
-	/* The virtual memory API, for VMM-backed blocks (vmm.c). */
-	CUresult (*MemRelease)(CUmemGenericAllocationHandle);
-	CUresult (*MemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr,
-				      unsigned long long);
-	CUresult (*MemAddressFree)(CUdeviceptr, size_t);
-	CUresult (*MemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
-			   unsigned long long);
-	CUresult (*MemUnmap)(CUdeviceptr, size_t);
-	CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-	CUresult (*MemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *,
-						CUmemAllocationGranularity_flags);
-	CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
-	CUresult (*DeviceCanAccessPeer)(int *, CUdevice, CUdevice);
+	GP_DRIVER_ALL(GP_CU_FIELD)
 };
+#undef GP_CU_FIELD
 
 extern struct gp_cu gp_cu;
 
@@ -116,6 +29,34 @@ int gp_cu_resolve(void);
 int gp_cu_missing(void **slot, const char *name);
 #define GP_MISSING(field) gp_cu_missing((void **)&gp_cu.field, "cu" #field)
 
+/* ---- the shared runtime ---- */
+
+/* One field per row of the runtime table (gp_real.Malloc is the runtime's cudaMalloc): the
+ * runtime door's misses on a thread with no context, and the pass-through of what the pool does
+ * not serve. Found with dlsym(RTLD_NEXT) first, then in an already-loaded libcudart.so.13/.12
+ * by soname (RTLD_NOLOAD: never a second copy); a result that points back into this library is
+ * refused. */
+#define GP_REAL_FIELD(name, params) cudaError_t (*name) params;
+struct gp_real {
+	GP_RUNTIME_ALL(GP_REAL_FIELD)
+};
+#undef GP_REAL_FIELD
+
+extern struct gp_real gp_real;
+
+/* Resolve every entry once (thread-safe). Returns 0 when at least cudaMalloc, cudaFree,
+ * cudaGetDevice, cudaSetDevice and cudaGetLastError were found (else every field is NULL); the
+ * others may be NULL and their callers check. */
+int gp_real_resolve(void);
+
+/* After a dlsym or dlopen of ours that failed: drop the error it left (glibc keeps a small
+ * per-thread record until dlerror() has returned it and is called again). Else the program's
+ * next dlerror() reports our lookup, and a thread of ours that exits leaves the record behind
+ * (LeakSanitizer caught it once in e2e_plot_trace: 24 bytes from _dlerror_run). */
+void gp_dl_forget_error(void);
+
+/* ---- the dlsym behind ours, and ourselves ---- */
+
 /* For code that may run while a sanitizer's runtime initialises (before its shadow memory
  * exists): no instrumentation. */
 #define GP_NO_SANITIZE __attribute__((no_sanitize("address", "thread", "undefined")))
@@ -123,8 +64,8 @@ int gp_cu_missing(void **slot, const char *name);
 /* Our constructor has run: from now on the next dlsym may be looked for among the loaded
  * objects (another tool's hook after ours). */
 void gp_cu_constructed(void);
-/* The next dlsym after ours (handout.c): another tool's hook loaded after us, else libc's; NULL if
- * none. */
+/* The next dlsym after ours (handout.c): another tool's hook loaded after us, else libc's; NULL
+ * if none. */
 void *(*gp_real_dlsym_fn(void))(void *, const char *);
 void *gp_real_dlsym(void *handle, const char *name);
 /* Whether `p` points into this library (then it is one of our entry points, never the real). */

@@ -1,14 +1,15 @@
-/* runtime.c — the runtime door: the shared runtime's allocation entry points, the fastest way in for
- * PyTorch and every program built with -cudart shared, and the public gpupool_* API. Everything
- * else the pool needs (streams, captures, graphs, contexts) reaches the driver door (handout.c),
- * through which every runtime goes. Each entry point has the same shape: make sure the shim is
- * initialised, pass through when it is not active, else call the logic in shim.c. */
+/* runtime.c — the runtime door: the shared runtime's allocation entry points (table.h's
+ * GP_RUNTIME_DOOR), the fastest way in for PyTorch and every program built with -cudart shared,
+ * and the public gpupool_* API. Everything else the pool needs (streams, captures, graphs,
+ * contexts, work) reaches the driver door (handout.c), through which every runtime goes. Each
+ * entry point has the same shape: make sure the shim is initialised, pass through when it is not
+ * active, else call the logic in shim.c; never a decision of its own. */
 #include "shim.h"
 #include "backend.h"
 #include "capture.h"
 #include "control.h"
 #include "driver.h"
-#include "real.h"
+#include "lookup.h"
 #include "../../include/gpupool.h"
 
 /* The real runtime is always needed: resolve it even when passing through. */
