@@ -22,6 +22,9 @@ void gp_fence_device_reset(int device);
 
 /* From now on no fence is made (a stream may be unknown): blocks wait for a real free. */
 void gp_fence_blind(void);
+/* Work was queued on a legacy or per-thread default stream (gp_shim_work, after the call that
+ * queued it returned): sets gp_shim.fence.legacy_used. Cheap enough for every such call. */
+void gp_fence_note_legacy_work(void);
 
 /* The backend's fence operations (struct gp_backend). */
 int gp_fence_record(void *ctx, void **out);

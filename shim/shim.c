@@ -578,11 +578,16 @@ static void per_thread_stream(void)
 		unordered();
 }
 
+/* A _ptsz/_ptds flavour's NULL, and CU_STREAM_PER_THREAD in any flavour, is the calling thread's
+ * per-thread default stream; a plain flavour's NULL and CU_STREAM_LEGACY the legacy one. A
+ * per-thread flavour marks the per-thread stream used whichever stream it names, as it always
+ * did: the mark is cheap, and such code mostly queues on its default stream. */
 void gp_shim_work(CUstream s, int per_thread)
 {
-	(void)s;
-	if (per_thread)
+	if (per_thread || s == CU_STREAM_PER_THREAD)
 		per_thread_stream();
+	if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+		gp_fence_note_legacy_work();
 }
 
 /* The driver door found a function it cannot vouch for (door/handout.c): allocations pass through

@@ -135,6 +135,11 @@ struct gp_shim_fence {
 	_Atomic unsigned resets[GP_MAX_DEVICES];
 	/* A stream is missing from the registry: no fence can be trusted (for good, exchange). */
 	_Atomic int blind;
+	/* Work was queued on a legacy or per-thread default stream since the last fence recorded on
+	 * the legacy streams: set (relaxed, only when 0) by any thread after the work was queued
+	 * (gp_fence_note_legacy_work), exchanged to 0 by the fence. */
+	_Atomic int legacy_used;
+	_Atomic int said_legacy; /* gp_fence_note_legacy_work said so at debug level: once */
 	_Atomic int warned_query; /* cuEventQuery failures said (gp_log_capped) */
 };
 

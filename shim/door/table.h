@@ -121,48 +121,369 @@ enum gp_cu_class {
 	X(CONTEXT, CtxSetCurrent, CtxSetCurrent, 4000, PLAIN, (CUcontext c), (c), -)               \
 	X(CONTEXT, CtxPushCurrent_v2, CtxPushCurrent, 4000, PLAIN, (CUcontext c), (c), -)
 
-/* The calls that queue GPU work on a per-thread default stream (a _ptsz/_ptds flavour): such
- * work is not in the legacy stream's order. */
+/* Every driver function that queues GPU work on a stream, in each flavour the driver exports. A
+ * plain flavour's NULL (or CU_STREAM_LEGACY) is the legacy default stream, CU_STREAM_PER_THREAD
+ * the thread's own; a _ptsz/_ptds flavour's NULL is the thread's per-thread default stream. */
 #define GP_DRIVER_WORK(X)                                                                          \
+	GP_DRIVER_WORK_LAUNCHES(X)                                                                 \
+	GP_DRIVER_WORK_COPIES(X)                                                                   \
+	GP_DRIVER_WORK_MEMSETS(X)                                                                  \
+	GP_DRIVER_WORK_MEMOPS(X)                                                                   \
+	GP_DRIVER_WORK_12080(X)                                                                    \
+	GP_DRIVER_WORK_13000(X)
+
+/* Kernels, host functions and graphs. cuLaunchCooperativeKernelMultiDevice queues one kernel on
+ * each of several devices' streams: counted as the per-thread default stream, which notes both
+ * default streams (over several devices the work is not in one order anyway). */
+#define GP_DRIVER_WORK_LAUNCHES(X)                                                                 \
+	X(WORK, LaunchKernel, LaunchKernel, 4000, PLAIN,                                           \
+	  (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,          \
+	   unsigned bz, unsigned shm, CUstream s, void **params, void **extra),                    \
+	  (f, gx, gy, gz, bx, by, bz, shm, s, params, extra), s)                                   \
 	X(WORK, LaunchKernel_ptsz, LaunchKernel, 7000, PTSZ,                                       \
 	  (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,          \
 	   unsigned bz, unsigned shm, CUstream s, void **params, void **extra),                    \
 	  (f, gx, gy, gz, bx, by, bz, shm, s, params, extra), s)                                   \
+	X(WORK, LaunchKernelEx, LaunchKernelEx, 11060, PLAIN,                                      \
+	  (const CUlaunchConfig *config, CUfunction f, void **params, void **extra),               \
+	  (config, f, params, extra), config->hStream)                                             \
 	X(WORK, LaunchKernelEx_ptsz, LaunchKernelEx, 11060, PTSZ,                                  \
 	  (const CUlaunchConfig *config, CUfunction f, void **params, void **extra),               \
 	  (config, f, params, extra), config->hStream)                                             \
+	X(WORK, LaunchCooperativeKernel, LaunchCooperativeKernel, 9000, PLAIN,                     \
+	  (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,          \
+	   unsigned bz, unsigned shm, CUstream s, void **params),                                  \
+	  (f, gx, gy, gz, bx, by, bz, shm, s, params), s)                                          \
 	X(WORK, LaunchCooperativeKernel_ptsz, LaunchCooperativeKernel, 9000, PTSZ,                 \
 	  (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,          \
 	   unsigned bz, unsigned shm, CUstream s, void **params),                                  \
 	  (f, gx, gy, gz, bx, by, bz, shm, s, params), s)                                          \
+	X(WORK, LaunchCooperativeKernelMultiDevice, LaunchCooperativeKernelMultiDevice, 9000,      \
+	  PLAIN, (CUDA_LAUNCH_PARAMS *list, unsigned n, unsigned flags), (list, n, flags),         \
+	  CU_STREAM_PER_THREAD)                                                                    \
+	X(WORK, Launch, Launch, 2000, PLAIN, (CUfunction f), (f), NULL)                            \
+	X(WORK, LaunchGrid, LaunchGrid, 2000, PLAIN, (CUfunction f, int w, int h), (f, w, h),      \
+	  NULL)                                                                                    \
+	X(WORK, LaunchGridAsync, LaunchGridAsync, 2000, PLAIN,                                     \
+	  (CUfunction f, int w, int h, CUstream s), (f, w, h, s), s)                               \
+	X(WORK, LaunchHostFunc, LaunchHostFunc, 10000, PLAIN,                                      \
+	  (CUstream s, CUhostFn fn, void *data), (s, fn, data), s)                                 \
 	X(WORK, LaunchHostFunc_ptsz, LaunchHostFunc, 10000, PTSZ,                                  \
 	  (CUstream s, CUhostFn fn, void *data), (s, fn, data), s)                                 \
-	X(WORK, GraphLaunch_ptsz, GraphLaunch, 10000, PTSZ, (CUgraphExec exec, CUstream s),        \
+	X(WORK, StreamAddCallback, StreamAddCallback, 5000, PLAIN,                                 \
+	  (CUstream s, CUstreamCallback fn, void *data, unsigned flags), (s, fn, data, flags), s)  \
+	X(WORK, StreamAddCallback_ptsz, StreamAddCallback, 7000, PTSZ,                             \
+	  (CUstream s, CUstreamCallback fn, void *data, unsigned flags), (s, fn, data, flags), s)  \
+	X(WORK, GraphLaunch, GraphLaunch, 10000, PLAIN, (CUgraphExec exec, CUstream s),            \
 	  (exec, s), s)                                                                            \
+	X(WORK, GraphLaunch_ptsz, GraphLaunch, 10000, PTSZ, (CUgraphExec exec, CUstream s),        \
+	  (exec, s), s)
+
+/* Copies: the synchronous ones go to the default stream (NULL). */
+#define GP_DRIVER_WORK_COPIES(X)                                                                   \
+	X(WORK, Memcpy, Memcpy, 4000, PLAIN, (CUdeviceptr dst, CUdeviceptr src, size_t n),         \
+	  (dst, src, n), NULL)                                                                     \
 	X(WORK, Memcpy_ptds, Memcpy, 7000, PTDS, (CUdeviceptr dst, CUdeviceptr src, size_t n),     \
 	  (dst, src, n), NULL)                                                                     \
+	X(WORK, MemcpyAsync, MemcpyAsync, 4000, PLAIN,                                             \
+	  (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s), s)           \
 	X(WORK, MemcpyAsync_ptsz, MemcpyAsync, 7000, PTSZ,                                         \
 	  (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s), s)           \
+	X(WORK, MemcpyPeer, MemcpyPeer, 4000, PLAIN,                                               \
+	  (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n),            \
+	  (dst, dctx, src, sctx, n), NULL)                                                         \
+	X(WORK, MemcpyPeer_ptds, MemcpyPeer, 7000, PTDS,                                           \
+	  (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n),            \
+	  (dst, dctx, src, sctx, n), NULL)                                                         \
+	X(WORK, MemcpyPeerAsync, MemcpyPeerAsync, 4000, PLAIN,                                     \
+	  (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n,             \
+	   CUstream s),                                                                            \
+	  (dst, dctx, src, sctx, n, s), s)                                                         \
+	X(WORK, MemcpyPeerAsync_ptsz, MemcpyPeerAsync, 7000, PTSZ,                                 \
+	  (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n,             \
+	   CUstream s),                                                                            \
+	  (dst, dctx, src, sctx, n, s), s)                                                         \
+	X(WORK, MemcpyHtoD_v2, MemcpyHtoD, 3020, PLAIN,                                            \
+	  (CUdeviceptr dst, const void *src, size_t n), (dst, src, n), NULL)                       \
 	X(WORK, MemcpyHtoD_v2_ptds, MemcpyHtoD, 7000, PTDS,                                        \
 	  (CUdeviceptr dst, const void *src, size_t n), (dst, src, n), NULL)                       \
+	X(WORK, MemcpyDtoH_v2, MemcpyDtoH, 3020, PLAIN, (void *dst, CUdeviceptr src, size_t n),    \
+	  (dst, src, n), NULL)                                                                     \
 	X(WORK, MemcpyDtoH_v2_ptds, MemcpyDtoH, 7000, PTDS,                                        \
 	  (void *dst, CUdeviceptr src, size_t n), (dst, src, n), NULL)                             \
+	X(WORK, MemcpyDtoD_v2, MemcpyDtoD, 3020, PLAIN,                                            \
+	  (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n), NULL)                       \
 	X(WORK, MemcpyDtoD_v2_ptds, MemcpyDtoD, 7000, PTDS,                                        \
 	  (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n), NULL)                       \
+	X(WORK, MemcpyDtoA_v2, MemcpyDtoA, 3020, PLAIN,                                            \
+	  (CUarray dst, size_t off, CUdeviceptr src, size_t n), (dst, off, src, n), NULL)          \
+	X(WORK, MemcpyDtoA_v2_ptds, MemcpyDtoA, 7000, PTDS,                                        \
+	  (CUarray dst, size_t off, CUdeviceptr src, size_t n), (dst, off, src, n), NULL)          \
+	X(WORK, MemcpyAtoD_v2, MemcpyAtoD, 3020, PLAIN,                                            \
+	  (CUdeviceptr dst, CUarray src, size_t off, size_t n), (dst, src, off, n), NULL)          \
+	X(WORK, MemcpyAtoD_v2_ptds, MemcpyAtoD, 7000, PTDS,                                        \
+	  (CUdeviceptr dst, CUarray src, size_t off, size_t n), (dst, src, off, n), NULL)          \
+	X(WORK, MemcpyHtoA_v2, MemcpyHtoA, 3020, PLAIN,                                            \
+	  (CUarray dst, size_t off, const void *src, size_t n), (dst, off, src, n), NULL)          \
+	X(WORK, MemcpyHtoA_v2_ptds, MemcpyHtoA, 7000, PTDS,                                        \
+	  (CUarray dst, size_t off, const void *src, size_t n), (dst, off, src, n), NULL)          \
+	X(WORK, MemcpyAtoH_v2, MemcpyAtoH, 3020, PLAIN,                                            \
+	  (void *dst, CUarray src, size_t off, size_t n), (dst, src, off, n), NULL)                \
+	X(WORK, MemcpyAtoH_v2_ptds, MemcpyAtoH, 7000, PTDS,                                        \
+	  (void *dst, CUarray src, size_t off, size_t n), (dst, src, off, n), NULL)                \
+	X(WORK, MemcpyAtoA_v2, MemcpyAtoA, 3020, PLAIN,                                            \
+	  (CUarray dst, size_t doff, CUarray src, size_t soff, size_t n),                          \
+	  (dst, doff, src, soff, n), NULL)                                                         \
+	X(WORK, MemcpyAtoA_v2_ptds, MemcpyAtoA, 7000, PTDS,                                        \
+	  (CUarray dst, size_t doff, CUarray src, size_t soff, size_t n),                          \
+	  (dst, doff, src, soff, n), NULL)                                                         \
+	X(WORK, MemcpyHtoDAsync_v2, MemcpyHtoDAsync, 3020, PLAIN,                                  \
+	  (CUdeviceptr dst, const void *src, size_t n, CUstream s), (dst, src, n, s), s)           \
 	X(WORK, MemcpyHtoDAsync_v2_ptsz, MemcpyHtoDAsync, 7000, PTSZ,                              \
 	  (CUdeviceptr dst, const void *src, size_t n, CUstream s), (dst, src, n, s), s)           \
+	X(WORK, MemcpyDtoHAsync_v2, MemcpyDtoHAsync, 3020, PLAIN,                                  \
+	  (void *dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s), s)                 \
 	X(WORK, MemcpyDtoHAsync_v2_ptsz, MemcpyDtoHAsync, 7000, PTSZ,                              \
 	  (void *dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s), s)                 \
+	X(WORK, MemcpyDtoDAsync_v2, MemcpyDtoDAsync, 3020, PLAIN,                                  \
+	  (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s), s)           \
 	X(WORK, MemcpyDtoDAsync_v2_ptsz, MemcpyDtoDAsync, 7000, PTSZ,                              \
 	  (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s), s)           \
+	X(WORK, MemcpyHtoAAsync_v2, MemcpyHtoAAsync, 3020, PLAIN,                                  \
+	  (CUarray dst, size_t off, const void *src, size_t n, CUstream s),                        \
+	  (dst, off, src, n, s), s)                                                                \
+	X(WORK, MemcpyHtoAAsync_v2_ptsz, MemcpyHtoAAsync, 7000, PTSZ,                              \
+	  (CUarray dst, size_t off, const void *src, size_t n, CUstream s),                        \
+	  (dst, off, src, n, s), s)                                                                \
+	X(WORK, MemcpyAtoHAsync_v2, MemcpyAtoHAsync, 3020, PLAIN,                                  \
+	  (void *dst, CUarray src, size_t off, size_t n, CUstream s), (dst, src, off, n, s), s)    \
+	X(WORK, MemcpyAtoHAsync_v2_ptsz, MemcpyAtoHAsync, 7000, PTSZ,                              \
+	  (void *dst, CUarray src, size_t off, size_t n, CUstream s), (dst, src, off, n, s), s)    \
+	X(WORK, Memcpy2D_v2, Memcpy2D, 3020, PLAIN, (const CUDA_MEMCPY2D *copy), (copy), NULL)     \
+	X(WORK, Memcpy2D_v2_ptds, Memcpy2D, 7000, PTDS, (const CUDA_MEMCPY2D *copy), (copy),       \
+	  NULL)                                                                                    \
+	X(WORK, Memcpy2DUnaligned_v2, Memcpy2DUnaligned, 3020, PLAIN,                              \
+	  (const CUDA_MEMCPY2D *copy), (copy), NULL)                                               \
+	X(WORK, Memcpy2DUnaligned_v2_ptds, Memcpy2DUnaligned, 7000, PTDS,                          \
+	  (const CUDA_MEMCPY2D *copy), (copy), NULL)                                               \
+	X(WORK, Memcpy2DAsync_v2, Memcpy2DAsync, 3020, PLAIN,                                      \
+	  (const CUDA_MEMCPY2D *copy, CUstream s), (copy, s), s)                                   \
+	X(WORK, Memcpy2DAsync_v2_ptsz, Memcpy2DAsync, 7000, PTSZ,                                  \
+	  (const CUDA_MEMCPY2D *copy, CUstream s), (copy, s), s)                                   \
+	X(WORK, Memcpy3D_v2, Memcpy3D, 3020, PLAIN, (const CUDA_MEMCPY3D *copy), (copy), NULL)     \
+	X(WORK, Memcpy3D_v2_ptds, Memcpy3D, 7000, PTDS, (const CUDA_MEMCPY3D *copy), (copy),       \
+	  NULL)                                                                                    \
+	X(WORK, Memcpy3DAsync_v2, Memcpy3DAsync, 3020, PLAIN,                                      \
+	  (const CUDA_MEMCPY3D *copy, CUstream s), (copy, s), s)                                   \
+	X(WORK, Memcpy3DAsync_v2_ptsz, Memcpy3DAsync, 7000, PTSZ,                                  \
+	  (const CUDA_MEMCPY3D *copy, CUstream s), (copy, s), s)                                   \
+	X(WORK, Memcpy3DPeer, Memcpy3DPeer, 4000, PLAIN, (const CUDA_MEMCPY3D_PEER *copy),         \
+	  (copy), NULL)                                                                            \
+	X(WORK, Memcpy3DPeer_ptds, Memcpy3DPeer, 7000, PTDS, (const CUDA_MEMCPY3D_PEER *copy),     \
+	  (copy), NULL)                                                                            \
+	X(WORK, Memcpy3DPeerAsync, Memcpy3DPeerAsync, 4000, PLAIN,                                 \
+	  (const CUDA_MEMCPY3D_PEER *copy, CUstream s), (copy, s), s)                              \
+	X(WORK, Memcpy3DPeerAsync_ptsz, Memcpy3DPeerAsync, 7000, PTSZ,                             \
+	  (const CUDA_MEMCPY3D_PEER *copy, CUstream s), (copy, s), s)
+
+/* Memsets: the synchronous ones go to the default stream (NULL). */
+#define GP_DRIVER_WORK_MEMSETS(X)                                                                  \
+	X(WORK, MemsetD8_v2, MemsetD8, 3020, PLAIN, (CUdeviceptr dst, unsigned char v, size_t n),  \
+	  (dst, v, n), NULL)                                                                       \
 	X(WORK, MemsetD8_v2_ptds, MemsetD8, 7000, PTDS,                                            \
 	  (CUdeviceptr dst, unsigned char v, size_t n), (dst, v, n), NULL)                         \
+	X(WORK, MemsetD16_v2, MemsetD16, 3020, PLAIN,                                              \
+	  (CUdeviceptr dst, unsigned short v, size_t n), (dst, v, n), NULL)                        \
+	X(WORK, MemsetD16_v2_ptds, MemsetD16, 7000, PTDS,                                          \
+	  (CUdeviceptr dst, unsigned short v, size_t n), (dst, v, n), NULL)                        \
+	X(WORK, MemsetD32_v2, MemsetD32, 3020, PLAIN, (CUdeviceptr dst, unsigned v, size_t n),     \
+	  (dst, v, n), NULL)                                                                       \
 	X(WORK, MemsetD32_v2_ptds, MemsetD32, 7000, PTDS, (CUdeviceptr dst, unsigned v, size_t n), \
 	  (dst, v, n), NULL)                                                                       \
+	X(WORK, MemsetD2D8_v2, MemsetD2D8, 3020, PLAIN,                                            \
+	  (CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h),                    \
+	  (dst, pitch, v, w, h), NULL)                                                             \
+	X(WORK, MemsetD2D8_v2_ptds, MemsetD2D8, 7000, PTDS,                                        \
+	  (CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h),                    \
+	  (dst, pitch, v, w, h), NULL)                                                             \
+	X(WORK, MemsetD2D16_v2, MemsetD2D16, 3020, PLAIN,                                          \
+	  (CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h),                   \
+	  (dst, pitch, v, w, h), NULL)                                                             \
+	X(WORK, MemsetD2D16_v2_ptds, MemsetD2D16, 7000, PTDS,                                      \
+	  (CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h),                   \
+	  (dst, pitch, v, w, h), NULL)                                                             \
+	X(WORK, MemsetD2D32_v2, MemsetD2D32, 3020, PLAIN,                                          \
+	  (CUdeviceptr dst, size_t pitch, unsigned v, size_t w, size_t h),                         \
+	  (dst, pitch, v, w, h), NULL)                                                             \
+	X(WORK, MemsetD2D32_v2_ptds, MemsetD2D32, 7000, PTDS,                                      \
+	  (CUdeviceptr dst, size_t pitch, unsigned v, size_t w, size_t h),                         \
+	  (dst, pitch, v, w, h), NULL)                                                             \
+	X(WORK, MemsetD8Async, MemsetD8Async, 3020, PLAIN,                                         \
+	  (CUdeviceptr dst, unsigned char v, size_t n, CUstream s), (dst, v, n, s), s)             \
 	X(WORK, MemsetD8Async_ptsz, MemsetD8Async, 7000, PTSZ,                                     \
 	  (CUdeviceptr dst, unsigned char v, size_t n, CUstream s), (dst, v, n, s), s)             \
+	X(WORK, MemsetD16Async, MemsetD16Async, 3020, PLAIN,                                       \
+	  (CUdeviceptr dst, unsigned short v, size_t n, CUstream s), (dst, v, n, s), s)            \
+	X(WORK, MemsetD16Async_ptsz, MemsetD16Async, 7000, PTSZ,                                   \
+	  (CUdeviceptr dst, unsigned short v, size_t n, CUstream s), (dst, v, n, s), s)            \
+	X(WORK, MemsetD32Async, MemsetD32Async, 3020, PLAIN,                                       \
+	  (CUdeviceptr dst, unsigned v, size_t n, CUstream s), (dst, v, n, s), s)                  \
 	X(WORK, MemsetD32Async_ptsz, MemsetD32Async, 7000, PTSZ,                                   \
-	  (CUdeviceptr dst, unsigned v, size_t n, CUstream s), (dst, v, n, s), s)
+	  (CUdeviceptr dst, unsigned v, size_t n, CUstream s), (dst, v, n, s), s)                  \
+	X(WORK, MemsetD2D8Async, MemsetD2D8Async, 3020, PLAIN,                                     \
+	  (CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h, CUstream s),        \
+	  (dst, pitch, v, w, h, s), s)                                                             \
+	X(WORK, MemsetD2D8Async_ptsz, MemsetD2D8Async, 7000, PTSZ,                                 \
+	  (CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h, CUstream s),        \
+	  (dst, pitch, v, w, h, s), s)                                                             \
+	X(WORK, MemsetD2D16Async, MemsetD2D16Async, 3020, PLAIN,                                   \
+	  (CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h, CUstream s),       \
+	  (dst, pitch, v, w, h, s), s)                                                             \
+	X(WORK, MemsetD2D16Async_ptsz, MemsetD2D16Async, 7000, PTSZ,                               \
+	  (CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h, CUstream s),       \
+	  (dst, pitch, v, w, h, s), s)                                                             \
+	X(WORK, MemsetD2D32Async, MemsetD2D32Async, 3020, PLAIN,                                   \
+	  (CUdeviceptr dst, size_t pitch, unsigned v, size_t w, size_t h, CUstream s),             \
+	  (dst, pitch, v, w, h, s), s)                                                             \
+	X(WORK, MemsetD2D32Async_ptsz, MemsetD2D32Async, 7000, PTSZ,                               \
+	  (CUdeviceptr dst, size_t pitch, unsigned v, size_t w, size_t h, CUstream s),             \
+	  (dst, pitch, v, w, h, s), s)
+
+/* Stream memory operations (the first versions and the second ones, of CUDA 11.7, with the same
+ * parameters) and prefetches of managed memory. */
+#define GP_DRIVER_WORK_MEMOPS(X)                                                                   \
+	X(WORK, StreamWriteValue32, StreamWriteValue32, 8000, PLAIN,                               \
+	  (CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned flags), (s, addr, v, flags), s)    \
+	X(WORK, StreamWriteValue32_ptsz, StreamWriteValue32, 8000, PTSZ,                           \
+	  (CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned flags), (s, addr, v, flags), s)    \
+	X(WORK, StreamWriteValue32_v2, StreamWriteValue32, 11070, PLAIN,                           \
+	  (CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned flags), (s, addr, v, flags), s)    \
+	X(WORK, StreamWriteValue32_v2_ptsz, StreamWriteValue32, 11070, PTSZ,                       \
+	  (CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned flags), (s, addr, v, flags), s)    \
+	X(WORK, StreamWaitValue32, StreamWaitValue32, 8000, PLAIN,                                 \
+	  (CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned flags), (s, addr, v, flags), s)    \
+	X(WORK, StreamWaitValue32_ptsz, StreamWaitValue32, 8000, PTSZ,                             \
+	  (CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned flags), (s, addr, v, flags), s)    \
+	X(WORK, StreamWaitValue32_v2, StreamWaitValue32, 11070, PLAIN,                             \
+	  (CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned flags), (s, addr, v, flags), s)    \
+	X(WORK, StreamWaitValue32_v2_ptsz, StreamWaitValue32, 11070, PTSZ,                         \
+	  (CUstream s, CUdeviceptr addr, cuuint32_t v, unsigned flags), (s, addr, v, flags), s)    \
+	X(WORK, StreamWriteValue64, StreamWriteValue64, 9000, PLAIN,                               \
+	  (CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned flags), (s, addr, v, flags), s)    \
+	X(WORK, StreamWriteValue64_ptsz, StreamWriteValue64, 9000, PTSZ,                           \
+	  (CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned flags), (s, addr, v, flags), s)    \
+	X(WORK, StreamWriteValue64_v2, StreamWriteValue64, 11070, PLAIN,                           \
+	  (CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned flags), (s, addr, v, flags), s)    \
+	X(WORK, StreamWriteValue64_v2_ptsz, StreamWriteValue64, 11070, PTSZ,                       \
+	  (CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned flags), (s, addr, v, flags), s)    \
+	X(WORK, StreamWaitValue64, StreamWaitValue64, 9000, PLAIN,                                 \
+	  (CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned flags), (s, addr, v, flags), s)    \
+	X(WORK, StreamWaitValue64_ptsz, StreamWaitValue64, 9000, PTSZ,                             \
+	  (CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned flags), (s, addr, v, flags), s)    \
+	X(WORK, StreamWaitValue64_v2, StreamWaitValue64, 11070, PLAIN,                             \
+	  (CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned flags), (s, addr, v, flags), s)    \
+	X(WORK, StreamWaitValue64_v2_ptsz, StreamWaitValue64, 11070, PTSZ,                         \
+	  (CUstream s, CUdeviceptr addr, cuuint64_t v, unsigned flags), (s, addr, v, flags), s)    \
+	X(WORK, StreamBatchMemOp, StreamBatchMemOp, 8000, PLAIN,                                   \
+	  (CUstream s, unsigned n, CUstreamBatchMemOpParams *ops, unsigned flags),                 \
+	  (s, n, ops, flags), s)                                                                   \
+	X(WORK, StreamBatchMemOp_ptsz, StreamBatchMemOp, 8000, PTSZ,                               \
+	  (CUstream s, unsigned n, CUstreamBatchMemOpParams *ops, unsigned flags),                 \
+	  (s, n, ops, flags), s)                                                                   \
+	X(WORK, StreamBatchMemOp_v2, StreamBatchMemOp, 11070, PLAIN,                               \
+	  (CUstream s, unsigned n, CUstreamBatchMemOpParams *ops, unsigned flags),                 \
+	  (s, n, ops, flags), s)                                                                   \
+	X(WORK, StreamBatchMemOp_v2_ptsz, StreamBatchMemOp, 11070, PTSZ,                           \
+	  (CUstream s, unsigned n, CUstreamBatchMemOpParams *ops, unsigned flags),                 \
+	  (s, n, ops, flags), s)                                                                   \
+	X(WORK, MemPrefetchAsync, MemPrefetchAsync, 8000, PLAIN,                                   \
+	  (CUdeviceptr p, size_t n, CUdevice dev, CUstream s), (p, n, dev, s), s)                  \
+	X(WORK, MemPrefetchAsync_ptsz, MemPrefetchAsync, 8000, PTSZ,                               \
+	  (CUdeviceptr p, size_t n, CUdevice dev, CUstream s), (p, n, dev, s), s)                  \
+	X(WORK, MemPrefetchAsync_v2, MemPrefetchAsync, 12020, PLAIN,                               \
+	  (CUdeviceptr p, size_t n, CUmemLocation loc, unsigned flags, CUstream s),                \
+	  (p, n, loc, flags, s), s)                                                                \
+	X(WORK, MemPrefetchAsync_v2_ptsz, MemPrefetchAsync, 12020, PTSZ,                           \
+	  (CUdeviceptr p, size_t n, CUmemLocation loc, unsigned flags, CUstream s),                \
+	  (p, n, loc, flags, s), s)
+
+/* Rows whose types only newer headers declare: batched copies and decompression (CUDA 12.6,
+ * 12.8), and the second batched copies and batched prefetches and discards (CUDA 13.0). */
+#if CUDA_VERSION >= 12080
+#define GP_DRIVER_WORK_12080(X)                                                                    \
+	X(WORK, MemcpyBatchAsync, MemcpyBatchAsync, 12080, PLAIN,                                  \
+	  (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,                      \
+	   CUmemcpyAttributes *attrs, size_t *attr_idxs, size_t nattrs, size_t *fail_idx,          \
+	   CUstream s),                                                                            \
+	  (dsts, srcs, sizes, count, attrs, attr_idxs, nattrs, fail_idx, s), s)                    \
+	X(WORK, MemcpyBatchAsync_ptsz, MemcpyBatchAsync, 12080, PTSZ,                              \
+	  (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,                      \
+	   CUmemcpyAttributes *attrs, size_t *attr_idxs, size_t nattrs, size_t *fail_idx,          \
+	   CUstream s),                                                                            \
+	  (dsts, srcs, sizes, count, attrs, attr_idxs, nattrs, fail_idx, s), s)                    \
+	X(WORK, Memcpy3DBatchAsync, Memcpy3DBatchAsync, 12080, PLAIN,                              \
+	  (size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail_idx, unsigned long long flags,      \
+	   CUstream s),                                                                            \
+	  (n, ops, fail_idx, flags, s), s)                                                         \
+	X(WORK, Memcpy3DBatchAsync_ptsz, Memcpy3DBatchAsync, 12080, PTSZ,                          \
+	  (size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail_idx, unsigned long long flags,      \
+	   CUstream s),                                                                            \
+	  (n, ops, fail_idx, flags, s), s)                                                         \
+	X(WORK, MemBatchDecompressAsync, MemBatchDecompressAsync, 12060, PLAIN,                    \
+	  (CUmemDecompressParams *params, size_t count, unsigned flags, size_t *err_idx,           \
+	   CUstream s),                                                                            \
+	  (params, count, flags, err_idx, s), s)                                                   \
+	X(WORK, MemBatchDecompressAsync_ptsz, MemBatchDecompressAsync, 12060, PTSZ,                \
+	  (CUmemDecompressParams *params, size_t count, unsigned flags, size_t *err_idx,           \
+	   CUstream s),                                                                            \
+	  (params, count, flags, err_idx, s), s)
+#else
+#define GP_DRIVER_WORK_12080(X)
+#endif
+#if CUDA_VERSION >= 13000
+#define GP_DRIVER_WORK_13000(X)                                                                    \
+	X(WORK, MemcpyBatchAsync_v2, MemcpyBatchAsync, 13000, PLAIN,                               \
+	  (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,                      \
+	   CUmemcpyAttributes *attrs, size_t *attr_idxs, size_t nattrs, CUstream s),               \
+	  (dsts, srcs, sizes, count, attrs, attr_idxs, nattrs, s), s)                              \
+	X(WORK, MemcpyBatchAsync_v2_ptsz, MemcpyBatchAsync, 13000, PTSZ,                           \
+	  (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,                      \
+	   CUmemcpyAttributes *attrs, size_t *attr_idxs, size_t nattrs, CUstream s),               \
+	  (dsts, srcs, sizes, count, attrs, attr_idxs, nattrs, s), s)                              \
+	X(WORK, Memcpy3DBatchAsync_v2, Memcpy3DBatchAsync, 13000, PLAIN,                           \
+	  (size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long flags, CUstream s),           \
+	  (n, ops, flags, s), s)                                                                   \
+	X(WORK, Memcpy3DBatchAsync_v2_ptsz, Memcpy3DBatchAsync, 13000, PTSZ,                       \
+	  (size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long flags, CUstream s),           \
+	  (n, ops, flags, s), s)                                                                   \
+	X(WORK, MemPrefetchBatchAsync, MemPrefetchBatchAsync, 13000, PLAIN,                        \
+	  (CUdeviceptr *ptrs, size_t *sizes, size_t count, CUmemLocation *locs,                    \
+	   size_t *loc_idxs, size_t nlocs, unsigned long long flags, CUstream s),                  \
+	  (ptrs, sizes, count, locs, loc_idxs, nlocs, flags, s), s)                                \
+	X(WORK, MemPrefetchBatchAsync_ptsz, MemPrefetchBatchAsync, 13000, PTSZ,                    \
+	  (CUdeviceptr *ptrs, size_t *sizes, size_t count, CUmemLocation *locs,                    \
+	   size_t *loc_idxs, size_t nlocs, unsigned long long flags, CUstream s),                  \
+	  (ptrs, sizes, count, locs, loc_idxs, nlocs, flags, s), s)                                \
+	X(WORK, MemDiscardBatchAsync, MemDiscardBatchAsync, 13000, PLAIN,                          \
+	  (CUdeviceptr *ptrs, size_t *sizes, size_t count, unsigned long long flags,               \
+	   CUstream s),                                                                            \
+	  (ptrs, sizes, count, flags, s), s)                                                       \
+	X(WORK, MemDiscardBatchAsync_ptsz, MemDiscardBatchAsync, 13000, PTSZ,                      \
+	  (CUdeviceptr *ptrs, size_t *sizes, size_t count, unsigned long long flags,               \
+	   CUstream s),                                                                            \
+	  (ptrs, sizes, count, flags, s), s)                                                       \
+	X(WORK, MemDiscardAndPrefetchBatchAsync, MemDiscardAndPrefetchBatchAsync, 13000, PLAIN,    \
+	  (CUdeviceptr *ptrs, size_t *sizes, size_t count, CUmemLocation *locs,                    \
+	   size_t *loc_idxs, size_t nlocs, unsigned long long flags, CUstream s),                  \
+	  (ptrs, sizes, count, locs, loc_idxs, nlocs, flags, s), s)                                \
+	X(WORK, MemDiscardAndPrefetchBatchAsync_ptsz, MemDiscardAndPrefetchBatchAsync, 13000,      \
+	  PTSZ,                                                                                    \
+	  (CUdeviceptr *ptrs, size_t *sizes, size_t count, CUmemLocation *locs,                    \
+	   size_t *loc_idxs, size_t nlocs, unsigned long long flags, CUstream s),                  \
+	  (ptrs, sizes, count, locs, loc_idxs, nlocs, flags, s), s)
+#else
+#define GP_DRIVER_WORK_13000(X)
+#endif
 
 #define GP_DRIVER_OWN(X)                                                                           \
 	X(OWN, GetProcAddress_v2, GetProcAddress, 12000, PLAIN,                                    \
