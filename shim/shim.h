@@ -73,10 +73,16 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size);
 /* The same, on a given device (the pool switches to it for a real allocation). */
 cudaError_t gp_shim_malloc_on(int device, void **ptr, size_t size);
 cudaError_t gp_shim_free(void *ptr);
+/* cudaFreeAsync (per_thread: its _ptsz flavour, on the calling thread's default stream for NULL):
+ * a block the pool handed out is freed as by gp_shim_free, any other pointer by the real one on
+ * its stream. */
+cudaError_t gp_shim_free_async(void *ptr, cudaStream_t s, int per_thread);
 
 /* ---- the driver door ---- */
 CUresult gp_shim_cu_alloc(CUdeviceptr *dptr, size_t size);
 CUresult gp_shim_cu_free(CUdeviceptr dptr);
+/* cuMemFreeAsync and its _ptsz flavour (per_thread), as gp_shim_free_async. */
+CUresult gp_shim_cu_free_async(CUdeviceptr dptr, CUstream s, int per_thread);
 void gp_shim_cu_meminfo(size_t *free_b, size_t *total_b);
 void gp_shim_vmm_seen(void);
 /* An IPC memory handle was asked for ptr (either door): in takeover mode, a warning, once; in

@@ -28,6 +28,26 @@ GP_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 	return gp_shim_cu_free(dptr);
 }
 
+/* A block the pool handed out comes back to it, as with cuMemFree; any other pointer is freed by
+ * the driver on its stream. */
+GP_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
+{
+	if (GP_MISSING(MemFreeAsync))
+		return CUDA_ERROR_NOT_FOUND;
+	if (!gp_shim_freeing())
+		return gp_cu.MemFreeAsync(dptr, s);
+	return gp_shim_cu_free_async(dptr, s, 0);
+}
+
+GP_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s)
+{
+	if (GP_MISSING(MemFreeAsync_ptsz))
+		return CUDA_ERROR_NOT_FOUND;
+	if (!gp_shim_freeing())
+		return gp_cu.MemFreeAsync_ptsz(dptr, s);
+	return gp_shim_cu_free_async(dptr, s, 1);
+}
+
 GP_EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 {
 	CUresult rc;

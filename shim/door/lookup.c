@@ -18,12 +18,6 @@
 struct gp_cu gp_cu;
 struct gp_real gp_real;
 
-/* Each runtime row's parameters are the runtime's own: a declaration that differs from
- * cuda_runtime_api.h's does not compile. (The driver rows: typecheck.c.) */
-#define SAME_AS_RUNTIME(name, params) cudaError_t cuda##name params;
-GP_RUNTIME_ALL(SAME_AS_RUNTIME)
-#undef SAME_AS_RUNTIME
-
 /* Where each driver row's real function goes, by its symbol. */
 #define FIELD(cls, name, base, version, flavour, params, args, stream)                            \
 	{ "cu" #name, offsetof(struct gp_cu, name) },

@@ -44,6 +44,13 @@ struct gp_real {
 
 extern struct gp_real gp_real;
 
+/* Each row declared as the runtime declares it: a row whose parameters differ does not compile.
+ * (cudaFreeAsync_ptsz, which cuda_runtime_api.h declares only for per-thread code, is declared
+ * here for the first time.) */
+#define GP_REAL_PROTOTYPE(name, params) cudaError_t cuda##name params;
+GP_RUNTIME_ALL(GP_REAL_PROTOTYPE)
+#undef GP_REAL_PROTOTYPE
+
 /* Resolve every entry once (thread-safe). Returns 0 when at least cudaMalloc, cudaFree,
  * cudaGetDevice, cudaSetDevice and cudaGetLastError were found (else every field is NULL); the
  * others may be NULL and their callers check. */

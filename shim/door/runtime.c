@@ -33,6 +33,24 @@ GP_EXPORT cudaError_t cudaFree(void *devPtr)
 	return gp_shim_free(devPtr);
 }
 
+/* A block the pool handed out comes back to it, as with cudaFree; any other pointer is freed by
+ * the runtime on its stream. */
+GP_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream)
+{
+	if (!ready())
+		return gp_real.FreeAsync ? gp_real.FreeAsync(devPtr, stream) :
+					   cudaErrorInitializationError;
+	return gp_shim_free_async(devPtr, stream, 0);
+}
+
+GP_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t stream)
+{
+	if (!ready())
+		return gp_real.FreeAsync_ptsz ? gp_real.FreeAsync_ptsz(devPtr, stream) :
+						cudaErrorInitializationError;
+	return gp_shim_free_async(devPtr, stream, 1);
+}
+
 /* Passed through unchanged; noted for the takeover mode's warning (gp_shim_ipc_seen). */
 GP_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
 {

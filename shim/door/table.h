@@ -57,6 +57,10 @@ enum gp_cu_class {
 	  (CUstream *s, unsigned flags, int priority), (s, flags, priority), -)                    \
 	X(STREAM, StreamDestroy, StreamDestroy, 2000, PLAIN, (CUstream s), (s), -)                 \
 	X(STREAM, StreamDestroy_v2, StreamDestroy, 4000, PLAIN, (CUstream s), (s), -)              \
+	X(MEM, MemFreeAsync, MemFreeAsync, 11020, PLAIN, (CUdeviceptr dptr, CUstream s),           \
+	  (dptr, s), -)                                                                            \
+	X(MEM, MemFreeAsync_ptsz, MemFreeAsync, 11020, PTSZ, (CUdeviceptr dptr, CUstream s),       \
+	  (dptr, s), -)                                                                            \
 	X(MEM, MemGetInfo_v2, MemGetInfo, 3020, PLAIN, (size_t *free_b, size_t *total_b),          \
 	  (free_b, total_b), -)                                                                    \
 	X(MEM, IpcGetMemHandle, IpcGetMemHandle, 4010, PLAIN,                                      \
@@ -545,6 +549,8 @@ enum gp_cu_class {
 #define GP_RUNTIME_DOOR(X)                                                                         \
 	X(Malloc, (void **ptr, size_t size))                                                       \
 	X(Free, (void *ptr))                                                                       \
+	X(FreeAsync, (void *ptr, cudaStream_t s))                                                  \
+	X(FreeAsync_ptsz, (void *ptr, cudaStream_t s))                                             \
 	X(IpcGetMemHandle, (cudaIpcMemHandle_t *handle, void *ptr))
 #define GP_RUNTIME_OWN(X)                                                                          \
 	X(GetDevice, (int *dev))                                                                   \
