@@ -12,7 +12,8 @@
 
 /* One field per row of the driver table, named by its exact symbol (gp_cu.MemAlloc_v2 is the
  * driver's cuMemAlloc_v2). */
-#define GP_CU_FIELD(cls, name, base, version, flavour, params, args, stream) CUresult (*name) params;
+#define GP_CU_FIELD(cls, name, base, version, flavour, params, args, stream)                       \
+	CUresult (*name) params;
 struct gp_cu {
 	GP_DRIVER_ALL(GP_CU_FIELD)
 };

@@ -9,7 +9,7 @@
  *   name     the symbol libcuda.so.1 exports, without "cu": MemAlloc_v2, MemcpyAsync_ptsz
  *   base     what cuGetProcAddress is asked for to get it, without "cu": MemAlloc
  *   version  the CUDA version that brought the symbol, as cudaTypedefs.h names its type
- *            (PFN_cuMemAlloc_v3020): lookup.c holds every row to that type when it compiles
+ *            (PFN_cuMemAlloc_v3020): typecheck.c holds every row to that type at build time
  *   flavour  PLAIN, or PTSZ / PTDS for the per-thread default stream's flavour (_ptsz, _ptds)
  *   params   the parameters with their names; args: the same names, as a call passes them
  *   stream   WORK rows: the stream the work goes to (NULL for the calls that take none: they
@@ -19,8 +19,8 @@
  *   GP_DRIVER_WORK   an entry point of ours made from its row (work.c)
  *   GP_DRIVER_OWN    none: the shim only calls it itself (fences, contexts, VMM, lookups)
  * A driver that lacks a row's symbol leaves it NULL: that entry point is then never handed out.
- * Only rows of the symbols' true versions: an older variant a program may still ask for (the
- * 32-bit cuMemAlloc of CUDA 2.0, say) gets the driver's own function, as every unlisted name. */
+ * A variant without a row (an older one a program may still ask for, such as the 32-bit
+ * cuMemAlloc of CUDA 2.0) gets the driver's own function, as every unlisted name does. */
 #ifndef GPUPOOL_DOOR_TABLE_H
 #define GPUPOOL_DOOR_TABLE_H
 
@@ -47,6 +47,7 @@ enum gp_cu_class {
 #define GP_CU_PER_THREAD_PTSZ 1
 #define GP_CU_PER_THREAD_PTDS 1
 
+/* The calls the pool answers for or must know of: entry points written by hand (driver.c). */
 #define GP_DRIVER_HOOKS(X)                                                                         \
 	X(ALLOC, MemAlloc_v2, MemAlloc, 3020, PLAIN, (CUdeviceptr *dptr, size_t bytes),            \
 	  (dptr, bytes), -)                                                                        \
@@ -489,6 +490,7 @@ enum gp_cu_class {
 #define GP_DRIVER_WORK_13000(X)
 #endif
 
+/* The calls the shim makes itself (fences, contexts, VMM-backed blocks, the door's lookups). */
 #define GP_DRIVER_OWN(X)                                                                           \
 	X(OWN, GetProcAddress_v2, GetProcAddress, 12000, PLAIN,                                    \
 	  (const char *sym, void **pfn, int version, cuuint64_t flags,                             \

@@ -2,9 +2,10 @@
  * libcudart.so in the process; it dlopen()s libcuda.so.1, looks up cuGetProcAddress_v2 with
  * dlsym, asks it for "cuGetProcAddress", and gets every driver function from what that returned.
  * Under LD_PRELOAD=libgpupool.so it proves the driver door: the allocation functions it is handed
- * are gpupool's (and cuMemsetD8, work on a stream), 1000 cuMemAlloc+cuMemFree pairs reach the driver once, cuMemGetInfo counts the
- * cache as free, the release signal gives the cache back, a second stream order switches reuse
- * to fences, and functions gpupool does not wrap come back as the driver's own. Run natively
+ * are gpupool's (and cuMemsetD8, work on a stream), 1000 cuMemAlloc+cuMemFree pairs reach the
+ * driver once, cuMemGetInfo counts the cache as free, the release signal gives the cache back, a
+ * second stream order switches reuse to fences, and functions gpupool does not wrap come back as
+ * the driver's own. Run natively
  * with --expect-native, every pair must reach the driver: that run proves the first counted
  * interposition; with --either, whichever it was handed decides what is checked.
  * Usage: e2e_drvstatic <path of the stand-in libcuda.so.1> [--expect-native | --either] */

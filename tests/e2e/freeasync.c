@@ -46,7 +46,8 @@ static int free_async(void *p, cudaStream_t s, int ptsz)
 	int rc;
 
 	if (driver_door) {
-		CUresult r = (ptsz ? cu_free_async_ptsz : cu_free_async)((CUdeviceptr)(uintptr_t)p, s);
+		CUdeviceptr d = (CUdeviceptr)(uintptr_t)p;
+		CUresult r = ptsz ? cu_free_async_ptsz(d, s) : cu_free_async(d, s);
 		rc = r == CUDA_SUCCESS ? 0 : r == CUDA_ERROR_INVALID_VALUE ? 1 : 2;
 	} else {
 		cudaError_t r = ptsz ? rt_free_async_ptsz(p, s) : cudaFreeAsync(p, s);
@@ -131,7 +132,8 @@ int main(int argc, char **argv)
 	/* A pooled block comes back to the pool and out again, with no real call. */
 	e2e_cuda(cudaMalloc(&a, BYTES), "cudaMalloc");
 	c0 = e2e_counters();
-	e2e_check(free_async(a, NULL, 0) == 0, "the stream-ordered free of a pooled block succeeds");
+	e2e_check(free_async(a, NULL, 0) == 0,
+		  "the stream-ordered free of a pooled block succeeds");
 	e2e_cuda(cudaMalloc(&b, BYTES), "cudaMalloc");
 	c = e2e_counters();
 	e2e_check(b == a && c.mallocs == c0.mallocs && c.frees == c0.frees &&
@@ -148,19 +150,21 @@ int main(int argc, char **argv)
 	e2e_cuda(cudaMalloc(&a, BYTES), "cudaMalloc");
 	c = e2e_counters();
 	e2e_check(a == b && c.bad_frees == 0 && c.mallocs == c0.mallocs,
-		  "the pool is intact: the block is handed out again, no bad free reached the driver");
+		  "the pool is intact: the block is handed out again, no bad free reached the "
+		  "driver");
 	e2e_cuda(cudaFree(a), "cudaFree");
 
 	/* A pointer the pool does not own reaches the real function, once. */
 	q = alloc_async();
 	c0 = e2e_counters();
-	e2e_check(free_async(q, NULL, 0) == 0, "the stream-ordered free of another pointer succeeds");
+	e2e_check(free_async(q, NULL, 0) == 0,
+		  "the stream-ordered free of another pointer succeeds");
 	c = e2e_counters();
 	e2e_check(c.async_frees == c0.async_frees + 1 && c.bad_frees == 0,
 		  "it reached the real stream-ordered free once (%llu)",
 		  (unsigned long long)(c.async_frees - c0.async_frees));
 
-	/* The _ptsz flavour: a pool free, and the per-thread default stream is in use from now on. */
+	/* The _ptsz flavour: a pool free, and the per-thread default stream in use from now on. */
 	calls = fence_calls();
 	e2e_check(calls == 0, "in one stream order, reuse asks no stream (%llu calls)",
 		  (unsigned long long)calls);
@@ -171,8 +175,8 @@ int main(int argc, char **argv)
 	e2e_check(c.frees == c0.frees && c.async_frees == c0.async_frees,
 		  "the _ptsz free reached no real free");
 	calls = fence_calls();
-	e2e_check(calls > 0, "after it, reuse asks the streams (%llu calls): the per-thread default "
-		  "stream is in use", (unsigned long long)calls);
+	e2e_check(calls > 0, "after it, reuse asks the streams (%llu calls): the per-thread "
+		  "default stream is in use", (unsigned long long)calls);
 
 	/* During a capture the block is held for the graph. */
 	release(0, NULL);

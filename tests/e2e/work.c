@@ -36,7 +36,11 @@ static void *get(const char *name, cuuint64_t flags)
 	return p;
 }
 
-#define GET(var, name, flags) do { void *p_ = get(name, flags); memcpy(&var, &p_, sizeof(p_)); } while (0)
+#define GET(var, name, flags)                                                                      \
+	do {                                                                                       \
+		void *p_ = get(name, flags);                                                       \
+		memcpy(&var, &p_, sizeof(p_));                                                     \
+	} while (0)
 
 /* Whether the function fn lies in libgpupool (its address through memcpy: ISO C converts no
  * function pointer to an object pointer). */
@@ -68,7 +72,8 @@ static int child(const char *lib, const char *mode)
 	CUresult (*init)(unsigned), (*device_get)(CUdevice *, int);
 	CUresult (*retain)(CUcontext *, CUdevice), (*set_current)(CUcontext);
 	CUresult (*mem_alloc)(CUdeviceptr *, size_t), (*mem_free)(CUdeviceptr);
-	CUresult (*stream_create)(CUstream *, unsigned), (*memset8)(CUdeviceptr, unsigned char, size_t);
+	CUresult (*stream_create)(CUstream *, unsigned);
+	CUresult (*memset8)(CUdeviceptr, unsigned char, size_t);
 	void (*counters)(int, struct standin_counters *);
 	struct standin_counters c0, c;
 	launch_fn launch, launch_ptsz;
