@@ -10,8 +10,8 @@
  *    a process that never uses CUDA pays no page fault for it.
  *  - Thread-local variables (gp_shim_in_real, shim.c's in_init and a thread's first runtime call,
  *    the backend's last error, trace.c's ring of the thread): one per thread, not per process.
- *  - gp_cu and gp_real (door/lookup.h) and framework.c's table of Python's
- *    functions: tables of real functions, found once, not state.
+ *  - gp_cu and gp_real (door/lookup.h) and framework.c's table of Python's functions: tables
+ *    of real functions, found once, not state.
  *  - log.c's level: log.c is also linked without the shim (the options' tests and fuzzer, the
  *    README check), where there is no gp_shim. */
 #ifndef GPUPOOL_STATE_H
