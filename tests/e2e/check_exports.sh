@@ -20,7 +20,12 @@ if [[ ! -f $lib ]]; then
 	exit 1
 fi
 
-defined=$(nm -D --defined-only "$lib" | awk '{ n = $NF; sub(/@.*/, "", n); print n }' | sort -u)
+# exported FILE: the names of the dynamic symbols FILE defines, without their versions, sorted
+exported() {
+	nm -D --defined-only "$1" | awk '{ n = $NF; sub(/@.*/, "", n); print n }' | sort -u
+}
+
+defined=$(exported "$lib")
 leaks=$(grep -Ev '^(cuda[A-Za-z0-9_]*|cu[A-Z][A-Za-z0-9_]*|dlsym|gpupool_[A-Za-z0-9_]*)$' <<<"$defined" || true)
 if [[ -n $leaks ]]; then
 	echo "FAIL e2e_exports: symbols other than cuda*, cu[A-Z]*, dlsym and gpupool_* are exported:" >&2
@@ -47,7 +52,7 @@ if [[ -n $table_prog ]]; then
 	fi
 	mapfile -t must <<<"$want"
 	if [[ -n $stub && -f $stub ]]; then
-		driver_has=$(nm -D --defined-only "$stub" | awk '{ n = $NF; sub(/@.*/, "", n); print n }' | sort -u)
+		driver_has=$(exported "$stub")
 		rows=$(awk '$1 ~ /^cu[A-Z]/ { print $1 }' <<<"$table" | sort -u)
 		unknown=$(comm -23 <(echo "$rows") <(echo "$driver_has"))
 		if [[ -n $unknown ]]; then
