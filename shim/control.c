@@ -7,7 +7,7 @@
 #include "clock.h"
 #include "capture.h"
 #include "ctx.h"
-#include "cu.h"
+#include "door/lookup.h"
 #include "fence.h"
 #include "framework.h"
 #include "log.h"

@@ -1,7 +1,7 @@
 /* ctx.c — per-device primary contexts and the program's own contexts (ctx.h). Only driver calls:
  * safe from inside a runtime's call into the driver; never a runtime call. */
 #include "ctx.h"
-#include "cu.h"
+#include "door/lookup.h"
 #include "pool.h"
 #include "state.h" /* gp_shim.ctx */
 

@@ -10,7 +10,7 @@
 #include "capture.h"
 #include "grow.h"
 #include "ctx.h"
-#include "cu.h"
+#include "door/lookup.h"
 #include "log.h"
 #include "pool.h"
 #include "state.h" /* gp_shim.fence */
@@ -61,6 +61,18 @@ static void spare_event(const struct ev *e)
 void gp_fence_blind(void)
 {
 	atomic_store(&gp_shim.fence.blind, 1);
+}
+
+/* Called after every piece of work the driver door sees queued on a default stream: a plain
+ * relaxed load, and a store only when the flag was clear. */
+void gp_fence_note_legacy_work(void)
+{
+	if (atomic_load_explicit(&gp_shim.fence.legacy_used, memory_order_relaxed))
+		return;
+	atomic_store_explicit(&gp_shim.fence.legacy_used, 1, memory_order_relaxed);
+	if (!atomic_load_explicit(&gp_shim.fence.said_legacy, memory_order_relaxed) &&
+	    !atomic_exchange(&gp_shim.fence.said_legacy, 1))
+		gp_log(GP_LOG_DEBUG, "work was queued on a legacy or per-thread default stream");
 }
 
 void gp_fence_use_device(int device)
@@ -117,12 +129,6 @@ void gp_fence_device_reset(int device)
 			i++;
 	}
 	pthread_mutex_unlock(&gp_shim.fence.lock);
-}
-
-void gp_fence_note_legacy_work(void)
-{
-	if (!atomic_load_explicit(&gp_shim.fence.legacy_used, memory_order_relaxed))
-		atomic_store(&gp_shim.fence.legacy_used, 1);
 }
 
 void gp_fence_stream_created(CUstream s, unsigned flags)

@@ -21,8 +21,6 @@ void gp_fence_stream_created(CUstream s, unsigned flags);
 int gp_fence_stream_destroying(CUstream s);
 /* No capture is underway any more: destroys that waited for that are made now. */
 void gp_fence_captures_over(void);
-/* Work was queued on a legacy or per-thread default stream (after the call that queued it). */
-void gp_fence_note_legacy_work(void);
 void gp_fence_use_device(int device);
 /* Before the primary context of `device` is reset: its streams and events are about to be
  * destroyed. Fences that hold its events count them as complete and never touch them again. */
@@ -30,6 +28,9 @@ void gp_fence_device_reset(int device);
 
 /* From now on no fence is made (a stream may be unknown): blocks wait for a real free. */
 void gp_fence_blind(void);
+/* Work was queued on a legacy or per-thread default stream (gp_shim_work, after the call that
+ * queued it returned): sets gp_shim.fence.legacy_used. Cheap enough for every such call. */
+void gp_fence_note_legacy_work(void);
 
 /* The backend's fence operations (struct gp_backend). */
 int gp_fence_record(void *ctx, void **out);

@@ -7,7 +7,7 @@
 #include "framework.h"
 #include "log.h"
 #include "pool.h"
-#include "real.h"
+#include "door/lookup.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>

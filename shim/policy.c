@@ -10,9 +10,8 @@
 #define _GNU_SOURCE
 #include "policy.h"
 #include "ctx.h"
-#include "cu.h"
+#include "door/lookup.h"
 #include "log.h"
-#include "real.h"
 #include "state.h" /* gp_shim.policy */
 
 #include <stdatomic.h>

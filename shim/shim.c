@@ -7,8 +7,8 @@
 #include "capture.h"
 #include "backend.h"
 #include "ctx.h"
-#include "cu.h"
-#include "door.h"
+#include "door/lookup.h"
+#include "door/handout.h"
 #include "control.h"
 #include "fence.h"
 #include "graphs.h"
@@ -17,7 +17,6 @@
 #include "observe.h"
 #include "options.h"
 #include "policy.h"
-#include "real.h"
 #include "trace.h"
 #include "vmm.h"
 
@@ -233,6 +232,18 @@ static void unordered(void)
 				    "freed block is reused once an event fence shows its work is done");
 }
 
+/* A call of a _ptsz/_ptds flavour (per_thread), or one naming CU_STREAM_PER_THREAD, uses the
+ * calling thread's per-thread default stream, whose work is not in the legacy stream's order. A
+ * per-thread flavour counts whichever stream it names, as it always did: the mark is cheap, and
+ * such code mostly queues on its default stream. */
+static void per_thread_stream(CUstream s, int per_thread)
+{
+	if ((per_thread || s == CU_STREAM_PER_THREAD) &&
+	    !atomic_load_explicit(&gp_shim.life.per_thread_stream, memory_order_relaxed) &&
+	    gp_shim_tracking() && !atomic_exchange(&gp_shim.life.per_thread_stream, 1))
+		unordered();
+}
+
 static void note_device(int dev)
 {
 	uint64_t bit = 1ULL << (dev & (GP_MAX_DEVICES - 1));
@@ -356,25 +367,64 @@ __attribute__((flatten)) static int pool_free(void *ptr)
 	return rc == GP_OK ? 0 : rc;
 }
 
-cudaError_t gp_shim_free(void *ptr)
+/* A free at the runtime door of a pointer not NULL: the pool's answer for a block it handed out
+ * (a double free: cudaErrorInvalidValue), else `real` (cudaFree, cudaFreeAsync on stream s) for a
+ * pointer allocated before us or by another allocator. Inlined with its `real`: the hit path is
+ * the pool's free alone. */
+static inline cudaError_t runtime_free(void *ptr, cudaError_t (*real)(void *, cudaStream_t),
+				       cudaStream_t s)
 {
 	cudaError_t rc;
 
-	if (ptr == NULL)
-		return gp_real.Free(ptr); /* initialises the runtime, as the program expects */
 	runtime_thread_start();
 	switch (pool_free(ptr)) {
 	case 0:
 	case 1:
 		return cudaSuccess;
 	case GP_ENOTOWNED:
-		gp_shim_in_real = 1; /* allocated before us, or by another allocator */
-		rc = gp_real.Free(ptr);
+		gp_shim_in_real = 1;
+		rc = real(ptr, s);
 		gp_shim_in_real = 0;
 		return rc;
 	default:
 		return cudaErrorInvalidValue;
 	}
+}
+
+static cudaError_t real_free(void *ptr, cudaStream_t s)
+{
+	(void)s;
+	return gp_real.Free(ptr);
+}
+
+/* A runtime without cudaFreeAsync (or its _ptsz flavour) has none to pass a pointer to. */
+static cudaError_t no_real_free(void *ptr, cudaStream_t s)
+{
+	(void)ptr;
+	(void)s;
+	return cudaErrorInitializationError;
+}
+
+cudaError_t gp_shim_free(void *ptr)
+{
+	if (ptr == NULL)
+		return gp_real.Free(ptr); /* initialises the runtime, as the program expects */
+	return runtime_free(ptr, real_free, NULL);
+}
+
+/* A block the pool handed out comes back to it at once, as from cudaFree: its reuse waits for
+ * the fences, which cover the stream too. */
+cudaError_t gp_shim_free_async(void *ptr, cudaStream_t s, int per_thread)
+{
+	cudaError_t (*real)(void *, cudaStream_t) = per_thread ? gp_real.FreeAsync_ptsz :
+								 gp_real.FreeAsync;
+
+	per_thread_stream(s, per_thread);
+	if (real == NULL)
+		real = no_real_free;
+	if (ptr == NULL)
+		return real(ptr, s);
+	return runtime_free(ptr, real, s);
 }
 
 /* Cached blocks are free memory for this process's next allocation (a miss releases them). */
@@ -433,19 +483,45 @@ CUresult gp_shim_cu_alloc(CUdeviceptr *dptr, size_t size)
 	}
 }
 
-CUresult gp_shim_cu_free(CUdeviceptr dptr)
+/* The same at the driver door (a double free: CUDA_ERROR_INVALID_VALUE); `real` is cuMemFree or
+ * cuMemFreeAsync on stream s. */
+static inline CUresult driver_free(CUdeviceptr dptr, CUresult (*real)(CUdeviceptr, CUstream),
+				   CUstream s)
 {
-	if (dptr == 0)
-		return gp_cu.MemFree_v2(dptr);
 	switch (pool_free((void *)(uintptr_t)dptr)) {
 	case 0:
 	case 1:
 		return CUDA_SUCCESS;
 	case GP_ENOTOWNED:
-		return gp_cu.MemFree_v2(dptr); /* allocated before us, or by another allocator */
+		return real(dptr, s);
 	default:
 		return CUDA_ERROR_INVALID_VALUE;
 	}
+}
+
+static CUresult real_cu_free(CUdeviceptr dptr, CUstream s)
+{
+	(void)s;
+	return gp_cu.MemFree_v2(dptr);
+}
+
+CUresult gp_shim_cu_free(CUdeviceptr dptr)
+{
+	if (dptr == 0)
+		return gp_cu.MemFree_v2(dptr);
+	return driver_free(dptr, real_cu_free, NULL);
+}
+
+/* As gp_shim_free_async; the entry point made sure the real function exists. */
+CUresult gp_shim_cu_free_async(CUdeviceptr dptr, CUstream s, int per_thread)
+{
+	CUresult (*real)(CUdeviceptr, CUstream) = per_thread ? gp_cu.MemFreeAsync_ptsz :
+							       gp_cu.MemFreeAsync;
+
+	per_thread_stream(s, per_thread);
+	if (dptr == 0)
+		return real(dptr, s);
+	return driver_free(dptr, real, s);
 }
 
 void gp_shim_cu_meminfo(size_t *free_b, size_t *total_b)
@@ -582,15 +658,17 @@ void gp_shim_ctx_current(void)
 		note_device(dev);
 }
 
-void gp_shim_per_thread_stream(void)
+/* A _ptsz/_ptds flavour's NULL, and CU_STREAM_PER_THREAD in any flavour, is the calling thread's
+ * per-thread default stream; a plain flavour's NULL and CU_STREAM_LEGACY the legacy one. */
+void gp_shim_work(CUstream s, int per_thread)
 {
-	if (!atomic_load_explicit(&gp_shim.life.per_thread_stream, memory_order_relaxed) &&
-	    gp_shim_tracking() && !atomic_exchange(&gp_shim.life.per_thread_stream, 1))
-		unordered();
+	per_thread_stream(s, per_thread);
+	if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+		gp_fence_note_legacy_work();
 }
 
-/* The driver door found a function it cannot vouch for (door.c): allocations pass through from
- * now on, and blocks already cached are reused only after a real free. */
+/* The driver door found a function it cannot vouch for (door/handout.c): allocations pass through
+ * from now on, and blocks already cached are reused only after a real free. */
 void gp_shim_door_blind(void)
 {
 	atomic_store(&gp_shim.life.driver_caution, 1);

@@ -1,7 +1,7 @@
 /* shim.h — the shim's life cycle and the logic behind both doors' entry points: the runtime's
- * (entry.c: cudaMalloc, cudaFree, ...) and the driver's (drventry.c: cuMemAlloc_v2, ...). The
- * entry points stay lists of short wrappers; everything they need is here. Its state is
- * gp_shim.life (state.h). Never aborts the program: errors are the runtime's or driver's own. */
+ * (door/runtime.c: cudaMalloc, cudaFree, ...) and the driver's (door/driver.c: cuMemAlloc_v2,
+ * ...). The entry points stay lists of short wrappers; everything they need is here. Its state
+ * is gp_shim.life (state.h). Never aborts the program: errors are the runtime's or driver's own. */
 #ifndef GPUPOOL_SHIM_H
 #define GPUPOOL_SHIM_H
 
@@ -18,8 +18,8 @@ enum gp_state { GP_UNINIT = 0, GP_ACTIVE, GP_PASSTHROUGH };
  * the runtime's own calls into the driver then pass our driver entry points untouched, so that
  * nothing is pooled twice. One per thread: not in gp_shim. */
 extern _Thread_local int gp_shim_in_real;
-/* The driver door cannot vouch for what it hands out (door.h), or a context of the program's own
- * is current somewhere (gp_shim.life.driver_caution): checked by gp_shim_serves. */
+/* The driver door cannot vouch for what it hands out (door/handout.h), or a context of the
+ * program's own is current somewhere (gp_shim.life.driver_caution): checked by gp_shim_serves. */
 int gp_shim_driver_pooling_slow(void);
 
 int gp_shim_init_slow(void);
@@ -73,10 +73,16 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size);
 /* The same, on a given device (the pool switches to it for a real allocation). */
 cudaError_t gp_shim_malloc_on(int device, void **ptr, size_t size);
 cudaError_t gp_shim_free(void *ptr);
+/* cudaFreeAsync (per_thread: its _ptsz flavour, on the calling thread's default stream for NULL):
+ * a block the pool handed out is freed as by gp_shim_free, any other pointer by the real one on
+ * its stream. */
+cudaError_t gp_shim_free_async(void *ptr, cudaStream_t s, int per_thread);
 
 /* ---- the driver door ---- */
 CUresult gp_shim_cu_alloc(CUdeviceptr *dptr, size_t size);
 CUresult gp_shim_cu_free(CUdeviceptr dptr);
+/* cuMemFreeAsync and its _ptsz flavour (per_thread), as gp_shim_free_async. */
+CUresult gp_shim_cu_free_async(CUdeviceptr dptr, CUstream s, int per_thread);
 void gp_shim_cu_meminfo(size_t *free_b, size_t *total_b);
 void gp_shim_vmm_seen(void);
 /* An IPC memory handle was asked for ptr (either door): in takeover mode, a warning, once; in
@@ -101,9 +107,10 @@ CUresult gp_shim_ctx_created(CUcontext *c, CUresult rc);
 void gp_shim_ctx_destroying(CUcontext c);
 /* A context was made current (a second device may come into use). */
 void gp_shim_ctx_current(void);
-/* Work was queued on a per-thread default stream. */
-void gp_shim_per_thread_stream(void);
-/* The driver door cannot vouch for what it hands out (door.c): pass allocations through. */
+/* Work was queued on stream `s` (door/work.c, after the call succeeded); per_thread: through a
+ * _ptsz/_ptds flavour, where NULL is the calling thread's per-thread default stream. */
+void gp_shim_work(CUstream s, int per_thread);
+/* The driver door cannot vouch for what it hands out (door/handout.c): pass allocations through. */
 void gp_shim_door_blind(void);
 
 #endif

@@ -10,8 +10,8 @@
  *    a process that never uses CUDA pays no page fault for it.
  *  - Thread-local variables (gp_shim_in_real, shim.c's in_init and a thread's first runtime call,
  *    the backend's last error, trace.c's ring of the thread): one per thread, not per process.
- *  - gp_cu and gp_real (cu.h, real.h) and framework.c's table of Python's functions: tables of
- *    real functions, found once, not state.
+ *  - gp_cu and gp_real (door/lookup.h) and framework.c's table of Python's functions: tables
+ *    of real functions, found once, not state.
  *  - log.c's level: log.c is also linked without the shim (the options' tests and fuzzer, the
  *    README check), where there is no gp_shim. */
 #ifndef GPUPOOL_STATE_H
@@ -53,7 +53,7 @@ struct gp_shim_life {
 	 * (GPUPOOL_DISABLE) and in a fork's child; gp_shim_active reads it with acquire. */
 	_Atomic int state;
 	/* Written once by init under init_lock, before state becomes GP_ACTIVE; any file of the
-	 * shim reads it once gp_shim_active() said so (entry.c, graphs.c). */
+	 * shim reads it once gp_shim_active() said so (door/runtime.c, graphs.c). */
 	struct gp_pool *pool;
 	/* 1 for good once the program made a context of its own or the door went blind (any
 	 * thread); relaxed: gp_shim_pooling then asks the slow way. */
@@ -77,25 +77,27 @@ struct gp_shim_life {
 	struct gp_options opts;
 };
 
-/* door.c and cu.c: the driver door, the real driver's table being filled, the dlsym behind ours.
- * gp_door_route reads some of it for every dlsym of the process, also while a sanitizer's
- * runtime initialises: atomics or __atomic builtins there, no lock. (cu.c's constructed flag is
- * in gp_shim_early: the constructor writes it.) */
+/* door/handout.c and door/lookup.c: the driver door, the real driver's table being filled, the
+ * dlsym behind ours. gp_door_route reads some of it for every dlsym of the process, also while a
+ * sanitizer's runtime initialises: atomics or __atomic builtins there, no lock. (lookup.c's
+ * constructed flag is in gp_shim_early: the constructor writes it.) */
 struct gp_shim_door {
-	/* door.c: a lookup returned a driver function we could not match (set once, exchange);
+	/* handout.c: a lookup returned a driver function we could not match (set once, exchange);
 	 * read relaxed by every runtime-door allocation and by gp_shim_driver_pooling_slow. */
 	_Atomic int blind;
-	_Atomic int seen; /* door.c: someone looked the driver up through us; relaxed */
-	/* cu.c: gp_cu is filled. Stored (release) under resolve_lock; read with acquire first. */
+	_Atomic int seen; /* handout.c: someone looked the driver up through us; relaxed */
+	/* lookup.c: gp_cu is filled. Stored (release) under resolve_lock; read with acquire
+	 * first. */
 	_Atomic int resolved;
-	pthread_mutex_t resolve_lock; /* cu.c: one resolution of gp_cu at a time */
-	/* cu.c: the next dlsym after ours (another hook's, or libc's), found once our constructor
-	 * ran; __atomic release/acquire, no lock (two racing threads find the same one). */
+	pthread_mutex_t resolve_lock; /* lookup.c: one resolution of gp_cu at a time */
+	/* lookup.c: the next dlsym after ours (another hook's, or libc's), found once our
+	 * constructor ran; __atomic release/acquire, no lock (two racing threads find the same
+	 * one). */
 	void *real_dlsym;
-	/* cu.c: this library's address range; __atomic: self_lo (relaxed) then self_hi (release),
-	 * not 0 once found (two racing threads find the same range). */
+	/* lookup.c: this library's address range; __atomic: self_lo (relaxed) then self_hi
+	 * (release), not 0 once found (two racing threads find the same range). */
 	uintptr_t self_lo, self_hi;
-	_Atomic int said_missing; /* cu.c: "not found in the driver" said (gp_log_capped) */
+	_Atomic int said_missing; /* lookup.c: "not found in the driver" said (gp_log_capped) */
 };
 
 /* ctx.c: the devices' primary contexts and the program's own contexts. */
@@ -134,9 +136,11 @@ struct gp_shim_fence {
 	/* A stream is missing from the registry: no fence can be trusted (for good, exchange). */
 	_Atomic int blind;
 	/* Work was queued on a legacy or per-thread default stream since the last fence that
-	 * recorded on the legacy streams: set by any thread after the work was queued (the doors'
-	 * work entry points), exchanged to 0 by the fence that records there. */
+	 * recorded on the legacy streams: set (relaxed, only when 0) by any thread after the work
+	 * was queued (gp_fence_note_legacy_work, from the doors' work entry points), exchanged to 0
+	 * by the fence that records there. */
 	_Atomic int legacy_used;
+	_Atomic int said_legacy; /* gp_fence_note_legacy_work said so at debug level: once */
 	/* Devices with work of a stream destroyed while it was itself being captured, covered by no
 	 * event: fetch_or by the destroy, exchanged by the next fence, which waits for the device. */
 	_Atomic uint64_t unfenced;
@@ -307,7 +311,7 @@ struct gp_shim_defer {
 	_Atomic uint64_t bytes;         /* bytes in the list (statistics): added, taken off anywhere */
 };
 
-/* real.c: the shared runtime's table (gp_real) is filled once. */
+/* door/lookup.c: the shared runtime's table (gp_real) is filled once. */
 struct gp_shim_real {
 	pthread_once_t once; /* resolve() runs once, on the first thread that asks */
 	int resolved_ok; /* written inside once; read after pthread_once returned */
@@ -348,7 +352,8 @@ struct gp_shim_early {
 		int kept_signo, kept_ignored;
 	} control;
 	struct {
-		/* cu.c: our constructor ran (__atomic release, acquire in gp_real_dlsym_fn). */
+		/* door/lookup.c: our constructor ran (__atomic release, acquire in
+		 * gp_real_dlsym_fn). */
 		int constructed;
 	} door;
 };

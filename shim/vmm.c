@@ -5,7 +5,7 @@
  * process with its own cache, nor anywhere after the first IPC call. */
 #define _GNU_SOURCE
 #include "vmm.h"
-#include "cu.h"
+#include "door/lookup.h"
 #include "log.h"
 #include "options.h"
 #include "state.h"

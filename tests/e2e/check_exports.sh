@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # check_exports.sh — proves libgpupool.so exports only what it must: every defined dynamic symbol
 # is a runtime entry point (cuda*), a driver entry point (cu[A-Z]*), dlsym or the gpupool_* API;
-# cudaMalloc, cudaFree, cuMemAlloc_v2, cuGetProcAddress_v2 and dlsym are exported with no named
-# version node (so they interpose the runtime's versioned cudaMalloc@@libcudart.so.13), and the
-# library does not depend on libcudart (the real runtime is found at run time); with a second
-# argument N, that it is mapped in at most N segments (GPUPOOL_COMPACT_LOAD: 2).
-# Usage: check_exports.sh <path of libgpupool.so> [max LOAD segments]
+# with the door's table (the output of door_table: "<symbol> ours|own" a line), that the cu* and
+# cuda* ones are exactly its "ours" rows and cuGetProcAddress/_v2, each exported with no named
+# version node (so they interpose the runtime's versioned cudaMalloc@@libcudart.so.13), dlsym too;
+# with the toolkit's stub libcuda.so, that every driver row names a symbol the driver exports; that
+# the library does not depend on libcudart (the real runtime is found at run time); with N, that it
+# is mapped in at most N segments (GPUPOOL_COMPACT_LOAD: 2).
+# Usage: check_exports.sh <libgpupool.so> [max LOAD segments] [door_table program] [stub libcuda.so]
 set -u
-lib=${1:?usage: check_exports.sh <libgpupool.so> [max LOAD segments]}
+lib=${1:?usage: check_exports.sh <libgpupool.so> [max LOAD segments] [door_table] [stub libcuda.so]}
 max_loads=${2:-0}
+table_prog=${3:-}
+stub=${4:-}
 fail=0
 
 if [[ ! -f $lib ]]; then
@@ -16,7 +20,12 @@ if [[ ! -f $lib ]]; then
 	exit 1
 fi
 
-defined=$(nm -D --defined-only "$lib" | awk '{ n = $NF; sub(/@.*/, "", n); print n }')
+# exported FILE: the names of the dynamic symbols FILE defines, without their versions, sorted
+exported() {
+	nm -D --defined-only "$1" | awk '{ n = $NF; sub(/@.*/, "", n); print n }' | sort -u
+}
+
+defined=$(exported "$lib")
 leaks=$(grep -Ev '^(cuda[A-Za-z0-9_]*|cu[A-Z][A-Za-z0-9_]*|dlsym|gpupool_[A-Za-z0-9_]*)$' <<<"$defined" || true)
 if [[ -n $leaks ]]; then
 	echo "FAIL e2e_exports: symbols other than cuda*, cu[A-Z]*, dlsym and gpupool_* are exported:" >&2
@@ -26,18 +35,53 @@ else
 	echo "ok   every exported symbol ($(wc -l <<<"$defined")) is cuda*, cu[A-Z]*, dlsym or gpupool_*"
 fi
 
-for sym in cudaMalloc cudaFree cuMemAlloc_v2 cuMemFree_v2 cuGetProcAddress_v2 dlsym; do
-	line=$(nm -D --defined-only --with-symbol-versions "$lib" | awk -v s="$sym" '{ n = $NF; sub(/@.*/, "", n); if (n == s) print $NF }')
+must=(cudaMalloc cudaFree cuMemAlloc_v2 cuMemFree_v2)
+if [[ -n $table_prog ]]; then
+	table=$("$table_prog") || { echo "FAIL e2e_exports: $table_prog failed" >&2; exit 1; }
+	ours=$(awk '$2 == "ours" { print $1 }' <<<"$table" | sort -u)
+	want=$(printf '%s\ncuGetProcAddress\ncuGetProcAddress_v2\n' "$ours" | sort -u)
+	have=$(grep -E '^cu' <<<"$defined")
+	missing=$(comm -23 <(echo "$want") <(echo "$have"))
+	extra=$(comm -13 <(echo "$want") <(echo "$have"))
+	if [[ -n $missing || -n $extra ]]; then
+		[[ -z $missing ]] || { echo "FAIL e2e_exports: rows of the door's table not exported:" >&2; sed 's/^/    /' <<<"$missing" >&2; }
+		[[ -z $extra ]] || { echo "FAIL e2e_exports: cu* symbols exported that are no row of the door's table:" >&2; sed 's/^/    /' <<<"$extra" >&2; }
+		fail=1
+	else
+		echo "ok   the cu* and cuda* exports are the door's table's entry points ($(wc -l <<<"$ours")) and cuGetProcAddress/_v2"
+	fi
+	mapfile -t must <<<"$want"
+	if [[ -n $stub && -f $stub ]]; then
+		driver_has=$(exported "$stub")
+		rows=$(awk '$1 ~ /^cu[A-Z]/ { print $1 }' <<<"$table" | sort -u)
+		unknown=$(comm -23 <(echo "$rows") <(echo "$driver_has"))
+		if [[ -n $unknown ]]; then
+			echo "FAIL e2e_exports: rows of the door's table that the driver ($stub) does not export:" >&2
+			sed 's/^/    /' <<<"$unknown" >&2
+			fail=1
+		else
+			echo "ok   every driver row ($(wc -l <<<"$rows")) is a symbol the driver exports ($stub)"
+		fi
+	fi
+fi
+
+versions=$(nm -D --defined-only --with-symbol-versions "$lib" | awk '{ print $NF }')
+bad_version=0
+for sym in "${must[@]}" dlsym; do
+	line=$(awk -v s="$sym" '{ n = $0; sub(/@.*/, "", n); if (n == s) print }' <<<"$versions")
 	if [[ -z $line ]]; then
 		echo "FAIL e2e_exports: $sym is not exported" >&2
 		fail=1
+		bad_version=1
 	elif [[ $line == *@* ]]; then
 		echo "FAIL e2e_exports: $sym is exported under a named version ($line); it must be unversioned" >&2
 		fail=1
-	else
-		echo "ok   $sym is exported without a version node"
+		bad_version=1
 	fi
 done
+if [[ $bad_version -eq 0 ]]; then
+	echo "ok   ${#must[@]} entry points and dlsym are exported without a version node"
+fi
 
 # named version nodes: entries of .gnu.version_d other than the BASE one (the file's own name)
 named=$(readelf -V --wide "$lib" | awk '/Version definition section/ { d = 1; next }

@@ -2,9 +2,10 @@
  * libcudart.so in the process; it dlopen()s libcuda.so.1, looks up cuGetProcAddress_v2 with
  * dlsym, asks it for "cuGetProcAddress", and gets every driver function from what that returned.
  * Under LD_PRELOAD=libgpupool.so it proves the driver door: the allocation functions it is handed
- * are gpupool's, 1000 cuMemAlloc+cuMemFree pairs reach the driver once, cuMemGetInfo counts the
- * cache as free, the release signal gives the cache back, a second stream order switches reuse
- * to fences, and functions gpupool does not wrap come back as the driver's own. Run natively
+ * are gpupool's (and cuMemsetD8, work on a stream), 1000 cuMemAlloc+cuMemFree pairs reach the
+ * driver once, cuMemGetInfo counts the cache as free, the release signal gives the cache back, a
+ * second stream order switches reuse to fences, and functions gpupool does not wrap come back as
+ * the driver's own. Run natively
  * with --expect-native, every pair must reach the driver: that run proves the first counted
  * interposition; with --either, whichever it was handed decides what is checked.
  * Usage: e2e_drvstatic <path of the stand-in libcuda.so.1> [--expect-native | --either] */
@@ -141,9 +142,12 @@ int main(int argc, char **argv)
 	e2e_check(from_gpupool(ADDR(a.MemAlloc)) == !native && from_gpupool(ADDR(a.MemFree)) == !native,
 		  "cuGetProcAddress handed out %s cuMemAlloc/cuMemFree (%s)", native ? "the driver's" :
 		  "gpupool's", library_of(ADDR(a.MemAlloc)));
-	e2e_check(!from_gpupool(ADDR(a.MemsetD8)) && !from_gpupool(ADDR(a.Init)),
-		  "cuMemsetD8 and cuInit come back as the driver's own (%s)",
-		  library_of(ADDR(a.MemsetD8)));
+	e2e_check(from_gpupool(ADDR(a.MemsetD8)) == !native,
+		  "cuGetProcAddress handed out %s cuMemsetD8 (work on a stream: %s)",
+		  native ? "the driver's" : "gpupool's", library_of(ADDR(a.MemsetD8)));
+	e2e_check(!from_gpupool(ADDR(a.DeviceGet)) && !from_gpupool(ADDR(a.Init)),
+		  "cuDeviceGet and cuInit come back as the driver's own (%s)",
+		  library_of(ADDR(a.DeviceGet)));
 	ok(a.Init(0), "cuInit");
 	ok(a.DeviceGet(&dev, 0), "cuDeviceGet");
 	ok(a.PrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");

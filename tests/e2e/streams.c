@@ -6,7 +6,8 @@
  * work is in one stream order, and a freed block comes straight back (same pointer, 1 malloc).
  * --blocking: with blocking streams busy and no work on the legacy stream, a fence records one
  * event per stream and none on the legacy stream (an event there would join the blocking
- * streams: shim/fence.h); one more per non-blocking stream.
+ * streams: shim/fence.h); one more per non-blocking stream; one on the legacy stream once work
+ * was queued there since the last.
  * --quiet (without STANDIN_MANUAL_EVENTS): while every stream is idle (cudaStreamQuery) a freed
  * block is reused with no event recorded; once the "GPU" is busy (manual events: the stand-in's
  * streams are never idle) a fence is recorded and the block waits for it. The shim asks the
@@ -119,6 +120,13 @@ static void run_blocking(void)
 	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
 	n = events_per_fence(&p);
 	e2e_check(n == 3, "and a non-blocking stream: %llu event(s) (want 3)", (unsigned long long)n);
+	e2e_cuda(cudaMemset(p, 0, 256), "cudaMemset on the legacy stream");
+	n = events_per_fence(&p);
+	e2e_check(n == 4, "after work on the legacy stream: %llu event(s) (want 4: its own too)",
+		  (unsigned long long)n);
+	n = events_per_fence(&p);
+	e2e_check(n == 3, "and none there again until more work is queued there: %llu (want 3)",
+		  (unsigned long long)n);
 	standin_complete_events();
 	e2e_cuda(cudaFree(p), "cudaFree");
 	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");

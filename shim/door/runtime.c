@@ -1,15 +1,16 @@
-/* entry.c — the runtime door: the shared runtime's allocation entry points, the fastest way in for
- * PyTorch and every program built with -cudart shared, and the public gpupool_* API. Everything
- * else the pool needs (streams, captures, graphs, contexts) reaches the driver door (door.c),
- * through which every runtime goes. Each entry point has the same shape: make sure the shim is
- * initialised, pass through when it is not active, else call the logic in shim.c. */
+/* runtime.c — the runtime door: the shared runtime's allocation entry points (table.h's
+ * GP_RUNTIME_DOOR), the fastest way in for PyTorch and every program built with -cudart shared,
+ * and the public gpupool_* API. Everything else the pool needs (streams, captures, graphs,
+ * contexts, work) reaches the driver door (handout.c), through which every runtime goes. Each
+ * entry point has the same shape: make sure the shim is initialised, pass through when it is not
+ * active, else call the logic in shim.c; never a decision of its own. */
 #include "shim.h"
 #include "backend.h"
 #include "capture.h"
 #include "control.h"
-#include "drventry.h"
-#include "real.h"
-#include "../include/gpupool.h"
+#include "driver.h"
+#include "lookup.h"
+#include "../../include/gpupool.h"
 
 /* The real runtime is always needed: resolve it even when passing through. */
 static int ready(void)
@@ -30,6 +31,24 @@ GP_EXPORT cudaError_t cudaFree(void *devPtr)
 	if (!ready())
 		return gp_real.Free ? gp_real.Free(devPtr) : cudaErrorInitializationError;
 	return gp_shim_free(devPtr);
+}
+
+/* A block the pool handed out comes back to it, as with cudaFree; any other pointer is freed by
+ * the runtime on its stream. */
+GP_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream)
+{
+	if (!ready())
+		return gp_real.FreeAsync ? gp_real.FreeAsync(devPtr, stream) :
+					   cudaErrorInitializationError;
+	return gp_shim_free_async(devPtr, stream, 0);
+}
+
+GP_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t stream)
+{
+	if (!ready())
+		return gp_real.FreeAsync_ptsz ? gp_real.FreeAsync_ptsz(devPtr, stream) :
+						cudaErrorInitializationError;
+	return gp_shim_free_async(devPtr, stream, 1);
 }
 
 /* Passed through unchanged; noted for the takeover mode's warning (gp_shim_ipc_seen). */

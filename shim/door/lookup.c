@@ -1,10 +1,11 @@
-/* cu.c — the real driver's entry points, found once by their exact names in the libcuda.so.1
- * the process has loaded (RTLD_NOLOAD: the runtime or the program loaded it; we never do), and
- * the real dlsym behind our own. */
+/* lookup.c — finding the real functions, once: the driver's by their exact symbols in the
+ * libcuda.so.1 the process has loaded (RTLD_NOLOAD: the runtime or the program loaded it), the
+ * shared runtime's where the program has one, and the real dlsym behind our own. Never loads a
+ * CUDA library itself, and never takes a function of ours for the real one. */
 #define _GNU_SOURCE
-#include "cu.h"
+#include "lookup.h"
 #include "log.h"
-#include "state.h" /* gp_shim.door, gp_shim_early.door */
+#include "state.h" /* gp_shim.door, gp_shim_early.door, gp_shim.real */
 
 #include <dlfcn.h>
 #include <link.h>
@@ -15,91 +16,16 @@
 #include <string.h>
 
 struct gp_cu gp_cu;
+struct gp_real gp_real;
 
-#define F(name) { "cu" #name, offsetof(struct gp_cu, name) }
+/* Where each driver row's real function goes, by its symbol. */
+#define FIELD(cls, name, base, version, flavour, params, args, stream)                            \
+	{ "cu" #name, offsetof(struct gp_cu, name) },
 static const struct {
 	const char *sym;
 	size_t off;
-} fields[] = {
-	F(MemAlloc_v2),
-	F(MemFree_v2),
-	F(MemGetInfo_v2),
-	F(MemCreate),
-	F(IpcGetMemHandle),
-	F(MemGetAddressRange_v2),
-	F(StreamCreate),
-	F(StreamCreateWithPriority),
-	F(StreamDestroy),
-	F(StreamDestroy_v2),
-	F(StreamBeginCapture_v2),
-	F(StreamBeginCapture_v2_ptsz),
-	F(StreamBeginCaptureToGraph),
-	F(StreamBeginCaptureToGraph_ptsz),
-	F(StreamEndCapture),
-	F(StreamEndCapture_ptsz),
-	F(GraphInstantiateWithFlags),
-	F(GraphInstantiateWithParams),
-	F(GraphInstantiateWithParams_ptsz),
-	F(GraphExecDestroy),
-	F(GraphDestroy),
-	F(GraphClone),
-	F(GraphAddChildGraphNode),
-	F(GraphExecChildGraphNodeSetParams),
-	F(GraphExecUpdate_v2),
-	F(DevicePrimaryCtxReset_v2),
-	F(DevicePrimaryCtxRelease_v2),
-	F(GraphInstantiate_v2),
-	F(CtxCreate_v2),
-	F(CtxCreate_v3),
-	F(CtxCreate_v4),
-	F(CtxDestroy_v2),
-	F(CtxSetCurrent),
-	F(CtxPushCurrent_v2),
-	F(LaunchKernel_ptsz),
-	F(LaunchKernelEx_ptsz),
-	F(LaunchCooperativeKernel_ptsz),
-	F(LaunchHostFunc_ptsz),
-	F(GraphLaunch_ptsz),
-	F(Memcpy_ptds),
-	F(MemcpyAsync_ptsz),
-	F(MemcpyHtoD_v2_ptds),
-	F(MemcpyDtoH_v2_ptds),
-	F(MemcpyDtoD_v2_ptds),
-	F(MemcpyHtoDAsync_v2_ptsz),
-	F(MemcpyDtoHAsync_v2_ptsz),
-	F(MemcpyDtoDAsync_v2_ptsz),
-	F(MemsetD8_v2_ptds),
-	F(MemsetD32_v2_ptds),
-	F(MemsetD8Async_ptsz),
-	F(MemsetD32Async_ptsz),
-	F(GetProcAddress_v2),
-	F(GetProcAddress),
-	F(DeviceGetCount),
-	F(DevicePrimaryCtxGetState),
-	F(DevicePrimaryCtxRetain),
-	F(CtxGetCurrent),
-	F(CtxGetDevice),
-	F(CtxPopCurrent_v2),
-	F(CtxSynchronize),
-	F(ThreadExchangeStreamCaptureMode),
-	F(EventCreate),
-	F(EventDestroy_v2),
-	F(EventRecord),
-	F(EventQuery),
-	F(EventSynchronize),
-	F(StreamQuery),
-	F(StreamSynchronize),
-	F(MemRelease),
-	F(MemAddressReserve),
-	F(MemAddressFree),
-	F(MemMap),
-	F(MemUnmap),
-	F(MemSetAccess),
-	F(MemGetAllocationGranularity),
-	F(DeviceGetAttribute),
-	F(DeviceCanAccessPeer),
-};
-#undef F
+} fields[] = { GP_DRIVER_ALL(FIELD) };
+#undef FIELD
 
 typedef void *(*dlsym_fn)(void *, const char *);
 
@@ -278,4 +204,60 @@ int gp_cu_missing(void **slot, const char *name)
 		gp_log_capped(GP_LOG_WARN, &gp_shim.door.said_missing,
 			      "%s: not found in the driver; the call fails", name);
 	return p == NULL;
+}
+
+/* ---- the shared runtime ---- */
+
+void gp_dl_forget_error(void)
+{
+	(void)dlerror(); /* returns the message, marks it returned */
+	(void)dlerror(); /* frees the record */
+}
+
+static void *find_in_runtime(const char *name)
+{
+	static const char *const sonames[] = { "libcudart.so.13", "libcudart.so.12" };
+	void *p = gp_real_dlsym(RTLD_NEXT, name); /* relative to this library: what comes after it */
+
+	if (p != NULL && !gp_is_ours(p))
+		return p;
+	for (size_t i = 0; i < sizeof(sonames) / sizeof(sonames[0]); i++) {
+		void *h = dlopen(sonames[i], RTLD_LAZY | RTLD_NOLOAD);
+		if (h == NULL)
+			continue;
+		p = gp_real_dlsym(h, name);
+		dlclose(h); /* NOLOAD took a reference; the library stays loaded by its owner */
+		if (p != NULL && !gp_is_ours(p))
+			return p;
+	}
+	gp_dl_forget_error();
+	return NULL;
+}
+
+/* Where each runtime row's real function goes, by its name. */
+#define RUNTIME_FIELD(name, params) { "cuda" #name, offsetof(struct gp_real, name) },
+static const struct {
+	const char *sym;
+	size_t off;
+} runtime_fields[] = { GP_RUNTIME_ALL(RUNTIME_FIELD) };
+#undef RUNTIME_FIELD
+
+static void resolve(void)
+{
+	for (size_t i = 0; i < sizeof(runtime_fields) / sizeof(runtime_fields[0]); i++) {
+		/* dlsym returns an object pointer: its bytes make the function pointer */
+		void *p = find_in_runtime(runtime_fields[i].sym);
+		memcpy((char *)&gp_real + runtime_fields[i].off, &p, sizeof(p));
+	}
+	gp_shim.real.resolved_ok = gp_real.Malloc != NULL && gp_real.Free != NULL &&
+				   gp_real.GetDevice != NULL && gp_real.SetDevice != NULL &&
+				   gp_real.GetLastError != NULL;
+	if (!gp_shim.real.resolved_ok)
+		memset(&gp_real, 0, sizeof(gp_real)); /* a runtime is all there or not at all */
+}
+
+int gp_real_resolve(void)
+{
+	pthread_once(&gp_shim.real.once, resolve);
+	return gp_shim.real.resolved_ok ? 0 : -1;
 }

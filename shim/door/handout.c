@@ -1,16 +1,17 @@
-/* door.c — the driver door. Runtimes and libraries find the driver with dlsym on a libcuda handle
- * and then with cuGetProcAddress: ours stand in front of both and answer with our entry points
- * (drventry.c) for the calls the pool needs, and with the driver's own functions for every other
- * name. A function is matched by identity: what the real lookup returned is compared with the
- * driver's exported symbols we wrap, so every version and per-thread-stream flavour a caller asks
- * for gets the wrapper of exactly the function it would have got. Never a global lookup on the
- * caller's behalf: the caller's handle is kept. Names that are not the driver's (cu[A-Z]...) never
- * come here: the dlsym stub jumps straight to the real one, keeping the caller's return address,
- * so RTLD_NEXT still means "after the caller". */
+/* handout.c — the driver door. Runtimes and libraries find the driver with dlsym on a libcuda
+ * handle and then with cuGetProcAddress: ours stand in front of both and answer with our entry
+ * points (driver.c, work.c: table.h's GP_DRIVER_OURS) for the calls the pool needs to see, and
+ * with the driver's own functions for every other name. A function is matched by identity: what
+ * the real lookup returned is compared with the driver's exported symbols we wrap, so every
+ * version and per-thread-stream flavour a caller asks for gets the wrapper of exactly the function
+ * it would have got. Never a global lookup on the caller's behalf: the caller's handle is kept.
+ * Names that are not the driver's (cu[A-Z]...) never come here: the dlsym stub jumps straight to
+ * the real one, keeping the caller's return address, so RTLD_NEXT still means "after the
+ * caller". */
 #define _GNU_SOURCE
-#include "door.h"
-#include "cu.h"
-#include "drventry.h"
+#include "handout.h"
+#include "lookup.h"
+#include "driver.h"
 #include "log.h"
 #include "shim.h"
 #include "state.h" /* gp_shim.door */
@@ -22,41 +23,23 @@
 
 typedef void (*any_fn)(void);
 
-/* Our entry points, by the exact driver symbol each one stands in front of. */
-#define H(name) { (any_fn)cu##name, offsetof(struct gp_cu, name) }
+/* Our entry points, each with the real function it stands in front of (its field of gp_cu), and
+ * the name and version a lookup asks for to get that function. */
+#define HOOK(cls, name, base, version, flavour, params, args, stream)                             \
+	{ (any_fn)cu##name, offsetof(struct gp_cu, name), "cu" #base, version, GP_CU_##cls },
+/* Deprecated calls (cuLaunch, cuLaunchGrid, ...) too: programs built against older toolkits make
+ * them still. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 static const struct {
 	any_fn ours;
-	size_t off; /* of the real one in struct gp_cu */
-} hooks[] = {
-	H(MemAlloc_v2), H(MemFree_v2), H(MemGetInfo_v2), H(MemCreate), H(IpcGetMemHandle),
-	H(MemGetAddressRange_v2),
-	H(StreamCreate), H(StreamCreateWithPriority), H(StreamDestroy), H(StreamDestroy_v2),
-	H(StreamBeginCapture_v2), H(StreamBeginCapture_v2_ptsz),
-	H(StreamBeginCaptureToGraph), H(StreamBeginCaptureToGraph_ptsz),
-	H(StreamEndCapture), H(StreamEndCapture_ptsz),
-	H(GraphInstantiate_v2), H(GraphInstantiateWithFlags), H(GraphInstantiateWithParams),
-	H(GraphInstantiateWithParams_ptsz), H(GraphExecDestroy), H(GraphDestroy),
-	H(GraphClone), H(GraphAddChildGraphNode), H(GraphExecChildGraphNodeSetParams),
-	H(GraphExecUpdate_v2),
-	H(DevicePrimaryCtxReset_v2), H(DevicePrimaryCtxRelease_v2), H(CtxCreate_v2),
-	H(CtxCreate_v3), H(CtxCreate_v4), H(CtxDestroy_v2), H(CtxSetCurrent),
-	H(CtxPushCurrent_v2),
-	H(LaunchKernel_ptsz), H(LaunchKernelEx_ptsz), H(LaunchCooperativeKernel_ptsz),
-	H(LaunchHostFunc_ptsz), H(GraphLaunch_ptsz), H(Memcpy_ptds), H(MemcpyAsync_ptsz),
-	H(MemcpyHtoD_v2_ptds), H(MemcpyDtoH_v2_ptds), H(MemcpyDtoD_v2_ptds),
-	H(MemcpyHtoDAsync_v2_ptsz), H(MemcpyDtoHAsync_v2_ptsz), H(MemcpyDtoDAsync_v2_ptsz),
-	H(MemsetD8_v2_ptds), H(MemsetD32_v2_ptds), H(MemsetD8Async_ptsz),
-	H(MemsetD32Async_ptsz),
-};
-#undef H
-
-/* Names that must come to us from this version on (below it, a variant that cannot reach
- * pooled memory): the pool is unsafe without them. */
-static const struct {
-	const char *base;
-	int version;
-} essential[] = { { "cuMemAlloc", 3020 }, { "cuMemFree", 3020 }, { "cuStreamCreate", 0 },
-		  { "cuStreamCreateWithPriority", 0 }, { "cuStreamDestroy", 0 } };
+	size_t off;       /* of the real one in struct gp_cu */
+	const char *base; /* as cuGetProcAddress is asked for it */
+	int version;      /* the first CUDA version that gets it */
+	enum gp_cu_class cls;
+} hooks[] = { GP_DRIVER_OURS(HOOK) };
+#pragma GCC diagnostic pop
+#undef HOOK
 
 int gp_door_seen(void)
 {
@@ -88,11 +71,15 @@ static void *ours_for(void *p)
 	return p;
 }
 
+/* A lookup of `base` at `version` must come to us (table.h, GP_CU_ESSENTIAL): it gets one of
+ * our essential rows, or would but for a variant we do not know. Below the first of them, it
+ * gets a variant that cannot reach pooled memory (the 32-bit cuMemAlloc of CUDA 2.0). */
 static int is_essential(const char *base, int version)
 {
-	for (size_t i = 0; i < sizeof(essential) / sizeof(essential[0]); i++)
-		if (strcmp(base, essential[i].base) == 0)
-			return version >= essential[i].version;
+	for (size_t i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++)
+		if (GP_CU_ESSENTIAL(hooks[i].cls) && hooks[i].version <= version &&
+		    strcmp(base, hooks[i].base) == 0)
+			return 1;
 	return 0;
 }
 
@@ -185,7 +172,7 @@ static void *no_dlsym(void *handle, const char *name)
 
 /* Where a call of dlsym goes: to door_dlsym for the driver's names (cu and a capital letter:
  * never cublas*, cudnn*, curl*), else to the real one. It runs for every dlsym of the process,
- * also while a sanitizer's runtime initialises itself: uninstrumented (cu.h). */
+ * also while a sanitizer's runtime initialises itself: uninstrumented (lookup.h). */
 GP_NO_SANITIZE __attribute__((used, visibility("hidden"))) void *gp_door_route(void *handle,
 									const char *name)
 {

@@ -1,9 +1,10 @@
-/* drventry.c — the driver's entry points, as the door hands them out (door.c) and as programs
- * linked to libcuda.so.1 bind them. Each has the same shape: the real function must exist (else
- * the driver's "not found"), pass through when the pool is not in play, else call the logic in
- * shim.c or the real function and note what it did. */
-#include "drventry.h"
-#include "cu.h"
+/* driver.c — the driver entry points written by hand (table.h's GP_DRIVER_HOOKS), as the door
+ * hands them out (handout.c) and as programs linked to libcuda.so.1 bind them. Each has the same
+ * shape: the real function must exist (else the driver's "not found"), pass through when the pool
+ * is not in play, else call the logic in shim.c or the real function and note what it did. Never
+ * a decision of their own: that is shim.c's. */
+#include "driver.h"
+#include "lookup.h"
 #include "shim.h"
 #include "vmm.h"
 
@@ -25,6 +26,26 @@ GP_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 	if (!gp_shim_freeing())
 		return gp_cu.MemFree_v2(dptr);
 	return gp_shim_cu_free(dptr);
+}
+
+/* A block the pool handed out comes back to it, as with cuMemFree; any other pointer is freed by
+ * the driver on its stream. */
+GP_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
+{
+	if (GP_MISSING(MemFreeAsync))
+		return CUDA_ERROR_NOT_FOUND;
+	if (!gp_shim_freeing())
+		return gp_cu.MemFreeAsync(dptr, s);
+	return gp_shim_cu_free_async(dptr, s, 0);
+}
+
+GP_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s)
+{
+	if (GP_MISSING(MemFreeAsync_ptsz))
+		return CUDA_ERROR_NOT_FOUND;
+	if (!gp_shim_freeing())
+		return gp_cu.MemFreeAsync_ptsz(dptr, s);
+	return gp_shim_cu_free_async(dptr, s, 1);
 }
 
 GP_EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
@@ -364,150 +385,4 @@ GP_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext c)
 	if (rc == CUDA_SUCCESS)
 		gp_shim_ctx_current();
 	return rc;
-}
-
-/* ---- work on a per-thread default stream: not in the legacy stream's order ---- */
-
-GP_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-				       unsigned bx, unsigned by, unsigned bz, unsigned shm,
-				       CUstream s, void **params, void **extra)
-{
-	if (GP_MISSING(LaunchKernel_ptsz))
-		return CUDA_ERROR_NOT_FOUND;
-	gp_shim_per_thread_stream();
-	return gp_cu.LaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
-}
-
-GP_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
-					 void **params, void **extra)
-{
-	if (GP_MISSING(LaunchKernelEx_ptsz))
-		return CUDA_ERROR_NOT_FOUND;
-	gp_shim_per_thread_stream();
-	return gp_cu.LaunchKernelEx_ptsz(config, f, params, extra);
-}
-
-GP_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
-						  unsigned gz, unsigned bx, unsigned by,
-						  unsigned bz, unsigned shm, CUstream s,
-						  void **params)
-{
-	if (GP_MISSING(LaunchCooperativeKernel_ptsz))
-		return CUDA_ERROR_NOT_FOUND;
-	gp_shim_per_thread_stream();
-	return gp_cu.LaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shm, s, params);
-}
-
-GP_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void *data)
-{
-	if (GP_MISSING(LaunchHostFunc_ptsz))
-		return CUDA_ERROR_NOT_FOUND;
-	gp_shim_per_thread_stream();
-	return gp_cu.LaunchHostFunc_ptsz(s, fn, data);
-}
-
-GP_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s)
-{
-	if (GP_MISSING(GraphLaunch_ptsz))
-		return CUDA_ERROR_NOT_FOUND;
-	gp_shim_per_thread_stream();
-	return gp_cu.GraphLaunch_ptsz(exec, s);
-}
-
-GP_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
-{
-	if (GP_MISSING(Memcpy_ptds))
-		return CUDA_ERROR_NOT_FOUND;
-	gp_shim_per_thread_stream();
-	return gp_cu.Memcpy_ptds(dst, src, n);
-}
-
-GP_EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
-{
-	if (GP_MISSING(MemcpyAsync_ptsz))
-		return CUDA_ERROR_NOT_FOUND;
-	gp_shim_per_thread_stream();
-	return gp_cu.MemcpyAsync_ptsz(dst, src, n, s);
-}
-
-GP_EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n)
-{
-	if (GP_MISSING(MemcpyHtoD_v2_ptds))
-		return CUDA_ERROR_NOT_FOUND;
-	gp_shim_per_thread_stream();
-	return gp_cu.MemcpyHtoD_v2_ptds(dst, src, n);
-}
-
-GP_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n)
-{
-	if (GP_MISSING(MemcpyDtoH_v2_ptds))
-		return CUDA_ERROR_NOT_FOUND;
-	gp_shim_per_thread_stream();
-	return gp_cu.MemcpyDtoH_v2_ptds(dst, src, n);
-}
-
-GP_EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
-{
-	if (GP_MISSING(MemcpyDtoD_v2_ptds))
-		return CUDA_ERROR_NOT_FOUND;
-	gp_shim_per_thread_stream();
-	return gp_cu.MemcpyDtoD_v2_ptds(dst, src, n);
-}
-
-GP_EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n,
-					     CUstream s)
-{
-	if (GP_MISSING(MemcpyHtoDAsync_v2_ptsz))
-		return CUDA_ERROR_NOT_FOUND;
-	gp_shim_per_thread_stream();
-	return gp_cu.MemcpyHtoDAsync_v2_ptsz(dst, src, n, s);
-}
-
-GP_EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s)
-{
-	if (GP_MISSING(MemcpyDtoHAsync_v2_ptsz))
-		return CUDA_ERROR_NOT_FOUND;
-	gp_shim_per_thread_stream();
-	return gp_cu.MemcpyDtoHAsync_v2_ptsz(dst, src, n, s);
-}
-
-GP_EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n,
-					     CUstream s)
-{
-	if (GP_MISSING(MemcpyDtoDAsync_v2_ptsz))
-		return CUDA_ERROR_NOT_FOUND;
-	gp_shim_per_thread_stream();
-	return gp_cu.MemcpyDtoDAsync_v2_ptsz(dst, src, n, s);
-}
-
-GP_EXPORT CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char v, size_t n)
-{
-	if (GP_MISSING(MemsetD8_v2_ptds))
-		return CUDA_ERROR_NOT_FOUND;
-	gp_shim_per_thread_stream();
-	return gp_cu.MemsetD8_v2_ptds(dst, v, n);
-}
-
-GP_EXPORT CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned v, size_t n)
-{
-	if (GP_MISSING(MemsetD32_v2_ptds))
-		return CUDA_ERROR_NOT_FOUND;
-	gp_shim_per_thread_stream();
-	return gp_cu.MemsetD32_v2_ptds(dst, v, n);
-}
-
-GP_EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char v, size_t n, CUstream s)
-{
-	if (GP_MISSING(MemsetD8Async_ptsz))
-		return CUDA_ERROR_NOT_FOUND;
-	gp_shim_per_thread_stream();
-	return gp_cu.MemsetD8Async_ptsz(dst, v, n, s);
-}
-
-GP_EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned v, size_t n, CUstream s)
-{
-	if (GP_MISSING(MemsetD32Async_ptsz))
-		return CUDA_ERROR_NOT_FOUND;
-	gp_shim_per_thread_stream();
-	return gp_cu.MemsetD32Async_ptsz(dst, v, n, s);
 }
