@@ -5,6 +5,7 @@
  * Fences: fences.c; releases: release.c; shared internals: pool_impl.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "pool_impl.h"
+#include "pool_test.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -335,9 +336,36 @@ static void check_cap(struct gp_pool *p, struct gp_dev *d, int device)
 }
 
 #ifdef GP_POOL_TEST_HOOKS
-/* Unit tests only (tests/unit/test_pool_free_race.c): runs between a free's lookup and its
- * change of the block's state, to stage what another thread could do there. */
+/* Unit tests only (pool_test.h). */
 void (*gp_pool_test_after_lookup)(struct gp_pool *p, void *ptr);
+_Thread_local unsigned gp_pool_test_held;
+_Thread_local unsigned long gp_pool_test_taken;
+
+unsigned gp_pool_test_locks_held(void)
+{
+	return gp_pool_test_held;
+}
+
+unsigned long gp_pool_test_locks_taken(void)
+{
+	return gp_pool_test_taken;
+}
+
+int gp_pool_test_list_lock(struct gp_pool *p, int device, size_t bytes, int lock)
+{
+	unsigned cls = gp_pool_class_of(bytes);
+	struct gp_dev *d = dev_get(p, device, 1);
+	struct gp_list *c;
+
+	if (d == NULL || cls >= gp_pool_class_count())
+		return GP_EINVAL;
+	c = &d->list[cls * GP_STRIPES + my_stripe()];
+	if (lock)
+		gp_lock(&c->lock);
+	else
+		gp_unlock(&c->lock);
+	return GP_OK;
+}
 #endif
 
 /* The block of ptr and its state word, read together: while ptr -> b was in the map. Lock-free

@@ -227,7 +227,7 @@ static inline struct gp_dev *dev_get(struct gp_pool *p, int device, int create)
 	d = atomic_load_explicit(&p->dev[device], memory_order_acquire);
 	if (d != NULL || !create)
 		return d;
-	pthread_mutex_lock(&p->dev_lock);
+	gp_mutex_lock(&p->dev_lock);
 	d = atomic_load_explicit(&p->dev[device], memory_order_acquire);
 	if (d == NULL) {
 		d = aligned_alloc(GP_LINE, sizeof(*d));
@@ -238,7 +238,7 @@ static inline struct gp_dev *dev_get(struct gp_pool *p, int device, int create)
 			atomic_store_explicit(&p->dev[device], d, memory_order_release);
 		}
 	}
-	pthread_mutex_unlock(&p->dev_lock);
+	gp_mutex_unlock(&p->dev_lock);
 	return d;
 }
 

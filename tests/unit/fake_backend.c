@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef GP_POOL_TEST_HOOKS
+#include "pool_test.h"
+#endif
+
 /* Host memory one or more blocks lie in (a split shares it): freed with the last of them. */
 struct fake_mem {
 	void *base;
@@ -72,12 +76,26 @@ static int valid_device(int device)
 	return device >= 0 && device < GP_MAX_DEVICES;
 }
 
+/* A call made while the calling thread holds a pool lock (f->lock held): counted. Only the pool
+ * built with its test hooks counts its locks; without them nothing is seen. */
+static void check_unlocked(struct fake_backend *f, int op)
+{
+#ifdef GP_POOL_TEST_HOOKS
+	if (gp_pool_test_locks_held() != 0 && f->counts.locked_calls++ == 0)
+		f->counts.first_locked_op = op;
+#else
+	(void)f;
+	(void)op;
+#endif
+}
+
 static void run_hook(struct fake_backend *f, enum fake_op op)
 {
 	fake_hook_fn fn;
 	void *arg;
 
 	pthread_mutex_lock(&f->lock);
+	check_unlocked(f, (int)op);
 	f->counts.calls[op]++;
 	fn = f->hook;
 	arg = f->hook_arg;
@@ -334,6 +352,7 @@ static int fake_movable(void *ctx, void *ptr)
 	int yes;
 
 	pthread_mutex_lock(&f->lock);
+	check_unlocked(f, FAKE_OP_COUNT); /* movable is not counted among the ops */
 	b = find_block(f, ptr);
 	yes = b != NULL && b->movable;
 	pthread_mutex_unlock(&f->lock);
@@ -614,6 +633,7 @@ void fake_init(struct fake_backend *f)
 	f->free_rc = GP_OK;
 	f->remap_rc = GP_OK;
 	f->may_release = 1;
+	f->counts.first_locked_op = -1;
 	f->be.ctx = f;
 	f->be.alloc = fake_alloc;
 	f->be.free = fake_free;
@@ -730,6 +750,18 @@ uint64_t fake_misuse(struct fake_backend *f)
 
 	pthread_mutex_lock(&f->lock);
 	v = f->counts.misuse;
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
+uint64_t fake_locked_calls(struct fake_backend *f, int *op)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&f->lock);
+	v = f->counts.locked_calls;
+	if (op)
+		*op = f->counts.first_locked_op;
 	pthread_mutex_unlock(&f->lock);
 	return v;
 }

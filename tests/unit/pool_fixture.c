@@ -1,6 +1,6 @@
 /* pool_fixture.c — setup, teardown and asserting helpers shared by the pool unit tests.
  * Teardown destroys the pool (which never calls the backend) and fails the test if the fake saw
- * a backend contract breach during it. */
+ * a backend contract breach during it, or a backend call made with a pool lock held. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stddef.h>
@@ -64,11 +64,13 @@ int fx_setup_unordered(void **state)
 int fx_teardown(void **state)
 {
 	struct fx *fx = *state;
-	uint64_t misuse;
+	uint64_t misuse, locked;
+	int op;
 
 	if (!fx)
 		return 0;
 	misuse = fake_misuse(&fx->fake);
+	locked = fake_locked_calls(&fx->fake, &op);
 	if (fx->pool)
 		gp_pool_destroy(fx->pool);
 	fake_fini(&fx->fake);
@@ -76,7 +78,10 @@ int fx_teardown(void **state)
 	*state = NULL;
 	if (misuse)
 		print_error("fake backend saw %llu contract breach(es)\n", (unsigned long long)misuse);
-	return misuse ? -1 : 0;
+	if (locked)
+		print_error("%llu backend call(s) made with a pool lock held (the first: op %d)\n",
+			    (unsigned long long)locked, op);
+	return misuse || locked ? -1 : 0;
 }
 
 size_t cb(size_t bytes)
