@@ -351,6 +351,40 @@ unsigned long gp_pool_test_locks_taken(void)
 	return gp_pool_test_taken;
 }
 
+/* Whether list c keeps its invariants (c's lock held). */
+static int list_ok(struct gp_list *c)
+{
+	uint64_t n = 0, bytes = 0, e = 0;
+	struct gp_block *last = NULL;
+
+	if (c->head != NULL && ld(&c->head_epoch) > c->head->epoch)
+		return 0;
+	for (struct gp_block *b = c->head; b != NULL; last = b, b = b->next) {
+		if (b->epoch < e || state_of(atomic_load(&b->state)) != BLOCK_CACHED)
+			return 0;
+		e = b->epoch;
+		n++;
+		bytes += b->bytes;
+	}
+	return last == c->tail && n == ld(&c->cached_blocks) && bytes == ld(&c->cached_bytes);
+}
+
+unsigned gp_pool_test_check_lists(struct gp_pool *p)
+{
+	unsigned bad = 0;
+
+	for (int i = 0; i < GP_MAX_DEVICES; i++) {
+		struct gp_dev *d = dev_get(p, i, 0);
+
+		for (unsigned l = 0; d != NULL && l < nlists(); l++) {
+			gp_lock(&d->list[l].lock);
+			bad += !list_ok(&d->list[l]);
+			gp_unlock(&d->list[l].lock);
+		}
+	}
+	return bad;
+}
+
 int gp_pool_test_list_lock(struct gp_pool *p, int device, size_t bytes, int lock)
 {
 	unsigned cls = gp_pool_class_of(bytes);
@@ -444,21 +478,13 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 	c = &d->list[list];
 	t = now(p);
 	gp_lock(&c->lock);
+	/* The epoch read under the lock: no block of the list was freed in a later one. */
 	b->epoch = atomic_load(&p->epoch);
 	b->freed_ns = t;
-	b->next = NULL;
-	if (c->tail) {
-		c->tail->next = b;
-	} else {
-		c->head = b;
-		atomic_store_explicit(&c->head_epoch, b->epoch, memory_order_relaxed);
-	}
-	c->tail = b;
+	link_cached(c, c->tail, b);
 	bump(&c->live_blocks, -1);
 	bump(&c->live_bytes, -(int64_t)b->bytes);
 	bump(&c->requested_bytes, -(int64_t)b->requested);
-	bump(&c->cached_blocks, 1);
-	bump(&c->cached_bytes, (int64_t)b->bytes);
 	bump(&c->frees, 1);
 	gp_unlock(&c->lock);
 	if (!atomic_load_explicit(&p->dirty, memory_order_relaxed))

@@ -88,7 +88,7 @@ struct gp_list {
 	struct gp_lock lock;
 	struct gp_block *head, *tail; /* cached blocks in free order */
 	/* At most the head's free epoch (the epochs of a list grow from head to tail): set when a
-	 * block goes on an empty list and when a look under the lock finds the head fenced.
+	 * block becomes the head (link_cached) and when a look under the lock finds the head fenced.
 	 * Read without the lock: a list whose head is surely fenced is passed over without
 	 * writing to its lines (take_cached). */
 	_Atomic uint64_t head_epoch;
@@ -360,6 +360,34 @@ static inline void unlink_cached(struct gp_list *c, struct gp_block *prev, struc
 	bump(&c->cached_bytes, -(int64_t)b->bytes);
 }
 
+/* Link cached block b into list c after prev (NULL: at the head), c's lock held: it joins the
+ * cached counters. A block that becomes the head sets the head-epoch hint (at most the head's
+ * epoch: it was freed no later than the blocks behind it). */
+static inline __attribute__((always_inline)) void link_cached(struct gp_list *c,
+							      struct gp_block *prev,
+							      struct gp_block *b)
+{
+	if (prev != NULL) {
+		b->next = prev->next;
+		prev->next = b;
+	} else {
+		b->next = c->head;
+		c->head = b;
+		atomic_store_explicit(&c->head_epoch, b->epoch, memory_order_relaxed);
+	}
+	if (c->tail == prev)
+		c->tail = b;
+	bump(&c->cached_blocks, 1);
+	bump(&c->cached_bytes, (int64_t)b->bytes);
+}
+
+/* Whether cached block a was freed no later than b: the order of a list, by free epoch, then by
+ * free time. */
+static inline int freed_before(const struct gp_block *a, const struct gp_block *b)
+{
+	return a->epoch < b->epoch || (a->epoch == b->epoch && a->freed_ns <= b->freed_ns);
+}
+
 /* Whether list c's head is surely fenced (a hint read without the lock: head_epoch is at most the
  * head's free epoch): its blocks may not be reused yet, and the list is passed over without
  * writing to its lines. */
@@ -498,20 +526,24 @@ static inline int enter_made(struct gp_pool *p, struct gp_dev *d, int device, un
 	return GP_ENOMEM;
 }
 
-/* A cached block onto the head of its list (b->list): one that is reusable now, which a remap
- * or split handed back (put back as it was, or smaller). The list lock is taken here. */
+/* A cached block into its list (b->list) where its free belongs: lists are in free order (epochs
+ * nondecreasing from head to tail, and free times with them), which take_cached, head_fenced and
+ * the releases by age rely on: the oldest block heads each list. A block that a split, merge or
+ * remap hands back (as it was, smaller, or made of several: the latest epoch and time of its
+ * parts) may have been freed later than blocks already there. Looked for from the tail, the
+ * usual place, else from the head. The list lock is taken here. */
 static inline void push_cached(struct gp_dev *d, struct gp_block *b)
 {
 	struct gp_list *c = &d->list[b->list];
+	struct gp_block *prev = NULL;
 
 	gp_lock(&c->lock);
-	b->next = c->head;
-	c->head = b;
-	if (c->tail == NULL)
-		c->tail = b;
-	atomic_store_explicit(&c->head_epoch, b->epoch, memory_order_relaxed);
-	bump(&c->cached_blocks, 1);
-	bump(&c->cached_bytes, (int64_t)b->bytes);
+	if (c->tail != NULL && freed_before(c->tail, b))
+		prev = c->tail;
+	else
+		for (struct gp_block *x = c->head; x != NULL && freed_before(x, b); x = x->next)
+			prev = x;
+	link_cached(c, prev, b);
 	gp_unlock(&c->lock);
 }
 

@@ -22,6 +22,11 @@ unsigned long gp_pool_test_locks_taken(void);
  * for a list lock, and that a backend call under one is caught. GP_EINVAL: no such list. */
 int gp_pool_test_list_lock(struct gp_pool *p, int device, size_t bytes, int lock);
 
+/* Every list of every device walked under its lock: the lists' invariants checked (free order:
+ * epochs nondecreasing from head to tail; the head-epoch hint at most the head's epoch; the
+ * cached counters equal to what the list holds). Returns how many lists break one (0: none). */
+unsigned gp_pool_test_check_lists(struct gp_pool *p);
+
 /* Runs between a free's lookup and its change of the block's state, to stage what another
  * thread could do there (NULL: nothing). */
 extern void (*gp_pool_test_after_lookup)(struct gp_pool *p, void *ptr);

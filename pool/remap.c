@@ -91,7 +91,7 @@ static struct gp_block *take_donor(struct gp_pool *p, struct gp_dev *d, size_t n
 	return NULL;
 }
 
-/* Back into the map and to the head of its list: a source a remap left as it was, or the
+/* Back into the map and into its list in free order: a source a remap left as it was, or the
  * smaller block a partial source became (reusable now: its fence is done). */
 static void relist(struct gp_pool *p, struct gp_dev *d, struct gp_block *b)
 {
@@ -103,8 +103,7 @@ static void relist(struct gp_pool *p, struct gp_dev *d, struct gp_block *b)
 	push_cached(d, b);
 }
 
-/* The remap failed and left the sources as they were: back in the reverse of the order they
- * were taken in (so each list keeps its order). */
+/* The remap failed and left the sources as they were: back where their frees belong. */
 static void put_back(struct gp_pool *p, struct gp_dev *d, struct gp_block **blk, unsigned n)
 {
 	while (n-- > 0)

@@ -58,7 +58,7 @@ static struct gp_block *take_donor(struct gp_pool *p, struct gp_dev *d, unsigned
 }
 
 /* The end of b (out of its list, reusable) becomes a block of class cls for a request of
- * `bytes`; b, smaller, goes back to the head of its list. Otherwise (the backend would not split
+ * `bytes`; b, smaller, goes back into its list in free order. Otherwise (the backend would not split
  * it: its last pieces that hold the class are all of it) b stays out of its list, as it was. */
 static int split_block(struct gp_pool *p, struct gp_dev *d, int device, struct gp_block *b,
 		       unsigned cls, unsigned s0, size_t bytes, void **out)

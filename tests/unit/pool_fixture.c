@@ -1,6 +1,7 @@
 /* pool_fixture.c — setup, teardown and asserting helpers shared by the pool unit tests.
  * Teardown destroys the pool (which never calls the backend) and fails the test if the fake saw
- * a backend contract breach during it, or a backend call made with a pool lock held. */
+ * a backend contract breach during it, a backend call made with a pool lock held, or a list of
+ * the pool's that breaks its invariants (gp_pool_test_check_lists). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 
 #include "pool_fixture.h"
+#include "pool_test.h"
 
 int fx_setup_cfg(void **state, const struct gp_pool_config *cfg)
 {
@@ -65,14 +67,17 @@ int fx_teardown(void **state)
 {
 	struct fx *fx = *state;
 	uint64_t misuse, locked;
+	unsigned bad_lists = 0;
 	int op;
 
 	if (!fx)
 		return 0;
 	misuse = fake_misuse(&fx->fake);
 	locked = fake_locked_calls(&fx->fake, &op);
-	if (fx->pool)
+	if (fx->pool) {
+		bad_lists = gp_pool_test_check_lists(fx->pool);
 		gp_pool_destroy(fx->pool);
+	}
 	fake_fini(&fx->fake);
 	free(fx);
 	*state = NULL;
@@ -81,7 +86,9 @@ int fx_teardown(void **state)
 	if (locked)
 		print_error("%llu backend call(s) made with a pool lock held (the first: op %d)\n",
 			    (unsigned long long)locked, op);
-	return misuse || locked ? -1 : 0;
+	if (bad_lists)
+		print_error("%u list(s) of the pool out of free order or miscounted\n", bad_lists);
+	return misuse || locked || bad_lists ? -1 : 0;
 }
 
 size_t cb(size_t bytes)
