@@ -442,41 +442,20 @@ static int bad_free(struct gp_pool *p, const void *ptr)
 	return b != NULL ? GP_EINVAL : GP_ENOTOWNED;
 }
 
-int gp_pool_free(struct gp_pool *p, void *ptr)
+/* A block whose state this thread has just changed from in use to cached (a free, an unhold): ours
+ * alone, on no list, invisible to alloc and release. Onto the tail of its list, fenced by the
+ * next fence (its epoch): once there it may be reused or released at once, so what is needed of
+ * it is read before. Always inline: the free's path. */
+static inline __attribute__((always_inline)) void cache_block(struct gp_pool *p,
+							       struct gp_block *b)
 {
-	struct gp_block *b;
-	struct gp_list *c;
-	struct gp_dev *d;
-	int device;
-	unsigned list;
-	uint32_t word;
-	uint64_t t;
-	size_t bytes;
+	int device = b->device;
+	size_t bytes = b->bytes;
+	unsigned list = b->list;
+	struct gp_dev *d = dev_get(p, device, 0);
+	struct gp_list *c = &d->list[list];
+	uint64_t t = now(p);
 
-	if (ptr == NULL)
-		return GP_ENOTOWNED;
-	b = lookup(p, ptr, &word);
-	if (b == NULL)
-		return GP_ENOTOWNED;
-#ifdef GP_POOL_TEST_HOOKS
-	if (gp_pool_test_after_lookup != NULL)
-		gp_pool_test_after_lookup(p, ptr);
-#endif
-	/* From the word read with the lookup: fails if the block was freed already (a double
-	 * free), or has been handed out again since, from the cache or as a recycled record (a new
-	 * generation: a free racing its own double free cannot free the next owner's block). */
-	if (state_of(word) != BLOCK_LIVE ||
-	    !atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_CACHED)))
-		return bad_free(p, ptr);
-
-	/* The block is ours alone now: cached but on no list, invisible to alloc and release.
-	 * Once it is on the list it may be reused or released at once: read it before that. */
-	device = b->device;
-	bytes = b->bytes;
-	list = b->list;
-	d = dev_get(p, device, 0);
-	c = &d->list[list];
-	t = now(p);
 	gp_lock(&c->lock);
 	/* The epoch read under the lock: no block of the list was freed in a later one. */
 	b->epoch = atomic_load(&p->epoch);
@@ -491,6 +470,81 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 		atomic_store(&p->dirty, 1);
 	account_live(d, list % GP_STRIPES, -(int64_t)bytes);
 	check_cap(p, d, device);
+}
+
+int gp_pool_free(struct gp_pool *p, void *ptr)
+{
+	struct gp_block *b;
+	uint32_t word;
+
+	if (ptr == NULL)
+		return GP_ENOTOWNED;
+	b = lookup(p, ptr, &word);
+	if (b == NULL)
+		return GP_ENOTOWNED;
+#ifdef GP_POOL_TEST_HOOKS
+	if (gp_pool_test_after_lookup != NULL)
+		gp_pool_test_after_lookup(p, ptr);
+#endif
+	/* From the word read with the lookup: fails if the block was freed already (a double
+	 * free, or held for a graph), or has been handed out again since, from the cache or as a
+	 * recycled record (a new generation: a free racing its own double free cannot free the
+	 * next owner's block). */
+	if (state_of(word) != BLOCK_LIVE ||
+	    !atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_CACHED)))
+		return bad_free(p, ptr);
+	cache_block(p, b);
+	return GP_OK;
+}
+
+int gp_pool_hold(struct gp_pool *p, void *ptr, uint32_t *ticket, size_t *bytes, int *device)
+{
+	struct gp_block *b;
+	struct gp_dev *d;
+	uint32_t word;
+
+	if (ptr == NULL)
+		return GP_ENOTOWNED;
+	b = lookup(p, ptr, &word);
+	if (b == NULL)
+		return GP_ENOTOWNED;
+	/* As a free: one compare-and-swap from the word the lookup read. */
+	if (state_of(word) != BLOCK_LIVE ||
+	    !atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_HELD)))
+		return bad_free(p, ptr);
+	/* Held: ours alone until its unhold, as a block between free and cache is. */
+	d = dev_get(p, b->device, 0);
+	atomic_fetch_add(&d->held_bytes, b->bytes);
+	atomic_fetch_add(&d->held_blocks, 1);
+	if (ticket)
+		*ticket = with_state(word, BLOCK_HELD);
+	if (bytes)
+		*bytes = b->bytes;
+	if (device)
+		*device = b->device;
+	return GP_OK;
+}
+
+int gp_pool_unhold(struct gp_pool *p, void *ptr, uint32_t ticket)
+{
+	struct gp_block *b;
+	struct gp_dev *d;
+	uint32_t word;
+
+	if (ptr == NULL)
+		return GP_ENOTOWNED;
+	b = lookup(p, ptr, &word);
+	if (b == NULL)
+		return GP_ENOTOWNED;
+	/* Only the held allocation the ticket names: after a device reset (gp_pool_forget_device)
+	 * the address or the record may belong to another block by now. */
+	if (word != ticket || state_of(word) != BLOCK_HELD ||
+	    !atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_CACHED)))
+		return GP_EINVAL;
+	d = dev_get(p, b->device, 0);
+	atomic_fetch_sub(&d->held_bytes, b->bytes);
+	atomic_fetch_sub(&d->held_blocks, 1);
+	cache_block(p, b);
 	return GP_OK;
 }
 
@@ -573,6 +627,8 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 	o->trims = ld(&d->trims);
 	o->trimmed_bytes = ld(&d->trimmed_bytes);
 	o->movable_bytes = ld(&d->movable_bytes);
+	o->held_bytes = ld(&d->held_bytes);
+	o->held_blocks = ld(&d->held_blocks);
 	return GP_OK;
 }
 

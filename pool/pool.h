@@ -174,8 +174,11 @@ struct gp_pool_config {
 
 /* Per-device figures, summed over size classes. Bytes are real allocation sizes. */
 struct gp_pool_dev_stats {
-	uint64_t live_bytes;      /* handed out to the program */
+	uint64_t live_bytes;      /* handed out to the program (held blocks included) */
 	uint64_t live_blocks;
+	uint64_t held_bytes;      /* of live_bytes, freed during a graph capture, kept for the graph
+				   * until gp_pool_unhold */
+	uint64_t held_blocks;
 	uint64_t idle_bytes;      /* cached and safe to reuse */
 	uint64_t idle_blocks;
 	uint64_t pending_bytes;   /* cached, waiting for a fence (GPU work may still use them) */
@@ -188,7 +191,7 @@ struct gp_pool_dev_stats {
 	uint64_t real_allocs;     /* backend alloc calls that succeeded */
 	uint64_t real_frees;      /* backend free calls */
 	uint64_t failed_allocs;   /* gp_pool_alloc calls that returned an error */
-	uint64_t frees;           /* successful gp_pool_free calls */
+	uint64_t frees;           /* blocks cached by gp_pool_free or gp_pool_unhold */
 	uint64_t bad_frees;       /* double frees */
 	uint64_t fence_waits;     /* misses that waited for fenced blocks (cfg.reuse_wait_ns, reuse_poll_ns) */
 	uint64_t fence_wait_timeouts; /* ... and gave up: a real allocation followed */
@@ -233,10 +236,30 @@ void gp_pool_destroy(struct gp_pool *pool);
 int gp_pool_alloc(struct gp_pool *pool, int device, size_t bytes, void **out, int *retried);
 
 /* Take back a block. GP_ENOTOWNED: the pool never handed this pointer out, or NULL (not an
- * error of the pool: the caller passes it on). GP_EINVAL: double free. Never calls the backend. */
+ * error of the pool: the caller passes it on). GP_EINVAL: double free (the block is cached, or
+ * held: gp_pool_hold), counted in bad_frees, nothing else changes. Never calls the backend. */
 int gp_pool_free(struct gp_pool *pool, void *ptr);
 
-/* Size of a live block the pool handed out (0 if not one). */
+/* A free made while a CUDA graph is captured: the graph may still use the block when it is
+ * launched, so it is neither cached nor given back but held, until gp_pool_unhold. The block
+ * stays counted as in use (live_bytes: the graph uses it), and as held (held_bytes); it is on no
+ * list, so no allocation gets it and no release gives it back; gp_pool_free of it is a double
+ * free; gp_pool_block_size says 0 (the program freed it); gp_pool_forget_device forgets it.
+ * One compare-and-swap from the state read with the lookup, as gp_pool_free: GP_OK, with *ticket
+ * (naming this very allocation, for gp_pool_unhold), *bytes (the block's real size) and *device
+ * (each may be NULL); GP_EINVAL when the block is not in use (a double free: counted in
+ * bad_frees, nothing else changes); GP_ENOTOWNED for NULL or a pointer the pool never handed
+ * out. Never calls the backend. */
+int gp_pool_hold(struct gp_pool *pool, void *ptr, uint32_t *ticket, size_t *bytes, int *device);
+
+/* The held block at ptr given to the pool exactly as gp_pool_free would (cached, reused once a
+ * fence after this call completes), if it is still the held allocation `ticket` names:
+ * GP_ENOTOWNED when the pool holds nothing at ptr (a device reset forgot it), GP_EINVAL when it
+ * is another allocation or not held (the record may have been recycled); neither changes or
+ * counts anything. Never calls the backend. */
+int gp_pool_unhold(struct gp_pool *pool, void *ptr, uint32_t ticket);
+
+/* Size of a live block the pool handed out (0 if not one: a held block is not). */
 size_t gp_pool_block_size(struct gp_pool *pool, const void *ptr, int *device);
 
 /* Give cached blocks back through backend->free: device < 0 means every device. `target` is

@@ -23,11 +23,13 @@
 
 /* A block's state word: its state in the low STATE_BITS, above them a generation that grows each
  * time the block is handed out, new or from the cache (30 bits: a stale free would have to wait
- * for 2^30 hand-outs of one record between its lookup and its compare-and-swap). A free finds its block without a lock and changes the word with one
- * compare-and-swap from what it read during the lookup, so it can only ever act on the
- * allocation it looked up: not on a later owner's, whether the block came back from the cache or
- * its record was recycled for another block (gp_pool_free). */
-enum block_state { BLOCK_UNUSED = 0, BLOCK_LIVE = 1, BLOCK_CACHED = 2 };
+ * for 2^30 hand-outs of one record between its lookup and its compare-and-swap). A free (or a
+ * hold) finds its block without a lock and changes the word with one compare-and-swap from what
+ * it read during the lookup, so it can only ever act on the allocation it looked up: not on a
+ * later owner's, whether the block came back from the cache or its record was recycled for
+ * another block (gp_pool_free). HELD: freed by the program while a CUDA graph was captured, kept
+ * for the graph (gp_pool_hold): still in use, on no list, until gp_pool_unhold caches it. */
+enum block_state { BLOCK_UNUSED = 0, BLOCK_LIVE = 1, BLOCK_CACHED = 2, BLOCK_HELD = 3 };
 #define STATE_BITS 2
 #define STATE_MASK ((uint32_t)(1u << STATE_BITS) - 1)
 
@@ -118,6 +120,7 @@ struct gp_dev {
 	_Atomic unsigned moving;
 	_Atomic uint64_t remaps, remapped_bytes, movable_bytes;
 	_Atomic uint64_t trims, trimmed_bytes; /* cfg.remap_trim's give-backs (trim.c) */
+	_Atomic uint64_t held_bytes, held_blocks; /* of the live ones, held for a graph */
 	_Atomic uint64_t cap;      /* bytes of cache allowed, 0 = no cap */
 	_Atomic int cap_notified;  /* over_cap was called and no release ran since */
 };

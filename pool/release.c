@@ -260,7 +260,7 @@ static int keep_other_device(void *val, void *arg)
 	struct gp_block *b = val;
 	if (b->device != f->device)
 		return 1;
-	if (block_state(b) == BLOCK_LIVE)
+	if (block_state(b) == BLOCK_LIVE || block_state(b) == BLOCK_HELD)
 		retire_block(f->p, b);
 	return 0;
 }
@@ -304,4 +304,6 @@ void gp_pool_forget_device(struct gp_pool *p, int device)
 	}
 	atomic_store(&d->reserved_bytes, 0);
 	atomic_store(&d->movable_bytes, 0);
+	atomic_store(&d->held_bytes, 0);
+	atomic_store(&d->held_blocks, 0);
 }

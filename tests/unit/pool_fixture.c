@@ -139,6 +139,8 @@ struct gp_pool_dev_stats fx_stats_all(struct fx *fx)
 		s = fx_stats(fx, d);
 		sum.live_bytes += s.live_bytes;
 		sum.live_blocks += s.live_blocks;
+		sum.held_bytes += s.held_bytes;
+		sum.held_blocks += s.held_blocks;
 		sum.idle_bytes += s.idle_bytes;
 		sum.idle_blocks += s.idle_blocks;
 		sum.pending_bytes += s.pending_bytes;
@@ -175,6 +177,8 @@ static int diff(const char *where, const struct gp_pool_dev_stats *g,
 
 	n += field(where, "live_bytes", g->live_bytes, w->live_bytes, any);
 	n += field(where, "live_blocks", g->live_blocks, w->live_blocks, any);
+	n += field(where, "held_bytes", g->held_bytes, w->held_bytes, any);
+	n += field(where, "held_blocks", g->held_blocks, w->held_blocks, any);
 	n += field(where, "idle_bytes", g->idle_bytes, w->idle_bytes, any);
 	n += field(where, "idle_blocks", g->idle_blocks, w->idle_blocks, any);
 	n += field(where, "pending_bytes", g->pending_bytes, w->pending_bytes, any);
