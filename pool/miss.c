@@ -56,7 +56,7 @@ static struct gp_block *take_any(struct gp_pool *p, struct gp_dev *d, unsigned c
 		bump(&own->live_bytes, (int64_t)b->bytes);
 		bump(&own->requested_bytes, (int64_t)bytes);
 		gp_unlock(&own->lock);
-		b->list = cls * GP_STRIPES + s0;
+		set_list(b, cls * GP_STRIPES + s0);
 	}
 	return b;
 }

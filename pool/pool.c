@@ -132,14 +132,94 @@ static inline __attribute__((always_inline)) void account_live(struct gp_dev *d,
 		raise_peak(&a->peak, v);
 }
 
-void gp_pool_hand_out(struct gp_dev *d, struct gp_block *b, size_t bytes)
+/* The state is looked at under the list's lock, where the claim of a stale record marks a block
+ * out of its list (pool_impl.h). */
+int gp_pool_hand_out(struct gp_pool *p, struct gp_dev *d, struct gp_block *b, size_t bytes)
 {
-	struct gp_list *c = &d->list[b->list];
+	struct gp_list *c = &d->list[list_of(b)];
+	int gone;
 
 	gp_lock(&c->lock);
-	hand_out_locked(c, b, bytes);
+	gone = state_of(atomic_load_explicit(&b->state, memory_order_relaxed)) != BLOCK_CACHED;
+	if (!gone)
+		hand_out_locked(c, b, bytes);
 	gp_unlock(&c->lock);
-	account_live(d, b->list % GP_STRIPES, (int64_t)b->bytes);
+	if (gone) {
+		gp_pool_drop_stale(p, b, STALE_UNLISTED);
+		return GP_EINVAL;
+	}
+	account_live(d, list_of(b) % GP_STRIPES, (int64_t)b->bytes);
+	return GP_OK;
+}
+
+void gp_pool_drop_stale(struct gp_pool *p, struct gp_block *b, enum stale_from from)
+{
+	struct gp_dev *d = dev_get(p, b->device, 0);
+	unsigned list = list_of(b);
+	int device = b->device;
+	size_t bytes = b->bytes;
+	void *ptr = b->ptr;
+
+	if (from != STALE_UNLISTED) {
+		struct gp_list *c = &d->list[list];
+
+		gp_lock(&c->lock);
+		bump(&c->live_blocks, -1);
+		bump(&c->live_bytes, -(int64_t)bytes);
+		bump(&c->requested_bytes, -(int64_t)b->requested);
+		gp_unlock(&c->lock);
+		account_live(d, list % GP_STRIPES, -(int64_t)bytes);
+	}
+	if (from == STALE_HELD) {
+		atomic_fetch_sub(&d->held_bytes, bytes);
+		atomic_fetch_sub(&d->held_blocks, 1);
+	}
+	atomic_fetch_sub(&d->reserved_bytes, bytes);
+	if (b->movable)
+		atomic_fetch_sub(&d->movable_bytes, bytes);
+	atomic_fetch_add(&d->stale_evictions, 1);
+	retire_block(p, b);
+	if (p->cfg.stale != NULL)
+		p->cfg.stale(p->cfg.arg, device, ptr, bytes);
+}
+
+/* The record `old` that the map held for an address a new block has just taken (the shard's lock
+ * held, so that no one relists the record meanwhile): claimed for this thread to drop, and where
+ * it was; -1 when another thread has it (a release giving it back, which accounts for it; or a
+ * thread with it out of its list, which drops it when it finds it marked). See enum stale_from. */
+static int claim_stale(struct gp_pool *p, struct gp_block *old)
+{
+	for (;;) {
+		uint32_t word = atomic_load_explicit(&old->state, memory_order_acquire);
+		struct gp_block *prev = NULL, *x;
+		struct gp_list *c;
+		int claimed;
+
+		if (state_of(word) == BLOCK_LIVE || state_of(word) == BLOCK_HELD) {
+			if (atomic_compare_exchange_strong(&old->state, &word,
+							   with_state(word, BLOCK_UNUSED)))
+				return state_of(word) == BLOCK_HELD ? STALE_HELD : STALE_LIVE;
+			continue;
+		}
+		if (state_of(word) != BLOCK_CACHED)
+			return -1; /* a release has it */
+		c = &dev_get(p, old->device, 0)->list[list_of(old)];
+		gp_lock(&c->lock);
+		for (x = c->head; x != NULL && x != old; x = x->next)
+			prev = x;
+		if (x != NULL) {
+			unlink_cached(c, prev, old);
+			atomic_store(&old->state, with_state(word, BLOCK_UNUSED));
+			gp_unlock(&c->lock);
+			return STALE_UNLISTED;
+		}
+		/* Out of its list: a hit took it (in use now: looked at again), or a thread has it. */
+		claimed = atomic_compare_exchange_strong(&old->state, &word,
+							 with_state(word, BLOCK_UNUSED));
+		gp_unlock(&c->lock);
+		if (claimed)
+			return -1;
+	}
 }
 
 int gp_pool_enter_block(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
@@ -148,8 +228,8 @@ int gp_pool_enter_block(struct gp_pool *p, struct gp_dev *d, int device, unsigne
 {
 	struct gp_list *c = &d->list[list];
 	struct gp_ptrmap_shard *s;
-	struct gp_block *b = new_block(p);
-	int rc;
+	struct gp_block *b = new_block(p), *old = NULL;
+	int rc, from = -1;
 
 	if (b == NULL)
 		return GP_ENOMEM;
@@ -159,16 +239,20 @@ int gp_pool_enter_block(struct gp_pool *p, struct gp_dev *d, int device, unsigne
 	b->device = device;
 	b->cls = (uint16_t)cls;
 	b->movable = movable != 0;
-	b->list = list;
+	set_list(b, list);
 	atomic_store(&b->state, next_live(atomic_load(&b->state)));
 	s = gp_ptrmap_shard(&p->map, (uintptr_t)ptr);
 	gp_lock(&s->lock);
-	rc = gp_ptrmap_insert(s, (uintptr_t)ptr, b);
+	rc = gp_ptrmap_insert(s, (uintptr_t)ptr, b, (void **)&old);
+	if (rc == 0 && old != NULL) /* the driver reused the address of a block the pool knew */
+		from = claim_stale(p, old);
 	gp_unlock(&s->lock);
 	if (rc != 0) {
 		retire_block(p, b);
 		return GP_ENOMEM;
 	}
+	if (from >= 0)
+		gp_pool_drop_stale(p, old, (enum stale_from)from);
 	gp_lock(&c->lock);
 	bump(&c->live_blocks, 1);
 	bump(&c->live_bytes, (int64_t)cbytes);
@@ -259,7 +343,7 @@ static __attribute__((noinline)) int miss_movable(struct gp_pool *p, struct gp_d
 	if (await_moves(d)) { /* the cache again, with what was in transit */
 		b = gp_pool_take_missed(p, d, cls, s0, bytes, 0);
 		if (b != NULL) {
-			account_live(d, b->list % GP_STRIPES, (int64_t)b->bytes);
+			account_live(d, list_of(b) % GP_STRIPES, (int64_t)b->bytes);
 			*out = b->ptr;
 			return GP_OK;
 		}
@@ -300,7 +384,7 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	if (b == NULL)
 		b = gp_pool_take_missed(p, d, cls, s0, bytes, waiting);
 	if (b != NULL) {
-		account_live(d, b->list % GP_STRIPES, (int64_t)b->bytes);
+		account_live(d, list_of(b) % GP_STRIPES, (int64_t)b->bytes);
 		*out = b->ptr;
 		return GP_OK;
 	}
@@ -451,12 +535,19 @@ static inline __attribute__((always_inline)) void cache_block(struct gp_pool *p,
 {
 	int device = b->device;
 	size_t bytes = b->bytes;
-	unsigned list = b->list;
+	unsigned list = list_of(b);
 	struct gp_dev *d = dev_get(p, device, 0);
 	struct gp_list *c = &d->list[list];
 	uint64_t t = now(p);
 
 	gp_lock(&c->lock);
+	if (__builtin_expect(state_of(atomic_load_explicit(&b->state, memory_order_relaxed)) !=
+				     BLOCK_CACHED,
+			     0)) { /* stale: its address was handed out again (pool_impl.h) */
+		gp_unlock(&c->lock);
+		gp_pool_drop_stale(p, b, STALE_LIVE);
+		return;
+	}
 	/* The epoch read under the lock: no block of the list was freed in a later one. */
 	b->epoch = atomic_load(&p->epoch);
 	b->freed_ns = t;
@@ -629,6 +720,7 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 	o->movable_bytes = ld(&d->movable_bytes);
 	o->held_bytes = ld(&d->held_bytes);
 	o->held_blocks = ld(&d->held_blocks);
+	o->stale_evictions = ld(&d->stale_evictions);
 	return GP_OK;
 }
 

@@ -111,7 +111,12 @@ struct gp_pool_config {
 	/* Called (no lock held) by the free that takes a device's cached bytes above its cap
 	 * (gp_pool_set_cap); once, until gp_pool_release runs for that device. May be NULL. */
 	void (*over_cap)(void *arg, int device);
-	void *arg;
+	/* Called (no lock held) once for each block the pool drops because the driver handed its
+	 * address out again: the program freed it through a path the pool did not see (or a device
+	 * reset forgot it). The block leaves the pool's figures (counted in stale_evictions); `bytes`
+	 * is its size. May be NULL. */
+	void (*stale)(void *arg, int device, void *ptr, size_t bytes);
+	void *arg; /* passed to over_cap and stale */
 	/* A miss whose size class holds only blocks still fenced, at least 2 and 64 MiB of them,
 	 * polls their fences for up to this long before a real allocation (0: one poll, and no
 	 * reuse_poll_ns either). Not waiting grows the pool by every block freed while the GPU
@@ -193,6 +198,8 @@ struct gp_pool_dev_stats {
 	uint64_t failed_allocs;   /* gp_pool_alloc calls that returned an error */
 	uint64_t frees;           /* blocks cached by gp_pool_free or gp_pool_unhold */
 	uint64_t bad_frees;       /* double frees */
+	uint64_t stale_evictions; /* blocks dropped when the driver gave their address to a new one
+				   * (cfg.stale): freed behind the pool's back */
 	uint64_t fence_waits;     /* misses that waited for fenced blocks (cfg.reuse_wait_ns, reuse_poll_ns) */
 	uint64_t fence_wait_timeouts; /* ... and gave up: a real allocation followed */
 	uint64_t oversize_hits;   /* misses served by a larger class's block (cfg.oversize_pct) */

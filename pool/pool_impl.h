@@ -66,13 +66,26 @@ struct gp_block {
 	uint16_t cls;
 	uint8_t movable;      /* backend movable: a remap may take its physical memory */
 	uint8_t unused_;
-	unsigned list;        /* index of its home list in the device (class and stripe) */
+	/* Index of its home list in the device (class and stripe). An atomic (relaxed: plain moves)
+	 * only for the claim of a stale record (pool.c), which reads it while the block may be out of
+	 * its list and another thread changes it; everyone else reads it as its owner. */
+	_Atomic unsigned list;
 	_Atomic uint32_t state; /* generation and block_state, above */
 } GP_BLOCK_ALIGN;
 
 static inline unsigned block_state(struct gp_block *b)
 {
 	return state_of(atomic_load_explicit(&b->state, memory_order_acquire));
+}
+
+static inline unsigned list_of(const struct gp_block *b)
+{
+	return atomic_load_explicit(&((struct gp_block *)b)->list, memory_order_relaxed);
+}
+
+static inline void set_list(struct gp_block *b, unsigned list)
+{
+	atomic_store_explicit(&b->list, list, memory_order_relaxed);
 }
 
 /* Each size class has GP_STRIPES lists; threads get stripes round-robin (pool.c), so up to
@@ -121,6 +134,7 @@ struct gp_dev {
 	_Atomic uint64_t remaps, remapped_bytes, movable_bytes;
 	_Atomic uint64_t trims, trimmed_bytes; /* cfg.remap_trim's give-backs (trim.c) */
 	_Atomic uint64_t held_bytes, held_blocks; /* of the live ones, held for a graph */
+	_Atomic uint64_t stale_evictions; /* records dropped: the driver reused their address */
 	_Atomic uint64_t cap;      /* bytes of cache allowed, 0 = no cap */
 	_Atomic int cap_notified;  /* over_cap was called and no release ran since */
 };
@@ -505,15 +519,40 @@ static inline int settled(struct gp_pool *p, const struct gp_block *b)
 }
 
 /* A block out of the pointer map: before its address may go (a remap frees its range, a merge
- * joins it to another). */
+ * joins it to another). Its own entry only: a block the driver gave its address to since (the
+ * block is stale) keeps its entry. */
 static inline void map_remove_block(struct gp_pool *p, struct gp_block *b)
 {
 	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
 
 	gp_lock(&s->lock);
-	gp_ptrmap_remove(s, (uintptr_t)b->ptr);
+	gp_ptrmap_remove_entry(s, (uintptr_t)b->ptr, b);
 	gp_unlock(&s->lock);
 }
+
+/* ---- stale records: the driver handed a block's address out again (pool.c) ---------------- */
+
+/* The program freed a block the pool handed out through a path the pool does not see (or the
+ * device forgot it), and the driver gave its address to a new block: the old block is gone. The
+ * map entry goes to the new block (gp_pool_enter_block), and the old record is claimed there
+ * under the map shard's lock: a block in use or held, by one compare-and-swap to BLOCK_UNUSED; a
+ * cached one in its list, unlinked under the list's lock. A cached block out of its list (a free
+ * or unhold between its state change and its list, a split, merge, remap or release working on
+ * it) is marked BLOCK_UNUSED under its list's lock, and the thread that has it drops it when it
+ * finds it so: wherever a block out of its list goes back into one (cache_block, push_cached,
+ * remap's relist), is handed out (gp_pool_hand_out) or given to the backend
+ * (gp_pool_free_blocks), its state is looked at first, under the lock the claim takes there.
+ * Best effort where the driver's reuse races the pool's own use of the address (a split, merge or
+ * remap of it already under way): the program freed memory twice. */
+enum stale_from {
+	STALE_LIVE,     /* in use (or between free and list): its in-use accounting to undo */
+	STALE_HELD,     /* held for a graph: the same, and the held figures */
+	STALE_UNLISTED, /* cached, out of its list: its cached counters are undone already */
+};
+
+/* A stale block's accounting undone (in use, reserved, movable), counted (stale_evictions), its
+ * record retired, and cfg.stale told (no lock held: none may be when this is called). */
+void gp_pool_drop_stale(struct gp_pool *p, struct gp_block *b, enum stale_from from);
 
 /* A block that a remap or split made for a request of `bytes` (class cls, stripe s0), `real`
  * bytes at ptr: entered live, or, with no record for it, given back (`settled`). */
@@ -529,15 +568,15 @@ static inline int enter_made(struct gp_pool *p, struct gp_dev *d, int device, un
 	return GP_ENOMEM;
 }
 
-/* A cached block into its list (b->list) where its free belongs: lists are in free order (epochs
- * nondecreasing from head to tail, and free times with them), which take_cached, head_fenced and
- * the releases by age rely on: the oldest block heads each list. A block that a split, merge or
- * remap hands back (as it was, smaller, or made of several: the latest epoch and time of its
- * parts) may have been freed later than blocks already there. Looked for from the tail, the
- * usual place, else from the head. The list lock is taken here. */
-static inline void push_cached(struct gp_dev *d, struct gp_block *b)
+/* A cached block into its list (list_of(b)) where its free belongs, with the list's lock: lists
+ * are in free order (epochs nondecreasing from head to tail, and free times with them), which
+ * take_cached, head_fenced and the releases by age rely on: the oldest block heads each list. A
+ * block that a split, merge or remap hands back (as it was, smaller, or made of several: the
+ * latest epoch and time of its parts) may have been freed later than blocks already there.
+ * Looked for from the tail, the usual place, else from the head. */
+static inline void link_in_order(struct gp_dev *d, struct gp_block *b)
 {
-	struct gp_list *c = &d->list[b->list];
+	struct gp_list *c = &d->list[list_of(b)];
 	struct gp_block *prev = NULL;
 
 	gp_lock(&c->lock);
@@ -550,18 +589,36 @@ static inline void push_cached(struct gp_dev *d, struct gp_block *b)
 	gp_unlock(&c->lock);
 }
 
+/* A cached block that a split, merge or remap took out of its list, back into it (link_in_order),
+ * unless its address was handed out again meanwhile (stale: dropped). Under its map shard's lock,
+ * which the claim of a stale record holds: either the claim finds it in its list, or it finds the
+ * claim's mark here. */
+static inline void push_cached(struct gp_pool *p, struct gp_dev *d, struct gp_block *b)
+{
+	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
+	int gone;
+
+	gp_lock(&s->lock);
+	gone = block_state(b) != BLOCK_CACHED;
+	if (!gone)
+		link_in_order(d, b);
+	gp_unlock(&s->lock);
+	if (gone)
+		gp_pool_drop_stale(p, b, STALE_UNLISTED);
+}
+
 /* A cached block that kept `bytes` of its memory (a remap or split took the rest): it serves the
  * largest class it holds, on its own stripe. */
 static inline void shrink_block(struct gp_block *b, size_t bytes)
 {
 	b->bytes = bytes;
 	b->cls = (uint16_t)gp_pool_class_floor(bytes);
-	b->list = b->cls * GP_STRIPES + b->list % GP_STRIPES;
+	set_list(b, b->cls * GP_STRIPES + list_of(b) % GP_STRIPES);
 }
 
 /* Hand out a cached block this thread took out of its list (still cached) to a request of
- * `bytes`: live, counted a hit on its list (pool.c). */
-void gp_pool_hand_out(struct gp_dev *d, struct gp_block *b, size_t bytes);
+ * `bytes`: live, counted a hit on its list (pool.c). GP_EINVAL: it was stale, and is dropped. */
+int gp_pool_hand_out(struct gp_pool *p, struct gp_dev *d, struct gp_block *b, size_t bytes);
 
 /* A miss of class cls served by the end of the smallest cached movable block of its class or a
  * larger one that may be reused now, or by all of it when it serves no more than cls (split.c):

@@ -151,7 +151,13 @@ static int fake_alloc(void *ctx, int device, size_t bytes, void **out)
 		rc = GP_ENOMEM;
 		goto out;
 	}
-	b = block_new(bytes);
+	if (f->reissue != NULL && f->reissue->device == device && f->reissue->bytes >= bytes) {
+		b = f->reissue; /* its memory again, at its address */
+		f->reissue = NULL;
+		f->reissued++;
+	} else {
+		b = block_new(bytes);
+	}
 	if (!b) {
 		f->counts.allocs_nomem++;
 		rc = GP_ENOMEM;
@@ -660,6 +666,8 @@ void fake_fini(struct fake_backend *f)
 			b = next;
 		}
 	}
+	if (f->reissue != NULL)
+		block_free(f->reissue);
 	for (i = 0; i < f->nfences; i++)
 		free(f->fences[i]);
 	free(f->fences);
@@ -939,6 +947,34 @@ size_t fake_last_alloc_bytes(struct fake_backend *f, int *device)
 		*device = f->last_alloc_device;
 	pthread_mutex_unlock(&f->lock);
 	return v;
+}
+
+int fake_free_behind(struct fake_backend *f, void *ptr)
+{
+	struct fake_block *b;
+
+	pthread_mutex_lock(&f->lock);
+	b = unlink_block(f, ptr);
+	if (b != NULL) {
+		f->used[b->device] -= b->bytes;
+		f->blocks--;
+		if (f->reissue != NULL)
+			block_free(f->reissue);
+		b->next = NULL;
+		f->reissue = b;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return b != NULL ? 0 : -1;
+}
+
+uint64_t fake_reissued(struct fake_backend *f)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&f->lock);
+	n = f->reissued;
+	pthread_mutex_unlock(&f->lock);
+	return n;
 }
 
 void fake_reset_device(struct fake_backend *f, int device)

@@ -96,6 +96,9 @@ struct fake_backend {
 
 	fake_hook_fn hook;
 	void *hook_arg;
+
+	struct fake_block *reissue; /* freed behind the pool's back, for the next alloc it fits */
+	uint64_t reissued;          /* allocs answered with such an address */
 };
 
 void fake_init(struct fake_backend *f);
@@ -162,6 +165,13 @@ long fake_free_log_find(struct fake_backend *f, const void *ptr);
 size_t fake_last_alloc_bytes(struct fake_backend *f, int *device);
 
 void fake_set_hook(struct fake_backend *f, fake_hook_fn fn, void *arg);
+
+/* The program frees the block at ptr straight through the driver, past the pool: the fake forgets
+ * it (no free call is counted), and, as a driver reuses a range just freed, the next alloc on
+ * its device of at most its size gets its address. 0, or -1 when the fake does not hold ptr. */
+int fake_free_behind(struct fake_backend *f, void *ptr);
+/* Allocs answered with an address freed behind the pool's back. */
+uint64_t fake_reissued(struct fake_backend *f);
 
 /* cudaDeviceReset: every block on `device` is gone, without a free call (nothing is counted). */
 void fake_reset_device(struct fake_backend *f, int device);
