@@ -272,7 +272,14 @@ size_t gp_pool_block_size(struct gp_pool *pool, const void *ptr, int *device);
 /* Give cached blocks back through backend->free: device < 0 means every device. `target` is
  * the number of cached bytes that may stay (0 = release everything cached); the oldest freed
  * blocks go first. Pending blocks are released too (backend free is safe for them).
- * Concurrent releases are serialised; allocation and free go on meanwhile. */
+ * Releases are not serialised, and allocation and free go on meanwhile: the caller's (the
+ * control thread's), a miss's release to the cap (gp_pool_set_cap), gp_pool_alloc's release on
+ * out-of-memory and cfg.remap_trim's give-backs may all run at once. A lock around them would
+ * make an allocating thread wait behind a release that waits for the device (backend free of a
+ * pending block). Each block leaves its list under the list's lock, taken out by one release
+ * only, so none is given back twice. A release to a target gives back at most what was over the
+ * target when it began, and counts as cached the blocks that other releases have taken out and
+ * not given back yet: side by side, releases may leave the cache below a target by those. */
 int gp_pool_release(struct gp_pool *pool, int device, uint64_t target,
 		    enum gp_release_cause cause, struct gp_release_result *res);
 /* Both return GP_EBACKEND when a backend free failed (the block is forgotten all the same).
