@@ -420,70 +420,9 @@ static void check_cap(struct gp_pool *p, struct gp_dev *d, int device)
 }
 
 #ifdef GP_POOL_TEST_HOOKS
-/* Unit tests only (pool_test.h). */
+/* Unit tests only (pool_test.h); the rest of the hooks are at the end of this file. */
 void (*gp_pool_test_after_lookup)(struct gp_pool *p, void *ptr);
-_Thread_local unsigned gp_pool_test_held;
-_Thread_local unsigned long gp_pool_test_taken;
-
-unsigned gp_pool_test_locks_held(void)
-{
-	return gp_pool_test_held;
-}
-
-unsigned long gp_pool_test_locks_taken(void)
-{
-	return gp_pool_test_taken;
-}
-
-/* Whether list c keeps its invariants (c's lock held). */
-static int list_ok(struct gp_list *c)
-{
-	uint64_t n = 0, bytes = 0, e = 0;
-	struct gp_block *last = NULL;
-
-	if (c->head != NULL && ld(&c->head_epoch) > c->head->epoch)
-		return 0;
-	for (struct gp_block *b = c->head; b != NULL; last = b, b = b->next) {
-		if (b->epoch < e || state_of(atomic_load(&b->state)) != BLOCK_CACHED)
-			return 0;
-		e = b->epoch;
-		n++;
-		bytes += b->bytes;
-	}
-	return last == c->tail && n == ld(&c->cached_blocks) && bytes == ld(&c->cached_bytes);
-}
-
-unsigned gp_pool_test_check_lists(struct gp_pool *p)
-{
-	unsigned bad = 0;
-
-	for (int i = 0; i < GP_MAX_DEVICES; i++) {
-		struct gp_dev *d = dev_get(p, i, 0);
-
-		for (unsigned l = 0; d != NULL && l < nlists(); l++) {
-			gp_lock(&d->list[l].lock);
-			bad += !list_ok(&d->list[l]);
-			gp_unlock(&d->list[l].lock);
-		}
-	}
-	return bad;
-}
-
-int gp_pool_test_list_lock(struct gp_pool *p, int device, size_t bytes, int lock)
-{
-	unsigned cls = gp_pool_class_of(bytes);
-	struct gp_dev *d = dev_get(p, device, 1);
-	struct gp_list *c;
-
-	if (d == NULL || cls >= gp_pool_class_count())
-		return GP_EINVAL;
-	c = &d->list[cls * GP_STRIPES + my_stripe()];
-	if (lock)
-		gp_lock(&c->lock);
-	else
-		gp_unlock(&c->lock);
-	return GP_OK;
-}
+void (*gp_pool_test_before_list)(struct gp_pool *p, void *ptr);
 #endif
 
 /* The block of ptr and its state word, read together: while ptr -> b was in the map. Lock-free
@@ -526,32 +465,81 @@ static int bad_free(struct gp_pool *p, const void *ptr)
 	return b != NULL ? GP_EINVAL : GP_ENOTOWNED;
 }
 
-/* A block whose state this thread has just changed from in use to cached (a free, an unhold): ours
- * alone, on no list, invisible to alloc and release. Onto the tail of its list, fenced by the
- * next fence (its epoch): once there it may be reused or released at once, so what is needed of
- * it is read before. Always inline: the free's path. */
-static inline __attribute__((always_inline)) void cache_block(struct gp_pool *p,
+/* The appends to list c of blocks freed in a new epoch begin here (c's lock held; struct
+ * gp_list). Out of line: once per epoch and list. */
+static __attribute__((noinline, cold)) void mark_epoch(struct gp_list *c, uint64_t epoch)
+{
+	uint64_t n = ld(&c->marks);
+	struct gp_mark *m = &c->mark[n % LIST_MARKS];
+
+	if (n >= LIST_MARKS) /* marks come in epoch order: the one overwritten is the newest lost */
+		atomic_store_explicit(&c->lost_epoch, ld(&m->epoch) + 1, memory_order_relaxed);
+	atomic_store_explicit(&m->epoch, epoch, memory_order_relaxed);
+	atomic_store_explicit(&m->bytes, ld(&c->in_bytes), memory_order_relaxed);
+	atomic_store_explicit(&m->blocks, ld(&c->frees), memory_order_relaxed);
+	atomic_store_explicit(&c->marks, n + 1, memory_order_relaxed);
+	atomic_store_explicit(&c->in_epoch, epoch, memory_order_relaxed);
+}
+
+/* A block just freed in `epoch` (the newest: no block of the list was freed later) onto the tail
+ * of list c (c's lock held): it joins the cached counters and the fence marks. Always inline: the
+ * free's path. */
+static inline __attribute__((always_inline)) void append_cached(struct gp_list *c,
+								struct gp_block *b, uint64_t epoch)
+{
+	b->epoch = epoch;
+	b->next = NULL;
+	if (c->tail != NULL) {
+		c->tail->next = b;
+	} else {
+		c->head = b;
+		atomic_store_explicit(&c->head_epoch, epoch, memory_order_relaxed);
+	}
+	c->tail = b;
+	if (__builtin_expect(ld(&c->in_epoch) != epoch, 0))
+		mark_epoch(c, epoch);
+	bump(&c->in_bytes, (int64_t)b->bytes);
+	bump(&c->cached_blocks, 1);
+	bump(&c->cached_bytes, (int64_t)b->bytes);
+}
+
+/* A block whose free found it stale (its address handed out again: pool_impl.h) with its list's
+ * lock held: dropped. Out of line, off the free's path. */
+static __attribute__((noinline, cold)) void drop_unlisted_free(struct gp_pool *p, struct gp_list *c,
 							       struct gp_block *b)
+{
+	gp_unlock(&c->lock);
+	gp_pool_drop_stale(p, b, STALE_LIVE);
+}
+
+/* A block whose state this thread has just changed from in use to cached (a free, an unhold): ours
+ * alone, on no list, invisible to alloc and release. Onto the tail of its list, freed at time t,
+ * fenced by the next fence (its epoch): once there it may be reused or released at once, so what
+ * is needed of it is read before. Always inline: the free's path (its caller reads the clock
+ * before the lookup, where fewer values must outlive the call). */
+static inline __attribute__((always_inline)) void cache_block(struct gp_pool *p,
+							       struct gp_block *b, uint64_t t)
 {
 	int device = b->device;
 	size_t bytes = b->bytes;
 	unsigned list = list_of(b);
 	struct gp_dev *d = dev_get(p, device, 0);
 	struct gp_list *c = &d->list[list];
-	uint64_t t = now(p);
 
+#ifdef GP_POOL_TEST_HOOKS
+	if (gp_pool_test_before_list != NULL)
+		gp_pool_test_before_list(p, b->ptr);
+#endif
 	gp_lock(&c->lock);
 	if (__builtin_expect(state_of(atomic_load_explicit(&b->state, memory_order_relaxed)) !=
 				     BLOCK_CACHED,
-			     0)) { /* stale: its address was handed out again (pool_impl.h) */
-		gp_unlock(&c->lock);
-		gp_pool_drop_stale(p, b, STALE_LIVE);
+			     0)) {
+		drop_unlisted_free(p, c, b);
 		return;
 	}
 	/* The epoch read under the lock: no block of the list was freed in a later one. */
-	b->epoch = atomic_load(&p->epoch);
 	b->freed_ns = t;
-	link_cached(c, c->tail, b);
+	append_cached(c, b, atomic_load(&p->epoch));
 	bump(&c->live_blocks, -1);
 	bump(&c->live_bytes, -(int64_t)b->bytes);
 	bump(&c->requested_bytes, -(int64_t)b->requested);
@@ -567,9 +555,11 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 {
 	struct gp_block *b;
 	uint32_t word;
+	uint64_t t;
 
 	if (ptr == NULL)
 		return GP_ENOTOWNED;
+	t = now(p);
 	b = lookup(p, ptr, &word);
 	if (b == NULL)
 		return GP_ENOTOWNED;
@@ -584,7 +574,7 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 	if (state_of(word) != BLOCK_LIVE ||
 	    !atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_CACHED)))
 		return bad_free(p, ptr);
-	cache_block(p, b);
+	cache_block(p, b, t);
 	return GP_OK;
 }
 
@@ -635,7 +625,7 @@ int gp_pool_unhold(struct gp_pool *p, void *ptr, uint32_t ticket)
 	d = dev_get(p, b->device, 0);
 	atomic_fetch_sub(&d->held_bytes, b->bytes);
 	atomic_fetch_sub(&d->held_blocks, 1);
-	cache_block(p, b);
+	cache_block(p, b, now(p));
 	return GP_OK;
 }
 
@@ -667,36 +657,68 @@ uint64_t gp_pool_devices(struct gp_pool *p)
 	return mask;
 }
 
+/* Of list c's cached blocks, those still fenced when done_epoch was `done`, from its counters and
+ * fence marks, with no lock (struct gp_list): exact while the list's fenced blocks were freed in
+ * at most LIST_MARKS epochs, else more. Racing writers may make one look wrong for a moment. */
+static void list_fenced(struct gp_list *c, uint64_t done, uint64_t *bytes, uint64_t *blocks)
+{
+	uint64_t cb = ld(&c->cached_bytes), cn = ld(&c->cached_blocks), n = ld(&c->marks);
+
+	*bytes = *blocks = 0;
+	if (cn == 0)
+		return;
+	if (ld(&c->lost_epoch) > done || ld(&c->pushed_epoch) > done) {
+		*bytes = cb;
+		*blocks = cn;
+		return;
+	}
+	for (uint64_t k = n > LIST_MARKS ? n - LIST_MARKS : 0; k < n; k++) {
+		struct gp_mark *m = &c->mark[k % LIST_MARKS];
+
+		if (ld(&m->epoch) >= done) {
+			uint64_t pb = ld(&c->in_bytes) - ld(&m->bytes);
+			uint64_t pn = ld(&c->frees) - ld(&m->blocks);
+
+			*bytes = pb < cb ? pb : cb;
+			*blocks = pn < cn ? pn : cn;
+			return;
+		}
+	}
+}
+
+/* Counters only, no lock and no walk: the shim samples this every 200 ms beside allocating
+ * threads, and a list walked under its lock would stall them. */
 int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o)
 {
 	struct gp_dev *d = dev_get(p, device, 0);
 	int ordered = atomic_load(&p->ordered);
+	uint64_t done = atomic_load_explicit(&p->done_epoch, memory_order_acquire);
 
 	memset(o, 0, sizeof(*o));
 	if (d == NULL)
 		return device >= 0 && device < GP_MAX_DEVICES ? GP_OK : GP_EINVAL;
 	for (unsigned i = 0; i < nlists(); i++) {
 		struct gp_list *c = &d->list[i];
+		uint64_t cb, cn, fb = 0, fn = 0;
+
 		o->live_bytes += ld(&c->live_bytes);
 		o->live_blocks += ld(&c->live_blocks);
 		o->requested_bytes += ld(&c->requested_bytes);
 		o->allocs += ld(&c->allocs);
 		o->hits += ld(&c->hits);
 		o->frees += ld(&c->frees);
-		if (ld(&c->cached_blocks) == 0)
+		cn = ld(&c->cached_blocks);
+		if (cn == 0)
 			continue;
-		gp_lock(&c->lock);
-		uint64_t done = atomic_load(&p->done_epoch);
-		for (struct gp_block *b = c->head; b != NULL; b = b->next) {
-			if (ordered || b->epoch < done) {
-				o->idle_bytes += b->bytes;
-				o->idle_blocks++;
-			} else {
-				o->pending_bytes += b->bytes;
-				o->pending_blocks++;
-			}
-		}
-		gp_unlock(&c->lock);
+		cb = ld(&c->cached_bytes);
+		if (!ordered)
+			list_fenced(c, done, &fb, &fn);
+		fb = fb < cb ? fb : cb;
+		fn = fn < cn ? fn : cn;
+		o->pending_bytes += fb;
+		o->pending_blocks += fn;
+		o->idle_bytes += cb - fb;
+		o->idle_blocks += cn - fn;
 	}
 	for (unsigned i = 0; i < GP_STRIPES; i++)
 		o->peak_live_bytes += ld(&d->acct[i].peak);
@@ -734,3 +756,107 @@ void gp_pool_release_counts(struct gp_pool *p, uint64_t counts[GP_CAUSE_COUNT],
 			bytes[i] = ld(&p->rel_bytes[i]);
 	}
 }
+
+#ifdef GP_POOL_TEST_HOOKS
+/* ---- unit tests' hooks (pool_test.h) ------------------------------------------------------ */
+
+_Thread_local unsigned gp_pool_test_held;
+_Thread_local unsigned long gp_pool_test_taken;
+
+unsigned gp_pool_test_locks_held(void)
+{
+	return gp_pool_test_held;
+}
+
+unsigned long gp_pool_test_locks_taken(void)
+{
+	return gp_pool_test_taken;
+}
+
+/* Of list c's cached blocks, those fenced at `done`, walked (c's lock held). */
+static void list_fenced_walked(struct gp_list *c, uint64_t done, uint64_t *bytes, uint64_t *blocks)
+{
+	*bytes = *blocks = 0;
+	for (struct gp_block *b = c->head; b != NULL; b = b->next) {
+		if (b->epoch >= done) {
+			*bytes += b->bytes;
+			*blocks += 1;
+		}
+	}
+}
+
+/* Whether list c keeps its invariants (c's lock held), the fenced figures of its counters at
+ * least those of a walk among them. */
+static int list_ok(struct gp_list *c, uint64_t done)
+{
+	uint64_t n = 0, bytes = 0, e = 0, wb, wn, fb, fn;
+	struct gp_block *last = NULL;
+
+	if (c->head != NULL && ld(&c->head_epoch) > c->head->epoch)
+		return 0;
+	for (struct gp_block *b = c->head; b != NULL; last = b, b = b->next) {
+		if (b->epoch < e || state_of(atomic_load(&b->state)) != BLOCK_CACHED)
+			return 0;
+		e = b->epoch;
+		n++;
+		bytes += b->bytes;
+	}
+	list_fenced_walked(c, done, &wb, &wn);
+	list_fenced(c, done, &fb, &fn);
+	return last == c->tail && n == ld(&c->cached_blocks) && bytes == ld(&c->cached_bytes) &&
+	       fb >= wb && fn >= wn;
+}
+
+unsigned gp_pool_test_check_lists(struct gp_pool *p)
+{
+	unsigned bad = 0;
+
+	for (int i = 0; i < GP_MAX_DEVICES; i++) {
+		struct gp_dev *d = dev_get(p, i, 0);
+
+		for (unsigned l = 0; d != NULL && l < nlists(); l++) {
+			gp_lock(&d->list[l].lock);
+			bad += !list_ok(&d->list[l], atomic_load(&p->done_epoch));
+			gp_unlock(&d->list[l].lock);
+		}
+	}
+	return bad;
+}
+
+int gp_pool_test_fenced(struct gp_pool *p, int device, uint64_t *bytes, uint64_t *blocks)
+{
+	struct gp_dev *d = dev_get(p, device, 0);
+
+	*bytes = *blocks = 0;
+	if (d == NULL)
+		return device >= 0 && device < GP_MAX_DEVICES ? GP_OK : GP_EINVAL;
+	for (unsigned l = 0; l < nlists(); l++) {
+		uint64_t wb, wn;
+
+		gp_lock(&d->list[l].lock);
+		list_fenced_walked(&d->list[l], atomic_load(&p->done_epoch), &wb, &wn);
+		gp_unlock(&d->list[l].lock);
+		if (!atomic_load(&p->ordered)) {
+			*bytes += wb;
+			*blocks += wn;
+		}
+	}
+	return GP_OK;
+}
+
+int gp_pool_test_list_lock(struct gp_pool *p, int device, size_t bytes, int lock)
+{
+	unsigned cls = gp_pool_class_of(bytes);
+	struct gp_dev *d = dev_get(p, device, 1);
+	struct gp_list *c;
+
+	if (d == NULL || cls >= gp_pool_class_count())
+		return GP_EINVAL;
+	c = &d->list[cls * GP_STRIPES + my_stripe()];
+	if (lock)
+		gp_lock(&c->lock);
+	else
+		gp_unlock(&c->lock);
+	return GP_OK;
+}
+#endif

@@ -177,7 +177,9 @@ struct gp_pool_config {
 	int remap_trim;
 };
 
-/* Per-device figures, summed over size classes. Bytes are real allocation sizes. */
+/* Per-device figures, summed over size classes. Bytes are real allocation sizes. Read from
+ * counters with no lock taken (gp_pool_dev_stats), so figures read while other threads allocate
+ * and free may disagree with each other by what those threads were doing. */
 struct gp_pool_dev_stats {
 	uint64_t live_bytes;      /* handed out to the program (held blocks included) */
 	uint64_t live_blocks;
@@ -186,7 +188,11 @@ struct gp_pool_dev_stats {
 	uint64_t held_blocks;
 	uint64_t idle_bytes;      /* cached and safe to reuse */
 	uint64_t idle_blocks;
-	uint64_t pending_bytes;   /* cached, waiting for a fence (GPU work may still use them) */
+	uint64_t pending_bytes;   /* cached, waiting for a fence (GPU work may still use them). Exact
+				   * while each list's were freed in at most 4 fence epochs (up to 3
+				   * fences in flight); beyond, some idle blocks count as pending (never
+				   * the other way) until the older fences are done. idle + pending:
+				   * the cached bytes, exact. */
 	uint64_t pending_blocks;
 	uint64_t requested_bytes; /* what the program asked for, of live_bytes */
 	uint64_t peak_live_bytes;     /* exact with one thread, else an upper bound (<= reserved) */
@@ -310,6 +316,8 @@ void gp_pool_set_ordered(struct gp_pool *pool, int ordered);
 /* Forget every block of `device` without calling the backend (after cudaDeviceReset). */
 void gp_pool_forget_device(struct gp_pool *pool, int device);
 
+/* A device's figures (all 0 for a device not seen yet; GP_EINVAL for a bad one). Takes no pool
+ * lock and walks no list: allocation and free never wait for it. */
 int gp_pool_dev_stats(struct gp_pool *pool, int device, struct gp_pool_dev_stats *out);
 /* Bitmask of devices the pool has seen, for iterating stats. */
 uint64_t gp_pool_devices(struct gp_pool *pool);

@@ -99,17 +99,44 @@ static inline void set_list(struct gp_block *b, unsigned list)
 #endif
 #define MAX_CLASSES 288 /* >= gp_pool_class_count(), checked at create */
 
+/* Where the blocks that frees appended to a list in one epoch begin: the list's in_bytes and
+ * frees when the first of them came (struct gp_list). */
+#define LIST_MARKS 4
+
+struct gp_mark {
+	_Atomic uint64_t epoch, bytes, blocks;
+};
+
 struct gp_list {
 	struct gp_lock lock;
 	struct gp_block *head, *tail; /* cached blocks in free order */
 	/* At most the head's free epoch (the epochs of a list grow from head to tail): set when a
-	 * block becomes the head (link_cached) and when a look under the lock finds the head fenced.
-	 * Read without the lock: a list whose head is surely fenced is passed over without
-	 * writing to its lines (take_cached). */
+	 * block becomes the head (append_cached, link_cached) and when a look under the lock finds
+	 * the head fenced. Read without the lock: a list whose head is surely fenced is passed over
+	 * without writing to its lines (take_cached). */
 	_Atomic uint64_t head_epoch;
 	_Atomic uint64_t cached_blocks, cached_bytes;
 	_Atomic uint64_t live_blocks, live_bytes, requested_bytes;
 	_Atomic uint64_t allocs, hits, frees;
+	/* Its fenced blocks counted without a walk and without the lock (gp_pool_dev_stats): a list
+	 * is in free order, so the blocks still fenced (freed in an epoch >= done_epoch) are the ones
+	 * at its tail, appended by frees since the first of them. in_bytes and frees: the bytes and
+	 * blocks frees have appended (modulo 2^64; every append is a free's, cache_block), in_epoch
+	 * the epoch of the last (UINT64_MAX: none, set by dev_get); mark[n % LIST_MARKS] (n < marks):
+	 * where the appends of each of the last LIST_MARKS epochs began. The fenced ones are then
+	 * in_bytes and frees less the first mark of an epoch >= done_epoch, at most what is cached:
+	 * blocks
+	 * taken from the head (hits, releases) leave that tail as it is until they reach into it, and
+	 * then all that is left is fenced; a block taken from the middle (a split, merge, remap or
+	 * trim takes only idle ones) does not count. Over- rather than understated where the marks
+	 * cannot tell: lost_epoch, epoch + 1 of the newest mark overwritten (more epochs fenced than
+	 * marks); pushed_epoch, of the newest block put back into the middle while fenced (ordered
+	 * mode only): while either is above done_epoch, every cached block of the list counts as
+	 * fenced. Written under the lock: the free's append pays a compare and two stores, a hit
+	 * nothing. */
+	_Atomic uint64_t in_bytes, in_epoch;
+	struct gp_mark mark[LIST_MARKS] __attribute__((aligned(GP_LINE)));
+	_Atomic uint64_t marks, lost_epoch, pushed_epoch;
 } __attribute__((aligned(GP_LINE)));
 
 /* Bytes in use, per stripe, so that threads do not share one counter's cache line: own + remote
@@ -144,6 +171,8 @@ _Static_assert(_Alignof(struct gp_block) == GP_LINE, "block records are GP_LINE 
 _Static_assert(sizeof(struct gp_block) == GP_LINE, "a block record fills one GP_LINE unit");
 _Static_assert(MAX_CLASSES <= UINT16_MAX, "a class fits gp_block.cls");
 _Static_assert(_Alignof(struct gp_list) == GP_LINE, "lists are GP_LINE units");
+_Static_assert(offsetof(struct gp_list, in_epoch) + sizeof(uint64_t) <= 128,
+	       "what a hit and a free write of a list lies in its first 128 bytes");
 _Static_assert(_Alignof(struct gp_stripe_acct) == GP_LINE, "stripe counters are GP_LINE units");
 
 struct fence_slot {
@@ -250,8 +279,10 @@ static inline struct gp_dev *dev_get(struct gp_pool *p, int device, int create)
 		d = aligned_alloc(GP_LINE, sizeof(*d));
 		if (d != NULL) {
 			memset(d, 0, sizeof(*d));
-			for (unsigned i = 0; i < nlists(); i++)
+			for (unsigned i = 0; i < nlists(); i++) {
 				gp_lock_init(&d->list[i].lock);
+				atomic_init(&d->list[i].in_epoch, UINT64_MAX);
+			}
 			atomic_store_explicit(&p->dev[device], d, memory_order_release);
 		}
 	}
@@ -378,8 +409,9 @@ static inline void unlink_cached(struct gp_list *c, struct gp_block *prev, struc
 }
 
 /* Link cached block b into list c after prev (NULL: at the head), c's lock held: it joins the
- * cached counters. A block that becomes the head sets the head-epoch hint (at most the head's
- * epoch: it was freed no later than the blocks behind it). */
+ * cached counters (not the fence marks: see link_in_order). A block that becomes the head sets
+ * the head-epoch hint (at most the head's epoch: it was freed no later than the blocks behind
+ * it). */
 static inline __attribute__((always_inline)) void link_cached(struct gp_list *c,
 							      struct gp_block *prev,
 							      struct gp_block *b)
@@ -574,12 +606,17 @@ static inline int enter_made(struct gp_pool *p, struct gp_dev *d, int device, un
  * block that a split, merge or remap hands back (as it was, smaller, or made of several: the
  * latest epoch and time of its parts) may have been freed later than blocks already there.
  * Looked for from the tail, the usual place, else from the head. */
-static inline void link_in_order(struct gp_dev *d, struct gp_block *b)
+static inline void link_in_order(struct gp_pool *p, struct gp_dev *d, struct gp_block *b)
 {
 	struct gp_list *c = &d->list[list_of(b)];
 	struct gp_block *prev = NULL;
 
 	gp_lock(&c->lock);
+	/* Put back while fenced (ordered mode reuses such blocks): the marks cannot place it, so the
+	 * list's cached blocks all count as fenced until its fence is done (struct gp_list). */
+	if (b->epoch >= atomic_load_explicit(&p->done_epoch, memory_order_acquire) &&
+	    b->epoch + 1 > ld(&c->pushed_epoch))
+		atomic_store_explicit(&c->pushed_epoch, b->epoch + 1, memory_order_relaxed);
 	if (c->tail != NULL && freed_before(c->tail, b))
 		prev = c->tail;
 	else
@@ -601,7 +638,7 @@ static inline void push_cached(struct gp_pool *p, struct gp_dev *d, struct gp_bl
 	gp_lock(&s->lock);
 	gone = block_state(b) != BLOCK_CACHED;
 	if (!gone)
-		link_in_order(d, b);
+		link_in_order(p, d, b);
 	gp_unlock(&s->lock);
 	if (gone)
 		gp_pool_drop_stale(p, b, STALE_UNLISTED);

@@ -24,12 +24,20 @@ int gp_pool_test_list_lock(struct gp_pool *p, int device, size_t bytes, int lock
 
 /* Every list of every device walked under its lock: the lists' invariants checked (free order:
  * epochs nondecreasing from head to tail; the head-epoch hint at most the head's epoch; the
- * cached counters equal to what the list holds). Returns how many lists break one (0: none). */
+ * cached counters equal to what the list holds; the fenced bytes and blocks its counters say
+ * (what gp_pool_dev_stats sums) at least those the walk finds). Returns how many lists break one
+ * (0: none). */
 unsigned gp_pool_test_check_lists(struct gp_pool *p);
+
+/* The pending bytes and blocks of a device as a walk of its lists under their locks finds them:
+ * the exact figures that gp_pool_dev_stats computes from counters without a lock. */
+int gp_pool_test_fenced(struct gp_pool *p, int device, uint64_t *bytes, uint64_t *blocks);
 
 /* Runs between a free's lookup and its change of the block's state, to stage what another
  * thread could do there (NULL: nothing). */
 extern void (*gp_pool_test_after_lookup)(struct gp_pool *p, void *ptr);
+/* Runs in a free (or unhold) between the block's change of state and its list's lock. */
+extern void (*gp_pool_test_before_list)(struct gp_pool *p, void *ptr);
 #endif
 
 #endif

@@ -106,7 +106,7 @@ static void relist(struct gp_pool *p, struct gp_dev *d, struct gp_block *b)
 	if (!gone) {
 		/* No room in the map: a release still finds it in its list. */
 		(void)gp_ptrmap_insert(s, (uintptr_t)b->ptr, b, NULL);
-		link_in_order(d, b);
+		link_in_order(p, d, b);
 	}
 	gp_unlock(&s->lock);
 	if (gone)

@@ -152,18 +152,16 @@ static void test_stale_held(void **state)
 }
 
 /* The staged race below: another thread's allocation gets the address of the block being freed,
- * while that free is between its state change and its list (inside its clock read). */
+ * while that free is between its state change and its list (the pool's test hook there). */
 static struct fx *staged_fx;
 static void *staged_ptr, *staged_new;
 
-static void reissue_in_free(void *arg, enum fake_op op)
+static void reissue_in_free(struct gp_pool *p, void *ptr)
 {
-	(void)arg;
-	if (op != FAKE_OP_NOW || staged_ptr == NULL)
-		return;
-	fake_set_hook(&staged_fx->fake, NULL, NULL); /* once */
+	(void)p;
+	gp_pool_test_before_list = NULL; /* once */
+	assert_ptr_equal(ptr, staged_ptr);
 	assert_int_equal(fake_free_behind(&staged_fx->fake, staged_ptr), 0);
-	staged_ptr = NULL;
 	staged_new = fx_alloc(staged_fx, 0, 64 * KiB);
 }
 
@@ -179,9 +177,9 @@ static void test_stale_between_free_and_list(void **state)
 	staged_fx = fx;
 	staged_ptr = a;
 	staged_new = NULL;
-	fake_set_hook(&fx->fake, reissue_in_free, NULL);
+	gp_pool_test_before_list = reissue_in_free;
 	fx_free(fx, a);
-	fake_set_hook(&fx->fake, NULL, NULL);
+	assert_null(gp_pool_test_before_list); /* the race was staged */
 	assert_ptr_equal(staged_new, a);
 	s = fx_stats(fx, 0);
 	assert_int_equal(s.live_blocks, 1);
