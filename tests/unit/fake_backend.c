@@ -980,6 +980,10 @@ uint64_t fake_reissued(struct fake_backend *f)
 void fake_reset_device(struct fake_backend *f, int device)
 {
 	pthread_mutex_lock(&f->lock);
+	if (f->reissue != NULL && f->reissue->device == device) { /* nothing comes back after it */
+		block_free(f->reissue);
+		f->reissue = NULL;
+	}
 	for (size_t i = 0; i < f->nbuckets; i++) {
 		struct fake_block **pp = &f->buckets[i];
 

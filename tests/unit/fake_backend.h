@@ -173,7 +173,8 @@ int fake_free_behind(struct fake_backend *f, void *ptr);
 /* Allocs answered with an address freed behind the pool's back. */
 uint64_t fake_reissued(struct fake_backend *f);
 
-/* cudaDeviceReset: every block on `device` is gone, without a free call (nothing is counted). */
+/* cudaDeviceReset: every block on `device` is gone, without a free call (nothing is counted), and
+ * an address of the device freed behind the pool's back is not handed out again. */
 void fake_reset_device(struct fake_backend *f, int device);
 
 #endif
