@@ -1,7 +1,9 @@
 /* pool.h — the caching block pool: size classes, free lists, pointer->block map, fences, release.
  * Pure C11 + pthreads. It never includes a CUDA header, reads the environment or logs: the GPU is
  * reached only through struct gp_backend, and settings come in struct gp_pool_config.
- * Contract: no backend call is ever made while a pool lock is held. */
+ * Contract: no backend call (nor a config callback) is ever made while a pool lock is held; the
+ * unit tests' build of the pool counts the locks each thread holds, and their fake backend checks
+ * in every call that the count is 0 (pool/pool_test.h). */
 #ifndef GPUPOOL_POOL_H
 #define GPUPOOL_POOL_H
 
@@ -68,14 +70,15 @@ enum gp_release_cause {
  *              on every stream of every device, has completed. GP_EAGAIN: cannot now (capture).
  *              The fence handle is opaque to the pool.
  * fence_query  poll a recorded fence; never blocks.
- * fence_wait   block until the fence completes (control thread and OOM path only).
+ * fence_wait   block until the fence completes (only in gp_pool_advance(pool, 1)).
  * fence_destroy release the handle.
  * quiet        optional: 1 when every GPU operation issued before this call, on every stream
  *              of every device, has already completed (the GPU is idle): no fence is needed
  *              for the frees made so far. 0 when not, or not known. Never blocks.
  * now_ns       a monotonic clock (idle ages); tests inject a controllable one.
  * may_release  optional: 0 when real frees must not happen now on this thread (a CUDA graph
- *              capture is underway); the OOM path then fails instead of releasing.
+ *              capture is underway): a miss then neither releases to the cap, trims nor
+ *              remaps, and the OOM path fails instead of releasing.
  */
 /* A source of a remap: a cached allocation whose physical memory moves into a new one. `take`:
  * the bytes wanted from it (all: its `bytes`), and after a successful remap the bytes moved. */
@@ -108,13 +111,13 @@ struct gp_pool_config {
 	/* A cached block is reused as soon as it is freed (no fence): only sound when all GPU work
 	 * is in one stream order. The shim turns this off for good when a stream is created. */
 	int ordered;
-	/* Called (no lock held) by the free that takes a device's cached bytes above its cap
-	 * (gp_pool_set_cap); once, until gp_pool_release runs for that device. May be NULL. */
+	/* Called (no lock held) by the free (or unhold) that takes a device's cached bytes above its
+	 * cap (gp_pool_set_cap); once, until gp_pool_release runs for that device. May be NULL. */
 	void (*over_cap)(void *arg, int device);
 	/* Called (no lock held) once for each block the pool drops because the driver handed its
 	 * address out again: the program freed it through a path the pool did not see (or a device
-	 * reset forgot it). The block leaves the pool's figures (counted in stale_evictions); `bytes`
-	 * is its size. May be NULL. */
+	 * was reset and gp_pool_forget_device not called). The block leaves the pool's figures
+	 * (counted in stale_evictions); `bytes` is its size. May be NULL. */
 	void (*stale)(void *arg, int device, void *ptr, size_t bytes);
 	void *arg; /* passed to over_cap and stale */
 	/* A miss whose size class holds only blocks still fenced, at least 2 and 64 MiB of them,
@@ -181,7 +184,7 @@ struct gp_pool_config {
  * counters with no lock taken (gp_pool_dev_stats), so figures read while other threads allocate
  * and free may disagree with each other by what those threads were doing. */
 struct gp_pool_dev_stats {
-	uint64_t live_bytes;      /* handed out to the program (held blocks included) */
+	uint64_t live_bytes;      /* handed out and not given back to the pool (held blocks too) */
 	uint64_t live_blocks;
 	uint64_t held_bytes;      /* of live_bytes, freed during a graph capture, kept for the graph
 				   * until gp_pool_unhold */
@@ -192,7 +195,7 @@ struct gp_pool_dev_stats {
 				   * while each list's were freed in at most 4 fence epochs (up to 3
 				   * fences in flight); beyond, some idle blocks count as pending (never
 				   * the other way) until the older fences are done. idle + pending:
-				   * the cached bytes, exact. */
+				   * the bytes cached in lists, exact. */
 	uint64_t pending_blocks;
 	uint64_t requested_bytes; /* what the program asked for, of live_bytes */
 	uint64_t peak_live_bytes;     /* exact with one thread, else an upper bound (<= reserved) */
@@ -243,14 +246,16 @@ int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config
  * abandoned to it (used in tests; the shim keeps its pool for the life of the process). */
 void gp_pool_destroy(struct gp_pool *pool);
 
-/* Hand out a block of at least `bytes` (0 or above the largest class: GP_EINVAL) on `device`. A cache hit makes no backend call.
- * On GP_ENOMEM from the backend the pool releases what it caches on that device (waiting for
- * pending blocks through the backend's free) and retries once; *retried tells the caller. */
+/* Hand out a block of at least `bytes` (0 or above the largest class: GP_EINVAL) on `device`. A
+ * cache hit makes no backend call. On GP_ENOMEM from the backend the pool releases what it
+ * caches on that device (waiting for pending blocks through the backend's free) and retries once,
+ * where may_release allows; *retried tells the caller. */
 int gp_pool_alloc(struct gp_pool *pool, int device, size_t bytes, void **out, int *retried);
 
-/* Take back a block. GP_ENOTOWNED: the pool never handed this pointer out, or NULL (not an
- * error of the pool: the caller passes it on). GP_EINVAL: double free (the block is cached, or
- * held: gp_pool_hold), counted in bad_frees, nothing else changes. Never calls the backend. */
+/* Take back a block. GP_ENOTOWNED: the pool holds no block at this pointer (never handed out,
+ * or given back to the driver since), or NULL (not an error of the pool: the caller passes it
+ * on). GP_EINVAL: double free (the block is cached, or held: gp_pool_hold), counted in
+ * bad_frees, nothing else changes. Never calls the backend. */
 int gp_pool_free(struct gp_pool *pool, void *ptr);
 
 /* A free made while a CUDA graph is captured: the graph may still use the block when it is
@@ -261,8 +266,8 @@ int gp_pool_free(struct gp_pool *pool, void *ptr);
  * One compare-and-swap from the state read with the lookup, as gp_pool_free: GP_OK, with *ticket
  * (naming this very allocation, for gp_pool_unhold), *bytes (the block's real size) and *device
  * (each may be NULL); GP_EINVAL when the block is not in use (a double free: counted in
- * bad_frees, nothing else changes); GP_ENOTOWNED for NULL or a pointer the pool never handed
- * out. Never calls the backend. */
+ * bad_frees, nothing else changes); GP_ENOTOWNED for NULL or a pointer the pool holds no block
+ * at. Never calls the backend. */
 int gp_pool_hold(struct gp_pool *pool, void *ptr, uint32_t *ticket, size_t *bytes, int *device);
 
 /* The held block at ptr given to the pool exactly as gp_pool_free would (cached, reused once a
@@ -302,7 +307,8 @@ int gp_pool_release_idle(struct gp_pool *pool, int device, uint64_t freed_before
  * so the device's footprint stays within its live bytes plus the cap. */
 void gp_pool_set_cap(struct gp_pool *pool, int device, uint64_t bytes);
 uint64_t gp_pool_cap(struct gp_pool *pool, int device);
-/* Cached bytes of a device (idle + pending), cheap: two atomic loads. */
+/* Cached bytes of a device (idle + pending, and blocks a release, split, merge or remap has out
+ * of their lists for the moment), cheap: reserved bytes less the stripes' in-use counts. */
 uint64_t gp_pool_cached_bytes(struct gp_pool *pool, int device);
 
 /* Drive fences: poll recorded ones, record a new one if frees are not yet covered.
@@ -313,7 +319,8 @@ int gp_pool_advance(struct gp_pool *pool, int wait);
 /* Turn immediate reuse off (for good) or on; see gp_pool_config.ordered. */
 void gp_pool_set_ordered(struct gp_pool *pool, int ordered);
 
-/* Forget every block of `device` without calling the backend (after cudaDeviceReset). */
+/* Forget every block of `device`, held ones too, without calling the backend (after
+ * cudaDeviceReset). */
 void gp_pool_forget_device(struct gp_pool *pool, int device);
 
 /* A device's figures (all 0 for a device not seen yet; GP_EINVAL for a bad one). Takes no pool

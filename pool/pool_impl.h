@@ -1,6 +1,7 @@
-/* pool_impl.h — the pool's internals, shared by its files (pool.c: create, the hit, free, stats;
- * miss.c: the miss policy; fences.c: the fence ring; release.c: giving blocks back). Not a public
- * interface: nothing outside pool/ includes it. */
+/* pool_impl.h — the pool's internals, shared by its files (pool.c: create, the hit, free, hold,
+ * stale records, stats; miss.c: the miss policy; split.c, merge.c, remap.c, trim.c: idle memory of
+ * other sizes; fences.c: the fence ring; release.c: giving blocks back). Not a public interface:
+ * nothing outside pool/ includes it. */
 #ifndef GPUPOOL_POOL_IMPL_H
 #define GPUPOOL_POOL_IMPL_H
 
