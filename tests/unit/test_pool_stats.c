@@ -520,7 +520,7 @@ static void test_pending_random(void **state)
 	for (int phase = 0; phase < 3; phase++) {
 		size_t limit = phase == 0 ? 3 : 8;
 
-		for (int i = 0; i < 4000; i++) {
+		for (int i = 0; i < 1500; i++) {
 			uint64_t r = rnd(&x);
 			unsigned k = (unsigned)(r % 64);
 
