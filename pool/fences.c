@@ -22,13 +22,13 @@ static void reap_fences(struct gp_pool *p, int wait)
 		struct fence_slot f;
 		int done;
 
-		pthread_mutex_lock(&p->fence_lock);
+		gp_mutex_lock(&p->fence_lock);
 		if (p->ring_count == 0) {
-			pthread_mutex_unlock(&p->fence_lock);
+			gp_mutex_unlock(&p->fence_lock);
 			return;
 		}
 		f = p->ring[p->ring_head];
-		pthread_mutex_unlock(&p->fence_lock);
+		gp_mutex_unlock(&p->fence_lock);
 
 		if (wait && p->be.fence_wait)
 			done = p->be.fence_wait(p->be.ctx, f.handle) == GP_OK;
@@ -37,10 +37,10 @@ static void reap_fences(struct gp_pool *p, int wait)
 		if (!done)
 			return;
 
-		pthread_mutex_lock(&p->fence_lock);
+		gp_mutex_lock(&p->fence_lock);
 		p->ring_head = (p->ring_head + 1) % MAX_FENCES;
 		p->ring_count--;
-		pthread_mutex_unlock(&p->fence_lock);
+		gp_mutex_unlock(&p->fence_lock);
 		atomic_store_explicit(&p->done_epoch, f.num, memory_order_release);
 		if (p->be.fence_destroy)
 			p->be.fence_destroy(p->be.ctx, f.handle);
@@ -87,10 +87,10 @@ static int record_fence(struct gp_pool *p, int ask)
 
 	if (!atomic_load(&p->dirty))
 		return GP_OK;
-	pthread_mutex_lock(&p->fence_lock);
+	gp_mutex_lock(&p->fence_lock);
 	full = p->ring_count == MAX_FENCES;
 	empty = p->ring_count == 0;
-	pthread_mutex_unlock(&p->fence_lock);
+	gp_mutex_unlock(&p->fence_lock);
 	if (full)
 		return GP_EAGAIN;
 	/* Clear `dirty` and advance the epoch before recording (or asking): a free that stamped the
@@ -109,10 +109,10 @@ static int record_fence(struct gp_pool *p, int ask)
 		return GP_EAGAIN;
 	}
 	t = gp_fine_ns();
-	pthread_mutex_lock(&p->fence_lock);
+	gp_mutex_lock(&p->fence_lock);
 	p->ring[(p->ring_head + p->ring_count) % MAX_FENCES] = (struct fence_slot){ handle, num, t };
 	p->ring_count++;
-	pthread_mutex_unlock(&p->fence_lock);
+	gp_mutex_unlock(&p->fence_lock);
 	return GP_OK;
 }
 
@@ -122,7 +122,7 @@ uint64_t gp_fence_age_ns(struct gp_pool *p, uint64_t epoch)
 {
 	uint64_t t = 0;
 
-	pthread_mutex_lock(&p->fence_lock);
+	gp_mutex_lock(&p->fence_lock);
 	for (unsigned i = 0; i < p->ring_count; i++) {
 		const struct fence_slot *f = &p->ring[(p->ring_head + i) % MAX_FENCES];
 		if (f->num > epoch) {
@@ -130,7 +130,7 @@ uint64_t gp_fence_age_ns(struct gp_pool *p, uint64_t epoch)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&p->fence_lock);
+	gp_mutex_unlock(&p->fence_lock);
 	return t == 0 ? 0 : gp_fine_ns() - t;
 }
 

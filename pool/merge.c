@@ -112,7 +112,7 @@ int gp_pool_coalesce(struct gp_pool *p, struct gp_dev *d, int device, unsigned c
 	size_t bytes[MERGE_MAX], sum = 0;
 	unsigned n, first = 0, count = 0, got = 0;
 	struct gp_block *head;
-	int rc = GP_ENOMEM;
+	int rc = GP_ENOMEM, stale = 0;
 
 	if (e == NULL)
 		return GP_ENOMEM;
@@ -131,12 +131,15 @@ int gp_pool_coalesce(struct gp_pool *p, struct gp_dev *d, int device, unsigned c
 	for (got = 0; got < count && take(p, d, &e[first + got]); got++) {
 		ptr[got] = e[first + got].b->ptr;
 		bytes[got] = e[first + got].bytes;
+		stale |= block_state(e[first + got].b) != BLOCK_CACHED;
 	}
-	if (got == count)
+	/* A part whose address the driver has handed out again (stale) is not merged: put back,
+	 * it is dropped, and the others stay as they were. */
+	if (got == count && !stale)
 		rc = p->be.merge(p->be.ctx, device, ptr, bytes, count);
-	if (got < count || rc != GP_OK) {
+	if (got < count || stale || rc != GP_OK) {
 		while (got-- > 0)
-			push_cached(d, e[first + got].b);
+			push_cached(p, d, e[first + got].b);
 		rc = rc == GP_OK ? GP_EAGAIN : rc;
 		goto out;
 	}
@@ -155,7 +158,7 @@ int gp_pool_coalesce(struct gp_pool *p, struct gp_dev *d, int device, unsigned c
 		retire_block(p, b);
 	}
 	shrink_block(head, head->bytes + sum);
-	push_cached(d, head);
+	push_cached(p, d, head);
 	atomic_fetch_add_explicit(&d->merges, 1, memory_order_relaxed);
 out:
 	free(e);

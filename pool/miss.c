@@ -12,9 +12,10 @@
 
 /* Whether the head of list c (the block take_cached would hand out) can give part of itself: it
  * is movable and the backend splits blocks (the split takes what take_cached could), or it may
- * move now (a remap can take part of it). Handing it out whole to a smaller request would hold
- * all of it. */
-static int movable_head(struct gp_pool *p, struct gp_list *c)
+ * move at time t (a remap can take part of it). Handing it out whole to a smaller request would
+ * hold all of it. t is read by the caller: the clock is a backend call, never made under c's
+ * lock. */
+static int movable_head(struct gp_pool *p, struct gp_list *c, uint64_t t)
 {
 	int yes;
 
@@ -22,23 +23,25 @@ static int movable_head(struct gp_pool *p, struct gp_list *c)
 		return 0;
 	gp_lock(&c->lock);
 	yes = c->head != NULL && c->head->movable &&
-	      (p->be.split != NULL || may_move(p, c->head, now(p)));
+	      (p->be.split != NULL || may_move(p, c->head, t));
 	gp_unlock(&c->lock);
 	return yes;
 }
 
 /* This thread's stripe of the class first, then the others. A block taken from another
  * stripe moves to this thread's stripe (its counters with it), so that its next free and
- * reuse stay on this thread's lock. `spare`: lists whose head may move are passed over. */
+ * reuse stay on this thread's lock. `spare`: lists whose head may move at time t are passed
+ * over. */
 static struct gp_block *take_any(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0,
-				 size_t bytes, int *waiting, int spare)
+				 size_t bytes, int *waiting, int spare, uint64_t t)
 {
 	struct gp_list *base = &d->list[cls * GP_STRIPES], *own = &base[s0], *src;
-	struct gp_block *b = spare && movable_head(p, own) ? NULL : take_cached(p, own, bytes, waiting);
+	struct gp_block *b =
+		spare && movable_head(p, own, t) ? NULL : take_cached(p, own, bytes, waiting);
 
 	for (unsigned i = 1; b == NULL && i < GP_STRIPES; i++) {
 		src = &base[(s0 + i) % GP_STRIPES];
-		if (spare && movable_head(p, src))
+		if (spare && movable_head(p, src, t))
 			continue;
 		b = take_cached(p, src, bytes, waiting);
 		if (b == NULL)
@@ -53,7 +56,7 @@ static struct gp_block *take_any(struct gp_pool *p, struct gp_dev *d, unsigned c
 		bump(&own->live_bytes, (int64_t)b->bytes);
 		bump(&own->requested_bytes, (int64_t)bytes);
 		gp_unlock(&own->lock);
-		b->list = cls * GP_STRIPES + s0;
+		set_list(b, cls * GP_STRIPES + s0);
 	}
 	return b;
 }
@@ -68,7 +71,7 @@ static struct gp_block *take_any(struct gp_pool *p, struct gp_dev *d, unsigned c
 static struct gp_block *take_larger(struct gp_pool *p, struct gp_dev *d, unsigned cls,
 				    unsigned s0, size_t bytes, int *waiting)
 {
-	uint64_t limit = (uint64_t)bytes * p->cfg.oversize_pct / 100;
+	uint64_t limit = (uint64_t)bytes * p->cfg.oversize_pct / 100, t;
 	unsigned n = gp_pool_class_count();
 	struct gp_block *b = NULL;
 	int spare;
@@ -76,8 +79,9 @@ static struct gp_block *take_larger(struct gp_pool *p, struct gp_dev *d, unsigne
 	if (p->cfg.oversize_pct <= 100 || small_class(cls))
 		return NULL;
 	spare = remaps_class(p, cls) && (p->be.split != NULL || gp_may_release(p));
+	t = spare && p->be.split == NULL ? now(p) : 0; /* only a remap's age rule needs the time */
 	for (unsigned c = cls + 1; b == NULL && c < n && gp_pool_class_bytes(c) <= limit; c++)
-		b = take_any(p, d, c, s0, bytes, waiting, spare);
+		b = take_any(p, d, c, s0, bytes, waiting, spare, t);
 	if (b != NULL)
 		atomic_fetch_add_explicit(&d->oversize_hits, 1, memory_order_relaxed);
 	return b;
@@ -88,7 +92,7 @@ static struct gp_block *take_larger(struct gp_pool *p, struct gp_dev *d, unsigne
 static struct gp_block *take_fit(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned s0,
 				 size_t bytes, int *waiting)
 {
-	struct gp_block *b = take_any(p, d, cls, s0, bytes, waiting, 0);
+	struct gp_block *b = take_any(p, d, cls, s0, bytes, waiting, 0, 0);
 
 	return b != NULL ? b : take_larger(p, d, cls, s0, bytes, waiting);
 }
@@ -270,7 +274,7 @@ gp_pool_take_missed(struct gp_pool *p, struct gp_dev *d, unsigned cls, unsigned 
 	if (own_fenced && ld(&d->list[cls * GP_STRIPES + s0].cached_blocks) >= p->batch[cls] &&
 	    !batching(p, d, cls))
 		return reuse_fenced(p, d, cls, s0, bytes);
-	b = take_any(p, d, cls, s0, bytes, &waiting, 0);
+	b = take_any(p, d, cls, s0, bytes, &waiting, 0, 0);
 	if (b == NULL && !waiting)
 		b = take_larger(p, d, cls, s0, bytes, &waiting);
 	if (b == NULL && waiting)

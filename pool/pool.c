@@ -1,10 +1,12 @@
 /* pool.c — the caching block pool's hot path: create, allocate (the hit; a miss asks miss.c, then
- * makes a real allocation), free, statistics. One block is one backend allocation; a hit takes
- * one class lock and makes no backend call, a free finds its block in the pointer map. Never a
- * backend call with a pool lock held; never CUDA, getenv or logging (settings come in the config).
- * Fences: fences.c; releases: release.c; shared internals: pool_impl.h. */
+ * makes a real allocation), free, hold and unhold (frees during a graph capture), stale records
+ * (an address the driver handed out again), statistics. One block is one backend allocation; a
+ * hit takes one class lock and makes no backend call, a free finds its block in the pointer map.
+ * Never a backend call with a pool lock held; never CUDA, getenv or logging (settings come in the
+ * config). Fences: fences.c; releases: release.c; shared internals: pool_impl.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "pool_impl.h"
+#include "pool_test.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -131,14 +133,94 @@ static inline __attribute__((always_inline)) void account_live(struct gp_dev *d,
 		raise_peak(&a->peak, v);
 }
 
-void gp_pool_hand_out(struct gp_dev *d, struct gp_block *b, size_t bytes)
+/* The state is looked at under the list's lock, where the claim of a stale record marks a block
+ * out of its list (pool_impl.h). */
+int gp_pool_hand_out(struct gp_pool *p, struct gp_dev *d, struct gp_block *b, size_t bytes)
 {
-	struct gp_list *c = &d->list[b->list];
+	struct gp_list *c = &d->list[list_of(b)];
+	int gone;
 
 	gp_lock(&c->lock);
-	hand_out_locked(c, b, bytes);
+	gone = state_of(atomic_load_explicit(&b->state, memory_order_relaxed)) != BLOCK_CACHED;
+	if (!gone)
+		hand_out_locked(c, b, bytes);
 	gp_unlock(&c->lock);
-	account_live(d, b->list % GP_STRIPES, (int64_t)b->bytes);
+	if (gone) {
+		gp_pool_drop_stale(p, b, STALE_UNLISTED);
+		return GP_EINVAL;
+	}
+	account_live(d, list_of(b) % GP_STRIPES, (int64_t)b->bytes);
+	return GP_OK;
+}
+
+void gp_pool_drop_stale(struct gp_pool *p, struct gp_block *b, enum stale_from from)
+{
+	struct gp_dev *d = dev_get(p, b->device, 0);
+	unsigned list = list_of(b);
+	int device = b->device;
+	size_t bytes = b->bytes;
+	void *ptr = b->ptr;
+
+	if (from != STALE_UNLISTED) {
+		struct gp_list *c = &d->list[list];
+
+		gp_lock(&c->lock);
+		bump(&c->live_blocks, -1);
+		bump(&c->live_bytes, -(int64_t)bytes);
+		bump(&c->requested_bytes, -(int64_t)b->requested);
+		gp_unlock(&c->lock);
+		account_live(d, list % GP_STRIPES, -(int64_t)bytes);
+	}
+	if (from == STALE_HELD) {
+		atomic_fetch_sub(&d->held_bytes, bytes);
+		atomic_fetch_sub(&d->held_blocks, 1);
+	}
+	atomic_fetch_sub(&d->reserved_bytes, bytes);
+	if (b->movable)
+		atomic_fetch_sub(&d->movable_bytes, bytes);
+	atomic_fetch_add(&d->stale_evictions, 1);
+	retire_block(p, b);
+	if (p->cfg.stale != NULL)
+		p->cfg.stale(p->cfg.arg, device, ptr, bytes);
+}
+
+/* The record `old` that the map held for an address a new block has just taken (the shard's lock
+ * held, so that no one relists the record meanwhile): claimed for this thread to drop, and where
+ * it was; -1 when another thread has it (a release giving it back, which accounts for it; or a
+ * thread with it out of its list, which drops it when it finds it marked). See enum stale_from. */
+static int claim_stale(struct gp_pool *p, struct gp_block *old)
+{
+	for (;;) {
+		uint32_t word = atomic_load_explicit(&old->state, memory_order_acquire);
+		struct gp_block *prev = NULL, *x;
+		struct gp_list *c;
+		int claimed;
+
+		if (state_of(word) == BLOCK_LIVE || state_of(word) == BLOCK_HELD) {
+			if (atomic_compare_exchange_strong(&old->state, &word,
+							   with_state(word, BLOCK_UNUSED)))
+				return state_of(word) == BLOCK_HELD ? STALE_HELD : STALE_LIVE;
+			continue;
+		}
+		if (state_of(word) != BLOCK_CACHED)
+			return -1; /* a release has it */
+		c = &dev_get(p, old->device, 0)->list[list_of(old)];
+		gp_lock(&c->lock);
+		for (x = c->head; x != NULL && x != old; x = x->next)
+			prev = x;
+		if (x != NULL) {
+			unlink_cached(c, prev, old);
+			atomic_store(&old->state, with_state(word, BLOCK_UNUSED));
+			gp_unlock(&c->lock);
+			return STALE_UNLISTED;
+		}
+		/* Out of its list: a hit took it (in use now: looked at again), or a thread has it. */
+		claimed = atomic_compare_exchange_strong(&old->state, &word,
+							 with_state(word, BLOCK_UNUSED));
+		gp_unlock(&c->lock);
+		if (claimed)
+			return -1;
+	}
 }
 
 int gp_pool_enter_block(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
@@ -147,8 +229,8 @@ int gp_pool_enter_block(struct gp_pool *p, struct gp_dev *d, int device, unsigne
 {
 	struct gp_list *c = &d->list[list];
 	struct gp_ptrmap_shard *s;
-	struct gp_block *b = new_block(p);
-	int rc;
+	struct gp_block *b = new_block(p), *old = NULL;
+	int rc, from = -1;
 
 	if (b == NULL)
 		return GP_ENOMEM;
@@ -158,16 +240,20 @@ int gp_pool_enter_block(struct gp_pool *p, struct gp_dev *d, int device, unsigne
 	b->device = device;
 	b->cls = (uint16_t)cls;
 	b->movable = movable != 0;
-	b->list = list;
+	set_list(b, list);
 	atomic_store(&b->state, next_live(atomic_load(&b->state)));
 	s = gp_ptrmap_shard(&p->map, (uintptr_t)ptr);
 	gp_lock(&s->lock);
-	rc = gp_ptrmap_insert(s, (uintptr_t)ptr, b);
+	rc = gp_ptrmap_insert(s, (uintptr_t)ptr, b, (void **)&old);
+	if (rc == 0 && old != NULL) /* the driver reused the address of a block the pool knew */
+		from = claim_stale(p, old);
 	gp_unlock(&s->lock);
 	if (rc != 0) {
 		retire_block(p, b);
 		return GP_ENOMEM;
 	}
+	if (from >= 0)
+		gp_pool_drop_stale(p, old, (enum stale_from)from);
 	gp_lock(&c->lock);
 	bump(&c->live_blocks, 1);
 	bump(&c->live_bytes, (int64_t)cbytes);
@@ -258,7 +344,7 @@ static __attribute__((noinline)) int miss_movable(struct gp_pool *p, struct gp_d
 	if (await_moves(d)) { /* the cache again, with what was in transit */
 		b = gp_pool_take_missed(p, d, cls, s0, bytes, 0);
 		if (b != NULL) {
-			account_live(d, b->list % GP_STRIPES, (int64_t)b->bytes);
+			account_live(d, list_of(b) % GP_STRIPES, (int64_t)b->bytes);
 			*out = b->ptr;
 			return GP_OK;
 		}
@@ -299,7 +385,7 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	if (b == NULL)
 		b = gp_pool_take_missed(p, d, cls, s0, bytes, waiting);
 	if (b != NULL) {
-		account_live(d, b->list % GP_STRIPES, (int64_t)b->bytes);
+		account_live(d, list_of(b) % GP_STRIPES, (int64_t)b->bytes);
 		*out = b->ptr;
 		return GP_OK;
 	}
@@ -335,9 +421,9 @@ static void check_cap(struct gp_pool *p, struct gp_dev *d, int device)
 }
 
 #ifdef GP_POOL_TEST_HOOKS
-/* Unit tests only (tests/unit/test_pool_free_race.c): runs between a free's lookup and its
- * change of the block's state, to stage what another thread could do there. */
+/* Unit tests only (pool_test.h); the rest of the hooks are at the end of this file. */
 void (*gp_pool_test_after_lookup)(struct gp_pool *p, void *ptr);
+void (*gp_pool_test_before_list)(struct gp_pool *p, void *ptr);
 #endif
 
 /* The block of ptr and its state word, read together: while ptr -> b was in the map. Lock-free
@@ -380,19 +466,101 @@ static int bad_free(struct gp_pool *p, const void *ptr)
 	return b != NULL ? GP_EINVAL : GP_ENOTOWNED;
 }
 
+/* The appends to list c of blocks freed in a new epoch begin here (c's lock held; struct
+ * gp_list). Out of line: once per epoch and list. */
+static __attribute__((noinline, cold)) void mark_epoch(struct gp_list *c, uint64_t epoch)
+{
+	uint64_t n = ld(&c->marks);
+	struct gp_mark *m = &c->mark[n % LIST_MARKS];
+
+	if (n >= LIST_MARKS) /* marks come in epoch order: the one overwritten is the newest lost */
+		atomic_store_explicit(&c->lost_epoch, ld(&m->epoch) + 1, memory_order_relaxed);
+	atomic_store_explicit(&m->epoch, epoch, memory_order_relaxed);
+	atomic_store_explicit(&m->bytes, ld(&c->in_bytes), memory_order_relaxed);
+	atomic_store_explicit(&m->blocks, ld(&c->frees), memory_order_relaxed);
+	atomic_store_explicit(&c->marks, n + 1, memory_order_relaxed);
+	atomic_store_explicit(&c->in_epoch, epoch, memory_order_relaxed);
+}
+
+/* A block just freed in `epoch` (the newest: no block of the list was freed later) onto the tail
+ * of list c (c's lock held): it joins the cached counters and the fence marks. Always inline: the
+ * free's path. */
+static inline __attribute__((always_inline)) void append_cached(struct gp_list *c,
+								struct gp_block *b, uint64_t epoch)
+{
+	b->epoch = epoch;
+	b->next = NULL;
+	if (c->tail != NULL) {
+		c->tail->next = b;
+	} else {
+		c->head = b;
+		atomic_store_explicit(&c->head_epoch, epoch, memory_order_relaxed);
+	}
+	c->tail = b;
+	if (__builtin_expect(ld(&c->in_epoch) != epoch, 0))
+		mark_epoch(c, epoch);
+	bump(&c->in_bytes, (int64_t)b->bytes);
+	bump(&c->cached_blocks, 1);
+	bump(&c->cached_bytes, (int64_t)b->bytes);
+}
+
+/* A block whose free found it stale (its address handed out again: pool_impl.h) with its list's
+ * lock held: dropped. Out of line, off the free's path. */
+static __attribute__((noinline, cold)) void drop_unlisted_free(struct gp_pool *p, struct gp_list *c,
+							       struct gp_block *b)
+{
+	gp_unlock(&c->lock);
+	gp_pool_drop_stale(p, b, STALE_LIVE);
+}
+
+/* A block whose state this thread has just changed from in use to cached (a free, an unhold): ours
+ * alone, on no list, invisible to alloc and release. Onto the tail of its list, freed at time t,
+ * fenced by the next fence (its epoch): once there it may be reused or released at once, so what
+ * is needed of it is read before. Always inline: the free's path (its caller reads the clock
+ * before the lookup, where fewer values must outlive the call). */
+static inline __attribute__((always_inline)) void cache_block(struct gp_pool *p,
+							       struct gp_block *b, uint64_t t)
+{
+	int device = b->device;
+	size_t bytes = b->bytes;
+	unsigned list = list_of(b);
+	struct gp_dev *d = dev_get(p, device, 0);
+	struct gp_list *c = &d->list[list];
+
+#ifdef GP_POOL_TEST_HOOKS
+	if (gp_pool_test_before_list != NULL)
+		gp_pool_test_before_list(p, b->ptr);
+#endif
+	gp_lock(&c->lock);
+	if (__builtin_expect(state_of(atomic_load_explicit(&b->state, memory_order_relaxed)) !=
+				     BLOCK_CACHED,
+			     0)) {
+		drop_unlisted_free(p, c, b);
+		return;
+	}
+	/* The epoch read under the lock: no block of the list was freed in a later one. */
+	b->freed_ns = t;
+	append_cached(c, b, atomic_load(&p->epoch));
+	bump(&c->live_blocks, -1);
+	bump(&c->live_bytes, -(int64_t)b->bytes);
+	bump(&c->requested_bytes, -(int64_t)b->requested);
+	bump(&c->frees, 1);
+	gp_unlock(&c->lock);
+	if (!atomic_load_explicit(&p->dirty, memory_order_relaxed))
+		atomic_store(&p->dirty, 1);
+	account_live(d, list % GP_STRIPES, -(int64_t)bytes);
+	check_cap(p, d, device);
+}
+
 int gp_pool_free(struct gp_pool *p, void *ptr)
 {
 	struct gp_block *b;
-	struct gp_list *c;
-	struct gp_dev *d;
-	int device;
-	unsigned list;
 	uint32_t word;
 	uint64_t t;
-	size_t bytes;
 
 	if (ptr == NULL)
 		return GP_ENOTOWNED;
+	t = now(p);
 	b = lookup(p, ptr, &word);
 	if (b == NULL)
 		return GP_ENOTOWNED;
@@ -401,42 +569,64 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 		gp_pool_test_after_lookup(p, ptr);
 #endif
 	/* From the word read with the lookup: fails if the block was freed already (a double
-	 * free), or has been handed out again since, from the cache or as a recycled record (a new
-	 * generation: a free racing its own double free cannot free the next owner's block). */
+	 * free, or held for a graph), or has been handed out again since, from the cache or as a
+	 * recycled record (a new generation: a free racing its own double free cannot free the
+	 * next owner's block). */
 	if (state_of(word) != BLOCK_LIVE ||
 	    !atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_CACHED)))
 		return bad_free(p, ptr);
+	cache_block(p, b, t);
+	return GP_OK;
+}
 
-	/* The block is ours alone now: cached but on no list, invisible to alloc and release.
-	 * Once it is on the list it may be reused or released at once: read it before that. */
-	device = b->device;
-	bytes = b->bytes;
-	list = b->list;
-	d = dev_get(p, device, 0);
-	c = &d->list[list];
-	t = now(p);
-	gp_lock(&c->lock);
-	b->epoch = atomic_load(&p->epoch);
-	b->freed_ns = t;
-	b->next = NULL;
-	if (c->tail) {
-		c->tail->next = b;
-	} else {
-		c->head = b;
-		atomic_store_explicit(&c->head_epoch, b->epoch, memory_order_relaxed);
-	}
-	c->tail = b;
-	bump(&c->live_blocks, -1);
-	bump(&c->live_bytes, -(int64_t)b->bytes);
-	bump(&c->requested_bytes, -(int64_t)b->requested);
-	bump(&c->cached_blocks, 1);
-	bump(&c->cached_bytes, (int64_t)b->bytes);
-	bump(&c->frees, 1);
-	gp_unlock(&c->lock);
-	if (!atomic_load_explicit(&p->dirty, memory_order_relaxed))
-		atomic_store(&p->dirty, 1);
-	account_live(d, list % GP_STRIPES, -(int64_t)bytes);
-	check_cap(p, d, device);
+int gp_pool_hold(struct gp_pool *p, void *ptr, uint32_t *ticket, size_t *bytes, int *device)
+{
+	struct gp_block *b;
+	struct gp_dev *d;
+	uint32_t word;
+
+	if (ptr == NULL)
+		return GP_ENOTOWNED;
+	b = lookup(p, ptr, &word);
+	if (b == NULL)
+		return GP_ENOTOWNED;
+	/* As a free: one compare-and-swap from the word the lookup read. */
+	if (state_of(word) != BLOCK_LIVE ||
+	    !atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_HELD)))
+		return bad_free(p, ptr);
+	/* Held: ours alone until its unhold, as a block between free and cache is. */
+	d = dev_get(p, b->device, 0);
+	atomic_fetch_add(&d->held_bytes, b->bytes);
+	atomic_fetch_add(&d->held_blocks, 1);
+	if (ticket)
+		*ticket = with_state(word, BLOCK_HELD);
+	if (bytes)
+		*bytes = b->bytes;
+	if (device)
+		*device = b->device;
+	return GP_OK;
+}
+
+int gp_pool_unhold(struct gp_pool *p, void *ptr, uint32_t ticket)
+{
+	struct gp_block *b;
+	struct gp_dev *d;
+	uint32_t word;
+
+	if (ptr == NULL)
+		return GP_ENOTOWNED;
+	b = lookup(p, ptr, &word);
+	if (b == NULL)
+		return GP_ENOTOWNED;
+	/* Only the held allocation the ticket names: after a device reset (gp_pool_forget_device)
+	 * the address or the record may belong to another block by now. */
+	if (word != ticket || state_of(word) != BLOCK_HELD ||
+	    !atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_CACHED)))
+		return GP_EINVAL;
+	d = dev_get(p, b->device, 0);
+	atomic_fetch_sub(&d->held_bytes, b->bytes);
+	atomic_fetch_sub(&d->held_blocks, 1);
+	cache_block(p, b, now(p));
 	return GP_OK;
 }
 
@@ -468,36 +658,68 @@ uint64_t gp_pool_devices(struct gp_pool *p)
 	return mask;
 }
 
+/* Of list c's cached blocks, those still fenced when done_epoch was `done`, from its counters and
+ * fence marks, with no lock (struct gp_list): exact while the list's fenced blocks were freed in
+ * at most LIST_MARKS epochs, else more. Racing writers may make one look wrong for a moment. */
+static void list_fenced(struct gp_list *c, uint64_t done, uint64_t *bytes, uint64_t *blocks)
+{
+	uint64_t cb = ld(&c->cached_bytes), cn = ld(&c->cached_blocks), n = ld(&c->marks);
+
+	*bytes = *blocks = 0;
+	if (cn == 0)
+		return;
+	if (ld(&c->lost_epoch) > done || ld(&c->pushed_epoch) > done) {
+		*bytes = cb;
+		*blocks = cn;
+		return;
+	}
+	for (uint64_t k = n > LIST_MARKS ? n - LIST_MARKS : 0; k < n; k++) {
+		struct gp_mark *m = &c->mark[k % LIST_MARKS];
+
+		if (ld(&m->epoch) >= done) {
+			uint64_t pb = ld(&c->in_bytes) - ld(&m->bytes);
+			uint64_t pn = ld(&c->frees) - ld(&m->blocks);
+
+			*bytes = pb < cb ? pb : cb;
+			*blocks = pn < cn ? pn : cn;
+			return;
+		}
+	}
+}
+
+/* Counters only, no lock and no walk: the shim samples this every 200 ms beside allocating
+ * threads, and a list walked under its lock would stall them. */
 int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o)
 {
 	struct gp_dev *d = dev_get(p, device, 0);
 	int ordered = atomic_load(&p->ordered);
+	uint64_t done = atomic_load_explicit(&p->done_epoch, memory_order_acquire);
 
 	memset(o, 0, sizeof(*o));
 	if (d == NULL)
 		return device >= 0 && device < GP_MAX_DEVICES ? GP_OK : GP_EINVAL;
 	for (unsigned i = 0; i < nlists(); i++) {
 		struct gp_list *c = &d->list[i];
+		uint64_t cb, cn, fb = 0, fn = 0;
+
 		o->live_bytes += ld(&c->live_bytes);
 		o->live_blocks += ld(&c->live_blocks);
 		o->requested_bytes += ld(&c->requested_bytes);
 		o->allocs += ld(&c->allocs);
 		o->hits += ld(&c->hits);
 		o->frees += ld(&c->frees);
-		if (ld(&c->cached_blocks) == 0)
+		cn = ld(&c->cached_blocks);
+		if (cn == 0)
 			continue;
-		gp_lock(&c->lock);
-		uint64_t done = atomic_load(&p->done_epoch);
-		for (struct gp_block *b = c->head; b != NULL; b = b->next) {
-			if (ordered || b->epoch < done) {
-				o->idle_bytes += b->bytes;
-				o->idle_blocks++;
-			} else {
-				o->pending_bytes += b->bytes;
-				o->pending_blocks++;
-			}
-		}
-		gp_unlock(&c->lock);
+		cb = ld(&c->cached_bytes);
+		if (!ordered)
+			list_fenced(c, done, &fb, &fn);
+		fb = fb < cb ? fb : cb;
+		fn = fn < cn ? fn : cn;
+		o->pending_bytes += fb;
+		o->pending_blocks += fn;
+		o->idle_bytes += cb - fb;
+		o->idle_blocks += cn - fn;
 	}
 	for (unsigned i = 0; i < GP_STRIPES; i++)
 		o->peak_live_bytes += ld(&d->acct[i].peak);
@@ -519,6 +741,9 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 	o->trims = ld(&d->trims);
 	o->trimmed_bytes = ld(&d->trimmed_bytes);
 	o->movable_bytes = ld(&d->movable_bytes);
+	o->held_bytes = ld(&d->held_bytes);
+	o->held_blocks = ld(&d->held_blocks);
+	o->stale_evictions = ld(&d->stale_evictions);
 	return GP_OK;
 }
 
@@ -532,3 +757,107 @@ void gp_pool_release_counts(struct gp_pool *p, uint64_t counts[GP_CAUSE_COUNT],
 			bytes[i] = ld(&p->rel_bytes[i]);
 	}
 }
+
+#ifdef GP_POOL_TEST_HOOKS
+/* ---- unit tests' hooks (pool_test.h) ------------------------------------------------------ */
+
+_Thread_local unsigned gp_pool_test_held;
+_Thread_local unsigned long gp_pool_test_taken;
+
+unsigned gp_pool_test_locks_held(void)
+{
+	return gp_pool_test_held;
+}
+
+unsigned long gp_pool_test_locks_taken(void)
+{
+	return gp_pool_test_taken;
+}
+
+/* Of list c's cached blocks, those fenced at `done`, walked (c's lock held). */
+static void list_fenced_walked(struct gp_list *c, uint64_t done, uint64_t *bytes, uint64_t *blocks)
+{
+	*bytes = *blocks = 0;
+	for (struct gp_block *b = c->head; b != NULL; b = b->next) {
+		if (b->epoch >= done) {
+			*bytes += b->bytes;
+			*blocks += 1;
+		}
+	}
+}
+
+/* Whether list c keeps its invariants (c's lock held), the fenced figures of its counters at
+ * least those of a walk among them. */
+static int list_ok(struct gp_list *c, uint64_t done)
+{
+	uint64_t n = 0, bytes = 0, e = 0, wb, wn, fb, fn;
+	struct gp_block *last = NULL;
+
+	if (c->head != NULL && ld(&c->head_epoch) > c->head->epoch)
+		return 0;
+	for (struct gp_block *b = c->head; b != NULL; last = b, b = b->next) {
+		if (b->epoch < e || state_of(atomic_load(&b->state)) != BLOCK_CACHED)
+			return 0;
+		e = b->epoch;
+		n++;
+		bytes += b->bytes;
+	}
+	list_fenced_walked(c, done, &wb, &wn);
+	list_fenced(c, done, &fb, &fn);
+	return last == c->tail && n == ld(&c->cached_blocks) && bytes == ld(&c->cached_bytes) &&
+	       fb >= wb && fn >= wn;
+}
+
+unsigned gp_pool_test_check_lists(struct gp_pool *p)
+{
+	unsigned bad = 0;
+
+	for (int i = 0; i < GP_MAX_DEVICES; i++) {
+		struct gp_dev *d = dev_get(p, i, 0);
+
+		for (unsigned l = 0; d != NULL && l < nlists(); l++) {
+			gp_lock(&d->list[l].lock);
+			bad += !list_ok(&d->list[l], atomic_load(&p->done_epoch));
+			gp_unlock(&d->list[l].lock);
+		}
+	}
+	return bad;
+}
+
+int gp_pool_test_fenced(struct gp_pool *p, int device, uint64_t *bytes, uint64_t *blocks)
+{
+	struct gp_dev *d = dev_get(p, device, 0);
+
+	*bytes = *blocks = 0;
+	if (d == NULL)
+		return device >= 0 && device < GP_MAX_DEVICES ? GP_OK : GP_EINVAL;
+	for (unsigned l = 0; l < nlists(); l++) {
+		uint64_t wb, wn;
+
+		gp_lock(&d->list[l].lock);
+		list_fenced_walked(&d->list[l], atomic_load(&p->done_epoch), &wb, &wn);
+		gp_unlock(&d->list[l].lock);
+		if (!atomic_load(&p->ordered)) {
+			*bytes += wb;
+			*blocks += wn;
+		}
+	}
+	return GP_OK;
+}
+
+int gp_pool_test_list_lock(struct gp_pool *p, int device, size_t bytes, int lock)
+{
+	unsigned cls = gp_pool_class_of(bytes);
+	struct gp_dev *d = dev_get(p, device, 1);
+	struct gp_list *c;
+
+	if (d == NULL || cls >= gp_pool_class_count())
+		return GP_EINVAL;
+	c = &d->list[cls * GP_STRIPES + my_stripe()];
+	if (lock)
+		gp_lock(&c->lock);
+	else
+		gp_unlock(&c->lock);
+	return GP_OK;
+}
+#endif

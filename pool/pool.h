@@ -1,7 +1,9 @@
 /* pool.h — the caching block pool: size classes, free lists, pointer->block map, fences, release.
  * Pure C11 + pthreads. It never includes a CUDA header, reads the environment or logs: the GPU is
  * reached only through struct gp_backend, and settings come in struct gp_pool_config.
- * Contract: no backend call is ever made while a pool lock is held. */
+ * Contract: no backend call (nor a config callback) is ever made while a pool lock is held; the
+ * unit tests' build of the pool counts the locks each thread holds, and their fake backend checks
+ * in every call that the count is 0 (pool/pool_test.h). */
 #ifndef GPUPOOL_POOL_H
 #define GPUPOOL_POOL_H
 
@@ -68,14 +70,15 @@ enum gp_release_cause {
  *              on every stream of every device, has completed. GP_EAGAIN: cannot now (capture).
  *              The fence handle is opaque to the pool.
  * fence_query  poll a recorded fence; never blocks.
- * fence_wait   block until the fence completes (control thread and OOM path only).
+ * fence_wait   block until the fence completes (only in gp_pool_advance(pool, 1)).
  * fence_destroy release the handle.
  * quiet        optional: 1 when every GPU operation issued before this call, on every stream
  *              of every device, has already completed (the GPU is idle): no fence is needed
  *              for the frees made so far. 0 when not, or not known. Never blocks.
  * now_ns       a monotonic clock (idle ages); tests inject a controllable one.
  * may_release  optional: 0 when real frees must not happen now on this thread (a CUDA graph
- *              capture is underway); the OOM path then fails instead of releasing.
+ *              capture is underway): a miss then neither releases to the cap, trims nor
+ *              remaps, and the OOM path fails instead of releasing.
  */
 /* A source of a remap: a cached allocation whose physical memory moves into a new one. `take`:
  * the bytes wanted from it (all: its `bytes`), and after a successful remap the bytes moved. */
@@ -108,10 +111,15 @@ struct gp_pool_config {
 	/* A cached block is reused as soon as it is freed (no fence): only sound when all GPU work
 	 * is in one stream order. The shim turns this off for good when a stream is created. */
 	int ordered;
-	/* Called (no lock held) by the free that takes a device's cached bytes above its cap
-	 * (gp_pool_set_cap); once, until gp_pool_release runs for that device. May be NULL. */
+	/* Called (no lock held) by the free (or unhold) that takes a device's cached bytes above its
+	 * cap (gp_pool_set_cap); once, until gp_pool_release runs for that device. May be NULL. */
 	void (*over_cap)(void *arg, int device);
-	void *arg;
+	/* Called (no lock held) once for each block the pool drops because the driver handed its
+	 * address out again: the program freed it through a path the pool did not see (or a device
+	 * was reset and gp_pool_forget_device not called). The block leaves the pool's figures
+	 * (counted in stale_evictions); `bytes` is its size. May be NULL. */
+	void (*stale)(void *arg, int device, void *ptr, size_t bytes);
+	void *arg; /* passed to over_cap and stale */
 	/* A miss whose size class holds only blocks still fenced, at least 2 and 64 MiB of them,
 	 * polls their fences for up to this long before a real allocation (0: one poll, and no
 	 * reuse_poll_ns either). Not waiting grows the pool by every block freed while the GPU
@@ -172,13 +180,22 @@ struct gp_pool_config {
 	int remap_trim;
 };
 
-/* Per-device figures, summed over size classes. Bytes are real allocation sizes. */
+/* Per-device figures, summed over size classes. Bytes are real allocation sizes. Read from
+ * counters with no lock taken (gp_pool_dev_stats), so figures read while other threads allocate
+ * and free may disagree with each other by what those threads were doing. */
 struct gp_pool_dev_stats {
-	uint64_t live_bytes;      /* handed out to the program */
+	uint64_t live_bytes;      /* handed out and not given back to the pool (held blocks too) */
 	uint64_t live_blocks;
+	uint64_t held_bytes;      /* of live_bytes, freed during a graph capture, kept for the graph
+				   * until gp_pool_unhold */
+	uint64_t held_blocks;
 	uint64_t idle_bytes;      /* cached and safe to reuse */
 	uint64_t idle_blocks;
-	uint64_t pending_bytes;   /* cached, waiting for a fence (GPU work may still use them) */
+	uint64_t pending_bytes;   /* cached, waiting for a fence (GPU work may still use them). Exact
+				   * while each list's were freed in at most 4 fence epochs (up to 3
+				   * fences in flight); beyond, some idle blocks count as pending (never
+				   * the other way) until the older fences are done. idle + pending:
+				   * the bytes cached in lists, exact. */
 	uint64_t pending_blocks;
 	uint64_t requested_bytes; /* what the program asked for, of live_bytes */
 	uint64_t peak_live_bytes;     /* exact with one thread, else an upper bound (<= reserved) */
@@ -188,8 +205,10 @@ struct gp_pool_dev_stats {
 	uint64_t real_allocs;     /* backend alloc calls that succeeded */
 	uint64_t real_frees;      /* backend free calls */
 	uint64_t failed_allocs;   /* gp_pool_alloc calls that returned an error */
-	uint64_t frees;           /* successful gp_pool_free calls */
+	uint64_t frees;           /* blocks cached by gp_pool_free or gp_pool_unhold */
 	uint64_t bad_frees;       /* double frees */
+	uint64_t stale_evictions; /* blocks dropped when the driver gave their address to a new one
+				   * (cfg.stale): freed behind the pool's back */
 	uint64_t fence_waits;     /* misses that waited for fenced blocks (cfg.reuse_wait_ns, reuse_poll_ns) */
 	uint64_t fence_wait_timeouts; /* ... and gave up: a real allocation followed */
 	uint64_t oversize_hits;   /* misses served by a larger class's block (cfg.oversize_pct) */
@@ -227,22 +246,51 @@ int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config
  * abandoned to it (used in tests; the shim keeps its pool for the life of the process). */
 void gp_pool_destroy(struct gp_pool *pool);
 
-/* Hand out a block of at least `bytes` (0 or above the largest class: GP_EINVAL) on `device`. A cache hit makes no backend call.
- * On GP_ENOMEM from the backend the pool releases what it caches on that device (waiting for
- * pending blocks through the backend's free) and retries once; *retried tells the caller. */
+/* Hand out a block of at least `bytes` (0 or above the largest class: GP_EINVAL) on `device`. A
+ * cache hit makes no backend call. On GP_ENOMEM from the backend the pool releases what it
+ * caches on that device (waiting for pending blocks through the backend's free) and retries once,
+ * where may_release allows; *retried tells the caller. */
 int gp_pool_alloc(struct gp_pool *pool, int device, size_t bytes, void **out, int *retried);
 
-/* Take back a block. GP_ENOTOWNED: the pool never handed this pointer out, or NULL (not an
- * error of the pool: the caller passes it on). GP_EINVAL: double free. Never calls the backend. */
+/* Take back a block. GP_ENOTOWNED: the pool holds no block at this pointer (never handed out,
+ * or given back to the driver since), or NULL (not an error of the pool: the caller passes it
+ * on). GP_EINVAL: double free (the block is cached, or held: gp_pool_hold), counted in
+ * bad_frees, nothing else changes. Never calls the backend. */
 int gp_pool_free(struct gp_pool *pool, void *ptr);
 
-/* Size of a live block the pool handed out (0 if not one). */
+/* A free made while a CUDA graph is captured: the graph may still use the block when it is
+ * launched, so it is neither cached nor given back but held, until gp_pool_unhold. The block
+ * stays counted as in use (live_bytes: the graph uses it), and as held (held_bytes); it is on no
+ * list, so no allocation gets it and no release gives it back; gp_pool_free of it is a double
+ * free; gp_pool_block_size says 0 (the program freed it); gp_pool_forget_device forgets it.
+ * One compare-and-swap from the state read with the lookup, as gp_pool_free: GP_OK, with *ticket
+ * (naming this very allocation, for gp_pool_unhold), *bytes (the block's real size) and *device
+ * (each may be NULL); GP_EINVAL when the block is not in use (a double free: counted in
+ * bad_frees, nothing else changes); GP_ENOTOWNED for NULL or a pointer the pool holds no block
+ * at. Never calls the backend. */
+int gp_pool_hold(struct gp_pool *pool, void *ptr, uint32_t *ticket, size_t *bytes, int *device);
+
+/* The held block at ptr given to the pool exactly as gp_pool_free would (cached, reused once a
+ * fence after this call completes), if it is still the held allocation `ticket` names:
+ * GP_ENOTOWNED when the pool holds nothing at ptr (a device reset forgot it), GP_EINVAL when it
+ * is another allocation or not held (the record may have been recycled); neither changes or
+ * counts anything. Never calls the backend. */
+int gp_pool_unhold(struct gp_pool *pool, void *ptr, uint32_t ticket);
+
+/* Size of a live block the pool handed out (0 if not one: a held block is not). */
 size_t gp_pool_block_size(struct gp_pool *pool, const void *ptr, int *device);
 
 /* Give cached blocks back through backend->free: device < 0 means every device. `target` is
  * the number of cached bytes that may stay (0 = release everything cached); the oldest freed
  * blocks go first. Pending blocks are released too (backend free is safe for them).
- * Concurrent releases are serialised; allocation and free go on meanwhile. */
+ * Releases are not serialised, and allocation and free go on meanwhile: the caller's (the
+ * control thread's), a miss's release to the cap (gp_pool_set_cap), gp_pool_alloc's release on
+ * out-of-memory and cfg.remap_trim's give-backs may all run at once. A lock around them would
+ * make an allocating thread wait behind a release that waits for the device (backend free of a
+ * pending block). Each block leaves its list under the list's lock, taken out by one release
+ * only, so none is given back twice. A release to a target gives back at most what was over the
+ * target when it began, and counts as cached the blocks that other releases have taken out and
+ * not given back yet: side by side, releases may leave the cache below a target by those. */
 int gp_pool_release(struct gp_pool *pool, int device, uint64_t target,
 		    enum gp_release_cause cause, struct gp_release_result *res);
 /* Both return GP_EBACKEND when a backend free failed (the block is forgotten all the same).
@@ -259,7 +307,8 @@ int gp_pool_release_idle(struct gp_pool *pool, int device, uint64_t freed_before
  * so the device's footprint stays within its live bytes plus the cap. */
 void gp_pool_set_cap(struct gp_pool *pool, int device, uint64_t bytes);
 uint64_t gp_pool_cap(struct gp_pool *pool, int device);
-/* Cached bytes of a device (idle + pending), cheap: two atomic loads. */
+/* Cached bytes of a device (idle + pending, and blocks a release, split, merge or remap has out
+ * of their lists for the moment), cheap: reserved bytes less the stripes' in-use counts. */
 uint64_t gp_pool_cached_bytes(struct gp_pool *pool, int device);
 
 /* Drive fences: poll recorded ones, record a new one if frees are not yet covered.
@@ -270,9 +319,12 @@ int gp_pool_advance(struct gp_pool *pool, int wait);
 /* Turn immediate reuse off (for good) or on; see gp_pool_config.ordered. */
 void gp_pool_set_ordered(struct gp_pool *pool, int ordered);
 
-/* Forget every block of `device` without calling the backend (after cudaDeviceReset). */
+/* Forget every block of `device`, held ones too, without calling the backend (after
+ * cudaDeviceReset). */
 void gp_pool_forget_device(struct gp_pool *pool, int device);
 
+/* A device's figures (all 0 for a device not seen yet; GP_EINVAL for a bad one). Takes no pool
+ * lock and walks no list: allocation and free never wait for it. */
 int gp_pool_dev_stats(struct gp_pool *pool, int device, struct gp_pool_dev_stats *out);
 /* Bitmask of devices the pool has seen, for iterating stats. */
 uint64_t gp_pool_devices(struct gp_pool *pool);

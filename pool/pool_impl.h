@@ -1,6 +1,7 @@
-/* pool_impl.h — the pool's internals, shared by its files (pool.c: create, the hit, free, stats;
- * miss.c: the miss policy; fences.c: the fence ring; release.c: giving blocks back). Not a public
- * interface: nothing outside pool/ includes it. */
+/* pool_impl.h — the pool's internals, shared by its files (pool.c: create, the hit, free, hold,
+ * stale records, stats; miss.c: the miss policy; split.c, merge.c, remap.c, trim.c: idle memory of
+ * other sizes; fences.c: the fence ring; release.c: giving blocks back). Not a public interface:
+ * nothing outside pool/ includes it. */
 #ifndef GPUPOOL_POOL_IMPL_H
 #define GPUPOOL_POOL_IMPL_H
 
@@ -23,11 +24,13 @@
 
 /* A block's state word: its state in the low STATE_BITS, above them a generation that grows each
  * time the block is handed out, new or from the cache (30 bits: a stale free would have to wait
- * for 2^30 hand-outs of one record between its lookup and its compare-and-swap). A free finds its block without a lock and changes the word with one
- * compare-and-swap from what it read during the lookup, so it can only ever act on the
- * allocation it looked up: not on a later owner's, whether the block came back from the cache or
- * its record was recycled for another block (gp_pool_free). */
-enum block_state { BLOCK_UNUSED = 0, BLOCK_LIVE = 1, BLOCK_CACHED = 2 };
+ * for 2^30 hand-outs of one record between its lookup and its compare-and-swap). A free (or a
+ * hold) finds its block without a lock and changes the word with one compare-and-swap from what
+ * it read during the lookup, so it can only ever act on the allocation it looked up: not on a
+ * later owner's, whether the block came back from the cache or its record was recycled for
+ * another block (gp_pool_free). HELD: freed by the program while a CUDA graph was captured, kept
+ * for the graph (gp_pool_hold): still in use, on no list, until gp_pool_unhold caches it. */
+enum block_state { BLOCK_UNUSED = 0, BLOCK_LIVE = 1, BLOCK_CACHED = 2, BLOCK_HELD = 3 };
 #define STATE_BITS 2
 #define STATE_MASK ((uint32_t)(1u << STATE_BITS) - 1)
 
@@ -64,13 +67,26 @@ struct gp_block {
 	uint16_t cls;
 	uint8_t movable;      /* backend movable: a remap may take its physical memory */
 	uint8_t unused_;
-	unsigned list;        /* index of its home list in the device (class and stripe) */
+	/* Index of its home list in the device (class and stripe). An atomic (relaxed: plain moves)
+	 * only for the claim of a stale record (pool.c), which reads it while the block may be out of
+	 * its list and another thread changes it; everyone else reads it as its owner. */
+	_Atomic unsigned list;
 	_Atomic uint32_t state; /* generation and block_state, above */
 } GP_BLOCK_ALIGN;
 
 static inline unsigned block_state(struct gp_block *b)
 {
 	return state_of(atomic_load_explicit(&b->state, memory_order_acquire));
+}
+
+static inline unsigned list_of(const struct gp_block *b)
+{
+	return atomic_load_explicit(&((struct gp_block *)b)->list, memory_order_relaxed);
+}
+
+static inline void set_list(struct gp_block *b, unsigned list)
+{
+	atomic_store_explicit(&b->list, list, memory_order_relaxed);
 }
 
 /* Each size class has GP_STRIPES lists; threads get stripes round-robin (pool.c), so up to
@@ -84,17 +100,44 @@ static inline unsigned block_state(struct gp_block *b)
 #endif
 #define MAX_CLASSES 288 /* >= gp_pool_class_count(), checked at create */
 
+/* Where the blocks that frees appended to a list in one epoch begin: the list's in_bytes and
+ * frees when the first of them came (struct gp_list). */
+#define LIST_MARKS 4
+
+struct gp_mark {
+	_Atomic uint64_t epoch, bytes, blocks;
+};
+
 struct gp_list {
 	struct gp_lock lock;
 	struct gp_block *head, *tail; /* cached blocks in free order */
 	/* At most the head's free epoch (the epochs of a list grow from head to tail): set when a
-	 * block goes on an empty list and when a look under the lock finds the head fenced.
-	 * Read without the lock: a list whose head is surely fenced is passed over without
-	 * writing to its lines (take_cached). */
+	 * block becomes the head (append_cached, link_cached) and when a look under the lock finds
+	 * the head fenced. Read without the lock: a list whose head is surely fenced is passed over
+	 * without writing to its lines (take_cached). */
 	_Atomic uint64_t head_epoch;
 	_Atomic uint64_t cached_blocks, cached_bytes;
 	_Atomic uint64_t live_blocks, live_bytes, requested_bytes;
 	_Atomic uint64_t allocs, hits, frees;
+	/* Its fenced blocks counted without a walk and without the lock (gp_pool_dev_stats): a list
+	 * is in free order, so the blocks still fenced (freed in an epoch >= done_epoch) are the ones
+	 * at its tail, appended by frees since the first of them. in_bytes and frees: the bytes and
+	 * blocks frees have appended (modulo 2^64; every append is a free's, cache_block), in_epoch
+	 * the epoch of the last (UINT64_MAX: none, set by dev_get); mark[n % LIST_MARKS] (n < marks):
+	 * where the appends of each of the last LIST_MARKS epochs began. The fenced ones are then
+	 * in_bytes and frees less the first mark of an epoch >= done_epoch, at most what is cached:
+	 * blocks
+	 * taken from the head (hits, releases) leave that tail as it is until they reach into it, and
+	 * then all that is left is fenced; a block taken from the middle (a split, merge, remap or
+	 * trim takes only idle ones) does not count. Over- rather than understated where the marks
+	 * cannot tell: lost_epoch, epoch + 1 of the newest mark overwritten (more epochs fenced than
+	 * marks); pushed_epoch, of the newest block put back into the middle while fenced (ordered
+	 * mode only): while either is above done_epoch, every cached block of the list counts as
+	 * fenced. Written under the lock: the free's append pays a compare and two stores, a hit
+	 * nothing. */
+	_Atomic uint64_t in_bytes, in_epoch;
+	struct gp_mark mark[LIST_MARKS] __attribute__((aligned(GP_LINE)));
+	_Atomic uint64_t marks, lost_epoch, pushed_epoch;
 } __attribute__((aligned(GP_LINE)));
 
 /* Bytes in use, per stripe, so that threads do not share one counter's cache line: own + remote
@@ -118,6 +161,8 @@ struct gp_dev {
 	_Atomic unsigned moving;
 	_Atomic uint64_t remaps, remapped_bytes, movable_bytes;
 	_Atomic uint64_t trims, trimmed_bytes; /* cfg.remap_trim's give-backs (trim.c) */
+	_Atomic uint64_t held_bytes, held_blocks; /* of the live ones, held for a graph */
+	_Atomic uint64_t stale_evictions; /* records dropped: the driver reused their address */
 	_Atomic uint64_t cap;      /* bytes of cache allowed, 0 = no cap */
 	_Atomic int cap_notified;  /* over_cap was called and no release ran since */
 };
@@ -127,6 +172,8 @@ _Static_assert(_Alignof(struct gp_block) == GP_LINE, "block records are GP_LINE 
 _Static_assert(sizeof(struct gp_block) == GP_LINE, "a block record fills one GP_LINE unit");
 _Static_assert(MAX_CLASSES <= UINT16_MAX, "a class fits gp_block.cls");
 _Static_assert(_Alignof(struct gp_list) == GP_LINE, "lists are GP_LINE units");
+_Static_assert(offsetof(struct gp_list, in_epoch) + sizeof(uint64_t) <= 128,
+	       "what a hit and a free write of a list lies in its first 128 bytes");
 _Static_assert(_Alignof(struct gp_stripe_acct) == GP_LINE, "stripe counters are GP_LINE units");
 
 struct fence_slot {
@@ -227,18 +274,20 @@ static inline struct gp_dev *dev_get(struct gp_pool *p, int device, int create)
 	d = atomic_load_explicit(&p->dev[device], memory_order_acquire);
 	if (d != NULL || !create)
 		return d;
-	pthread_mutex_lock(&p->dev_lock);
+	gp_mutex_lock(&p->dev_lock);
 	d = atomic_load_explicit(&p->dev[device], memory_order_acquire);
 	if (d == NULL) {
 		d = aligned_alloc(GP_LINE, sizeof(*d));
 		if (d != NULL) {
 			memset(d, 0, sizeof(*d));
-			for (unsigned i = 0; i < nlists(); i++)
+			for (unsigned i = 0; i < nlists(); i++) {
 				gp_lock_init(&d->list[i].lock);
+				atomic_init(&d->list[i].in_epoch, UINT64_MAX);
+			}
 			atomic_store_explicit(&p->dev[device], d, memory_order_release);
 		}
 	}
-	pthread_mutex_unlock(&p->dev_lock);
+	gp_mutex_unlock(&p->dev_lock);
 	return d;
 }
 
@@ -360,6 +409,35 @@ static inline void unlink_cached(struct gp_list *c, struct gp_block *prev, struc
 	bump(&c->cached_bytes, -(int64_t)b->bytes);
 }
 
+/* Link cached block b into list c after prev (NULL: at the head), c's lock held: it joins the
+ * cached counters (not the fence marks: see link_in_order). A block that becomes the head sets
+ * the head-epoch hint (at most the head's epoch: it was freed no later than the blocks behind
+ * it). */
+static inline __attribute__((always_inline)) void link_cached(struct gp_list *c,
+							      struct gp_block *prev,
+							      struct gp_block *b)
+{
+	if (prev != NULL) {
+		b->next = prev->next;
+		prev->next = b;
+	} else {
+		b->next = c->head;
+		c->head = b;
+		atomic_store_explicit(&c->head_epoch, b->epoch, memory_order_relaxed);
+	}
+	if (c->tail == prev)
+		c->tail = b;
+	bump(&c->cached_blocks, 1);
+	bump(&c->cached_bytes, (int64_t)b->bytes);
+}
+
+/* Whether cached block a was freed no later than b: the order of a list, by free epoch, then by
+ * free time. */
+static inline int freed_before(const struct gp_block *a, const struct gp_block *b)
+{
+	return a->epoch < b->epoch || (a->epoch == b->epoch && a->freed_ns <= b->freed_ns);
+}
+
 /* Whether list c's head is surely fenced (a hint read without the lock: head_epoch is at most the
  * head's free epoch): its blocks may not be reused yet, and the list is passed over without
  * writing to its lines. */
@@ -474,15 +552,40 @@ static inline int settled(struct gp_pool *p, const struct gp_block *b)
 }
 
 /* A block out of the pointer map: before its address may go (a remap frees its range, a merge
- * joins it to another). */
+ * joins it to another). Its own entry only: a block the driver gave its address to since (the
+ * block is stale) keeps its entry. */
 static inline void map_remove_block(struct gp_pool *p, struct gp_block *b)
 {
 	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
 
 	gp_lock(&s->lock);
-	gp_ptrmap_remove(s, (uintptr_t)b->ptr);
+	gp_ptrmap_remove_entry(s, (uintptr_t)b->ptr, b);
 	gp_unlock(&s->lock);
 }
+
+/* ---- stale records: the driver handed a block's address out again (pool.c) ---------------- */
+
+/* The program freed a block the pool handed out through a path the pool does not see (or the
+ * device forgot it), and the driver gave its address to a new block: the old block is gone. The
+ * map entry goes to the new block (gp_pool_enter_block), and the old record is claimed there
+ * under the map shard's lock: a block in use or held, by one compare-and-swap to BLOCK_UNUSED; a
+ * cached one in its list, unlinked under the list's lock. A cached block out of its list (a free
+ * or unhold between its state change and its list, a split, merge, remap or release working on
+ * it) is marked BLOCK_UNUSED under its list's lock, and the thread that has it drops it when it
+ * finds it so: wherever a block out of its list goes back into one (cache_block, push_cached,
+ * remap's relist), is handed out (gp_pool_hand_out) or given to the backend
+ * (gp_pool_free_blocks), its state is looked at first, under the lock the claim takes there.
+ * Best effort where the driver's reuse races the pool's own use of the address (a split, merge or
+ * remap of it already under way): the program freed memory twice. */
+enum stale_from {
+	STALE_LIVE,     /* in use (or between free and list): its in-use accounting to undo */
+	STALE_HELD,     /* held for a graph: the same, and the held figures */
+	STALE_UNLISTED, /* cached, out of its list: its cached counters are undone already */
+};
+
+/* A stale block's accounting undone (in use, reserved, movable), counted (stale_evictions), its
+ * record retired, and cfg.stale told (no lock held: none may be when this is called). */
+void gp_pool_drop_stale(struct gp_pool *p, struct gp_block *b, enum stale_from from);
 
 /* A block that a remap or split made for a request of `bytes` (class cls, stripe s0), `real`
  * bytes at ptr: entered live, or, with no record for it, given back (`settled`). */
@@ -498,21 +601,48 @@ static inline int enter_made(struct gp_pool *p, struct gp_dev *d, int device, un
 	return GP_ENOMEM;
 }
 
-/* A cached block onto the head of its list (b->list): one that is reusable now, which a remap
- * or split handed back (put back as it was, or smaller). The list lock is taken here. */
-static inline void push_cached(struct gp_dev *d, struct gp_block *b)
+/* A cached block into its list (list_of(b)) where its free belongs, with the list's lock: lists
+ * are in free order (epochs nondecreasing from head to tail, and free times with them), which
+ * take_cached, head_fenced and the releases by age rely on: the oldest block heads each list. A
+ * block that a split, merge or remap hands back (as it was, smaller, or made of several: the
+ * latest epoch and time of its parts) may have been freed later than blocks already there.
+ * Looked for from the tail, the usual place, else from the head. */
+static inline void link_in_order(struct gp_pool *p, struct gp_dev *d, struct gp_block *b)
 {
-	struct gp_list *c = &d->list[b->list];
+	struct gp_list *c = &d->list[list_of(b)];
+	struct gp_block *prev = NULL;
 
 	gp_lock(&c->lock);
-	b->next = c->head;
-	c->head = b;
-	if (c->tail == NULL)
-		c->tail = b;
-	atomic_store_explicit(&c->head_epoch, b->epoch, memory_order_relaxed);
-	bump(&c->cached_blocks, 1);
-	bump(&c->cached_bytes, (int64_t)b->bytes);
+	/* Put back while fenced (ordered mode reuses such blocks): the marks cannot place it, so the
+	 * list's cached blocks all count as fenced until its fence is done (struct gp_list). */
+	if (b->epoch >= atomic_load_explicit(&p->done_epoch, memory_order_acquire) &&
+	    b->epoch + 1 > ld(&c->pushed_epoch))
+		atomic_store_explicit(&c->pushed_epoch, b->epoch + 1, memory_order_relaxed);
+	if (c->tail != NULL && freed_before(c->tail, b))
+		prev = c->tail;
+	else
+		for (struct gp_block *x = c->head; x != NULL && freed_before(x, b); x = x->next)
+			prev = x;
+	link_cached(c, prev, b);
 	gp_unlock(&c->lock);
+}
+
+/* A cached block that a split, merge or remap took out of its list, back into it (link_in_order),
+ * unless its address was handed out again meanwhile (stale: dropped). Under its map shard's lock,
+ * which the claim of a stale record holds: either the claim finds it in its list, or it finds the
+ * claim's mark here. */
+static inline void push_cached(struct gp_pool *p, struct gp_dev *d, struct gp_block *b)
+{
+	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
+	int gone;
+
+	gp_lock(&s->lock);
+	gone = block_state(b) != BLOCK_CACHED;
+	if (!gone)
+		link_in_order(p, d, b);
+	gp_unlock(&s->lock);
+	if (gone)
+		gp_pool_drop_stale(p, b, STALE_UNLISTED);
 }
 
 /* A cached block that kept `bytes` of its memory (a remap or split took the rest): it serves the
@@ -521,12 +651,12 @@ static inline void shrink_block(struct gp_block *b, size_t bytes)
 {
 	b->bytes = bytes;
 	b->cls = (uint16_t)gp_pool_class_floor(bytes);
-	b->list = b->cls * GP_STRIPES + b->list % GP_STRIPES;
+	set_list(b, b->cls * GP_STRIPES + list_of(b) % GP_STRIPES);
 }
 
 /* Hand out a cached block this thread took out of its list (still cached) to a request of
- * `bytes`: live, counted a hit on its list (pool.c). */
-void gp_pool_hand_out(struct gp_dev *d, struct gp_block *b, size_t bytes);
+ * `bytes`: live, counted a hit on its list (pool.c). GP_EINVAL: it was stale, and is dropped. */
+int gp_pool_hand_out(struct gp_pool *p, struct gp_dev *d, struct gp_block *b, size_t bytes);
 
 /* A miss of class cls served by the end of the smallest cached movable block of its class or a
  * larger one that may be reused now, or by all of it when it serves no more than cls (split.c):

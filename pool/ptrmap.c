@@ -88,13 +88,37 @@ static int grow(struct gp_ptrmap_shard *s)
 	return 0;
 }
 
-int gp_ptrmap_insert(struct gp_ptrmap_shard *s, uintptr_t key, void *val)
+/* The slot holding key in t, or t->cap when none does. */
+static size_t slot_with(const struct gp_ptrmap_table *t, uintptr_t key)
+{
+	if (t == NULL)
+		return 0;
+	for (size_t n = 0, i = gp_ptrmap_slot_of(t, key); n < t->cap; n++, i = (i + 1) & (t->cap - 1)) {
+		uintptr_t k = gp_ptrmap_key_at(t, i);
+		if (k == key)
+			return i;
+		if (k == 0)
+			break;
+	}
+	return t->cap;
+}
+
+/* A key already there is looked for first: put() alone would add a second entry behind it, which
+ * lookups never reach and removals leave behind. */
+int gp_ptrmap_insert(struct gp_ptrmap_shard *s, uintptr_t key, void *val, void **old)
 {
 	struct gp_ptrmap_table *t = gp_ptrmap_table_of(s);
+	size_t i = slot_with(t, key);
 	int rc = 0;
 
+	if (old)
+		*old = NULL;
 	write_begin(s);
-	if ((t == NULL || (s->count + 1) * 2 > t->cap) && grow(s) != 0) {
+	if (t != NULL && i < t->cap) {
+		if (old)
+			*old = gp_ptrmap_val_at(t, i);
+		set_at(t, i, key, val);
+	} else if ((t == NULL || (s->count + 1) * 2 > t->cap) && grow(s) != 0) {
 		rc = -1;
 	} else {
 		put(gp_ptrmap_table_of(s), key, val);
@@ -124,21 +148,29 @@ static void delete_at(struct gp_ptrmap_shard *s, struct gp_ptrmap_table *t, size
 void *gp_ptrmap_remove(struct gp_ptrmap_shard *s, uintptr_t key)
 {
 	struct gp_ptrmap_table *t = gp_ptrmap_table_of(s);
+	size_t i = slot_with(t, key);
+	void *val;
 
-	if (t == NULL)
+	if (t == NULL || i == t->cap)
 		return NULL;
-	for (size_t i = gp_ptrmap_slot_of(t, key);; i = (i + 1) & (t->cap - 1)) {
-		uintptr_t k = gp_ptrmap_key_at(t, i);
-		if (k == key) {
-			void *val = gp_ptrmap_val_at(t, i);
-			write_begin(s);
-			delete_at(s, t, i);
-			write_end(s);
-			return val;
-		}
-		if (k == 0)
-			return NULL;
-	}
+	val = gp_ptrmap_val_at(t, i);
+	write_begin(s);
+	delete_at(s, t, i);
+	write_end(s);
+	return val;
+}
+
+int gp_ptrmap_remove_entry(struct gp_ptrmap_shard *s, uintptr_t key, const void *val)
+{
+	struct gp_ptrmap_table *t = gp_ptrmap_table_of(s);
+	size_t i = slot_with(t, key);
+
+	if (t == NULL || i == t->cap || gp_ptrmap_val_at(t, i) != val)
+		return 0;
+	write_begin(s);
+	delete_at(s, t, i);
+	write_end(s);
+	return 1;
 }
 
 size_t gp_ptrmap_filter(struct gp_ptrmap_shard *s, int (*keep)(void *val, void *arg), void *arg)

@@ -108,8 +108,14 @@ static inline void *gp_ptrmap_find(struct gp_ptrmap_shard *s, uintptr_t key)
 	return gp_ptrmap_find_in(gp_ptrmap_table_of(s), key);
 }
 
-int gp_ptrmap_insert(struct gp_ptrmap_shard *s, uintptr_t key, void *val); /* 0 or -1 (no memory) */
+/* key -> val: 0, or -1 (no memory: nothing changed). A key holds one entry at most: one already
+ * there has its value replaced, and the value it had goes to *old (NULL when the key was new; old
+ * may be NULL). */
+int gp_ptrmap_insert(struct gp_ptrmap_shard *s, uintptr_t key, void *val, void **old);
+/* Remove key's entry; returns its value (NULL: none). */
 void *gp_ptrmap_remove(struct gp_ptrmap_shard *s, uintptr_t key);
+/* Remove key's entry only while it maps to val (one that replaced it stays): 1 when removed. */
+int gp_ptrmap_remove_entry(struct gp_ptrmap_shard *s, uintptr_t key, const void *val);
 /* Remove every entry for which keep(val, arg) is 0; returns how many were removed. */
 size_t gp_ptrmap_filter(struct gp_ptrmap_shard *s, int (*keep)(void *val, void *arg), void *arg);
 

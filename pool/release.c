@@ -56,14 +56,23 @@ static struct gp_block *detach_older(struct gp_list *c, size_t n, uint64_t befor
 	return first;
 }
 
-/* Forget the blocks of a detached list and give them to the backend. */
+/* Forget the blocks of a detached list and give them to the backend. Each is claimed from the
+ * cached state first: one whose address the driver has handed out again meanwhile (stale,
+ * pool_impl.h) is dropped, not freed (the new block's memory is at that address). */
 void gp_pool_free_blocks(struct gp_pool *p, struct gp_dev *d, struct gp_block *b,
 			 struct gp_release_result *r)
 {
 	while (b != NULL) {
 		struct gp_block *next = b->next;
+		uint32_t word = atomic_load_explicit(&b->state, memory_order_acquire);
 
 		map_remove_block(p, b);
+		if (state_of(word) != BLOCK_CACHED ||
+		    !atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_UNUSED))) {
+			gp_pool_drop_stale(p, b, STALE_UNLISTED);
+			b = next;
+			continue;
+		}
 		if (p->be.free(p->be.ctx, b->device, b->ptr, b->bytes, settled(p, b)) != GP_OK)
 			r->errors++;
 		atomic_fetch_add(&d->real_frees, 1);
@@ -260,7 +269,7 @@ static int keep_other_device(void *val, void *arg)
 	struct gp_block *b = val;
 	if (b->device != f->device)
 		return 1;
-	if (block_state(b) == BLOCK_LIVE)
+	if (block_state(b) == BLOCK_LIVE || block_state(b) == BLOCK_HELD)
 		retire_block(f->p, b);
 	return 0;
 }
@@ -275,12 +284,8 @@ void gp_pool_forget_device(struct gp_pool *p, int device)
 	for (unsigned i = 0; i < nlists(); i++) {
 		struct gp_list *c = &d->list[i];
 		struct gp_block *list = detach(c, 0);
-		for (struct gp_block *b = list; b != NULL; b = b->next) {
-			struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
-			gp_lock(&s->lock);
-			gp_ptrmap_remove(s, (uintptr_t)b->ptr);
-			gp_unlock(&s->lock);
-		}
+		for (struct gp_block *b = list; b != NULL; b = b->next)
+			map_remove_block(p, b);
 		retire_list(p, list);
 	}
 	for (int i = 0; i < GP_PTRMAP_SHARDS; i++) {
@@ -304,4 +309,6 @@ void gp_pool_forget_device(struct gp_pool *p, int device)
 	}
 	atomic_store(&d->reserved_bytes, 0);
 	atomic_store(&d->movable_bytes, 0);
+	atomic_store(&d->held_bytes, 0);
+	atomic_store(&d->held_blocks, 0);
 }

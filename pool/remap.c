@@ -91,20 +91,29 @@ static struct gp_block *take_donor(struct gp_pool *p, struct gp_dev *d, size_t n
 	return NULL;
 }
 
-/* Back into the map and to the head of its list: a source a remap left as it was, or the
- * smaller block a partial source became (reusable now: its fence is done). */
+/* Back into the map and into its list in free order: a source a remap left as it was, or the
+ * smaller block a partial source became (reusable now: its fence is done). Unless it is stale:
+ * marked by the claim of a new block at its address before it left the map, or its address in
+ * the map again, another block's (pool_impl.h); then dropped. Map and list under the shard's
+ * lock, as push_cached. */
 static void relist(struct gp_pool *p, struct gp_dev *d, struct gp_block *b)
 {
 	struct gp_ptrmap_shard *s = gp_ptrmap_shard(&p->map, (uintptr_t)b->ptr);
+	int gone;
 
 	gp_lock(&s->lock);
-	gp_ptrmap_insert(s, (uintptr_t)b->ptr, b); /* no room: a release still finds it */
+	gone = block_state(b) != BLOCK_CACHED || gp_ptrmap_find(s, (uintptr_t)b->ptr) != NULL;
+	if (!gone) {
+		/* No room in the map: a release still finds it in its list. */
+		(void)gp_ptrmap_insert(s, (uintptr_t)b->ptr, b, NULL);
+		link_in_order(p, d, b);
+	}
 	gp_unlock(&s->lock);
-	push_cached(d, b);
+	if (gone)
+		gp_pool_drop_stale(p, b, STALE_UNLISTED);
 }
 
-/* The remap failed and left the sources as they were: back in the reverse of the order they
- * were taken in (so each list keeps its order). */
+/* The remap failed and left the sources as they were: back where their frees belong. */
 static void put_back(struct gp_pool *p, struct gp_dev *d, struct gp_block **blk, unsigned n)
 {
 	while (n-- > 0)
@@ -142,7 +151,7 @@ int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 	unsigned max = p->cfg.remap_max_pieces ? p->cfg.remap_max_pieces : REMAP_MAX_PIECES_DEFAULT;
 	size_t want = gp_pool_class_bytes(cls), have, moved = 0, got = 0;
 	void *ptr = NULL;
-	int consumed = 0, rc;
+	int consumed = 0, stale = 0, rc;
 	unsigned n, partial;
 
 	if (max > REMAP_MAX_PIECES)
@@ -163,6 +172,11 @@ int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 	for (unsigned i = 0; i < n; i++) {
 		map_remove_block(p, blk[i]);
 		src[i] = (struct gp_piece){ blk[i]->ptr, blk[i]->bytes, take[i] };
+		stale |= block_state(blk[i]) != BLOCK_CACHED;
+	}
+	if (stale) { /* a source's address was handed out again: it is dropped, the rest stay */
+		put_back(p, d, blk, n);
+		return GP_ENOMEM;
 	}
 	rc = p->be.remap(p->be.ctx, device, want, src, n, &ptr, &got, &consumed);
 	if (rc != GP_OK) {

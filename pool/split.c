@@ -58,8 +58,9 @@ static struct gp_block *take_donor(struct gp_pool *p, struct gp_dev *d, unsigned
 }
 
 /* The end of b (out of its list, reusable) becomes a block of class cls for a request of
- * `bytes`; b, smaller, goes back to the head of its list. Otherwise (the backend would not split
- * it: its last pieces that hold the class are all of it) b stays out of its list, as it was. */
+ * `bytes`; b, smaller, goes back into its list in free order. Otherwise (the backend would not
+ * split it: its last pieces that hold the class are all of it) b stays out of its list, as it
+ * was. GP_ENOMEM when b was stale (its address handed out again: dropped, not split). */
 static int split_block(struct gp_pool *p, struct gp_dev *d, int device, struct gp_block *b,
 		       unsigned cls, unsigned s0, size_t bytes, void **out)
 {
@@ -68,6 +69,10 @@ static int split_block(struct gp_pool *p, struct gp_dev *d, int device, struct g
 	void *ptr;
 	int rc, was_settled;
 
+	if (block_state(b) != BLOCK_CACHED) {
+		push_cached(p, d, b); /* drops it */
+		return GP_ENOMEM;
+	}
 	rc = p->be.split(p->be.ctx, device, b->ptr, b->bytes, gp_pool_class_bytes(cls), &tail);
 	if (rc != GP_OK || tail == 0 || tail >= b->bytes)
 		return rc != GP_OK ? rc : GP_EBACKEND; /* nonsense: nothing changed either */
@@ -77,12 +82,12 @@ static int split_block(struct gp_pool *p, struct gp_dev *d, int device, struct g
 	atomic_fetch_sub(&d->reserved_bytes, tail);
 	atomic_fetch_sub(&d->movable_bytes, tail);
 	shrink_block(b, b->bytes - tail);
-	push_cached(d, b);
+	push_cached(p, d, b);
 	if (enter_made(p, d, device, cls, s0, bytes, tail, ptr, was_settled, &nb) != GP_OK)
 		return GP_ENOMEM;
-	gp_lock(&d->list[nb->list].lock);
-	bump(&d->list[nb->list].hits, 1);
-	gp_unlock(&d->list[nb->list].lock);
+	gp_lock(&d->list[list_of(nb)].lock);
+	bump(&d->list[list_of(nb)].hits, 1);
+	gp_unlock(&d->list[list_of(nb)].lock);
 	atomic_fetch_add_explicit(&d->splits, 1, memory_order_relaxed);
 	*out = ptr;
 	return GP_OK;
@@ -106,7 +111,8 @@ int gp_pool_split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 		if (b == NULL)
 			return GP_ENOMEM;
 		if (b->cls == cls) { /* all of it: no larger class's worth to keep */
-			gp_pool_hand_out(d, b, bytes);
+			if (gp_pool_hand_out(p, d, b, bytes) != GP_OK)
+				return GP_ENOMEM; /* stale */
 			*out = b->ptr;
 			return GP_OK;
 		}
@@ -115,13 +121,14 @@ int gp_pool_split(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 			return rc;
 		if (p->cfg.oversize_pct > 100 &&
 		    (uint64_t)b->bytes * 100 <= (uint64_t)bytes * p->cfg.oversize_pct) {
-			gp_pool_hand_out(d, b, bytes);
+			if (gp_pool_hand_out(p, d, b, bytes) != GP_OK)
+				return GP_ENOMEM; /* stale */
 			atomic_fetch_add_explicit(&d->oversize_hits, 1, memory_order_relaxed);
 			*out = b->ptr;
 			return GP_OK;
 		}
 		from = b->cls + 1u;
-		push_cached(d, b);
+		push_cached(p, d, b);
 		if (rc != GP_EINVAL)
 			return rc;
 	}

@@ -164,7 +164,7 @@ static void sizes_put(struct gp_ptrmap *m, uint64_t k, uint64_t v)
 	/* An address seen again before its free's record (lost): the newer size counts. */
 	gp_ptrmap_remove(s, (uintptr_t)k);
 	/* Out of memory: this allocation's free is written with size 0, the trace goes on. */
-	(void)gp_ptrmap_insert(s, (uintptr_t)k, (void *)(uintptr_t)v);
+	(void)gp_ptrmap_insert(s, (uintptr_t)k, (void *)(uintptr_t)v, NULL);
 	gp_unlock(&s->lock);
 }
 

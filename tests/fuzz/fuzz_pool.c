@@ -3,7 +3,9 @@
  * alloc, free, double and foreign frees, release (any device, target and cause), idle release,
  * fence driving, fences completed or failing, the GPU idle or not (the backend's quiet), ordered
  * mode off, the clock, caps, a device forgotten (and reset), capacity limits, failing backend
- * frees, no releases allowed; the first byte picks ordered mode, oversize (a reused block of a
+ * frees, no releases allowed, frees held for a graph (gp_pool_hold) and given to the pool later
+ * (gp_pool_unhold), a block freed behind the pool's back (its address then handed out again by
+ * the fake: the pool drops the stale block); the first byte picks ordered mode, oversize (a reused block of a
  * larger class, at most 200%) and fence batching (small classes grow to 4 fenced blocks before a
  * fence is recorded on a miss). After every operation the backend must hold the model's live
  * bytes plus what the pool says it caches; every 32nd (and at the end) all the invariants are
@@ -12,9 +14,11 @@
  * recorded after its free has completed or the GPU was found idle after it, and is of the
  * request's class (or, oversize, a larger one within the limit); every live block keeps its
  * owner's tag; bad frees change nothing; a release to a target leaves at most the target;
- * over_cap comes only above the cap; the backend saw no misuse. At the end everything is freed
- * and released: the backend holds nothing. Built with clang -fsanitize=fuzzer (GPUPOOL_FUZZ=ON),
- * or with replay.c to rerun saved inputs. */
+ * over_cap comes only above the cap; the backend saw no misuse, and no call made with a pool lock
+ * held; every list is in free order, its counters right, its pending figures at least what it
+ * holds fenced (gp_pool_test_check_lists). At the end everything is freed and released: the
+ * backend holds nothing. Built with clang -fsanitize=fuzzer (GPUPOOL_FUZZ=ON), or with replay.c
+ * to rerun saved inputs. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +26,7 @@
 
 #include "fake_backend.h"
 #include "pool.h"
+#include "pool_test.h"
 
 #define DEVICES 4
 #define MAX_LIVE 64
@@ -35,6 +40,11 @@ struct live {
 	size_t req, bytes;
 	int dev;
 	uint64_t tag;
+};
+
+struct held {
+	struct live l;
+	uint32_t ticket;
 };
 
 struct freed {
@@ -51,6 +61,12 @@ static struct {
 	int nlive;
 	struct freed freed[MAX_FREED];
 	int nfreed;
+	struct held held[MAX_LIVE]; /* held for a graph: in use for the pool */
+	int nheld;
+	/* Freed behind the pool's back and not dropped yet: still in use for the pool. */
+	struct live behind[MAX_LIVE];
+	int nbehind;
+	uint64_t stale[DEVICES]; /* of those, dropped when the fake handed the address out again */
 	int ordered;
 	unsigned oversize_pct; /* the pool's cfg.oversize_pct: 0 or 200 */
 	int remap;             /* the pool remaps movable blocks (cfg.remap_min_bytes) */
@@ -145,17 +161,21 @@ static int live_find(const void *p)
 	return -1;
 }
 
-/* After every operation: what the backend holds is the program's live bytes plus what the pool
- * says it caches (cheap: no walk over the size classes). */
+/* After every operation: what the backend holds is the program's live (and held) bytes plus what
+ * the pool says it caches (cheap: no walk over the size classes). */
 static void check_cheap(void)
 {
 	check(fake_misuse(&m.fake) == 0, "the backend saw a contract breach");
+	check(fake_locked_calls(&m.fake, NULL) == 0, "a backend call was made under a pool lock");
 	for (int d = 0; d < DEVICES; d++) {
 		uint64_t lb = 0;
 
 		for (int i = 0; i < m.nlive; i++)
 			if (m.live[i].dev == d)
 				lb += m.live[i].bytes;
+		for (int i = 0; i < m.nheld; i++)
+			if (m.held[i].l.dev == d)
+				lb += m.held[i].l.bytes;
 		check(fake_used(&m.fake, d) == lb + gp_pool_cached_bytes(m.pool, d),
 		      "the backend holds other than live + cached bytes");
 	}
@@ -166,9 +186,10 @@ static void check_all(void)
 	uint64_t blocks = 0;
 
 	check(fake_misuse(&m.fake) == 0, "the backend saw a contract breach");
+	check(gp_pool_test_check_lists(m.pool) == 0, "a list is out of free order or miscounted");
 	for (int d = 0; d < DEVICES; d++) {
 		struct gp_pool_dev_stats s;
-		uint64_t lb = 0, lr = 0, n = 0;
+		uint64_t lb = 0, lr = 0, n = 0, hb = 0, hn = 0, bb = 0, bn = 0, fb, fn;
 
 		for (int i = 0; i < m.nlive; i++) {
 			if (m.live[i].dev != d)
@@ -177,17 +198,40 @@ static void check_all(void)
 			lr += m.live[i].req;
 			n++;
 		}
+		for (int i = 0; i < m.nheld; i++) {
+			if (m.held[i].l.dev != d)
+				continue;
+			hb += m.held[i].l.bytes;
+			lr += m.held[i].l.req;
+			hn++;
+		}
+		for (int i = 0; i < m.nbehind; i++) {
+			if (m.behind[i].dev != d)
+				continue;
+			bb += m.behind[i].bytes;
+			lr += m.behind[i].req;
+			bn++;
+		}
 		check(gp_pool_dev_stats(m.pool, d, &s) == GP_OK, "dev_stats failed");
-		check(s.live_blocks == n && s.live_bytes == lb && s.requested_bytes == lr,
-		      "live stats differ from the program's live blocks");
+		check(s.live_blocks == n + hn + bn && s.live_bytes == lb + hb + bb &&
+			      s.requested_bytes == lr,
+		      "live stats differ from the program's live (held, freed behind) blocks");
+		check(s.held_blocks == hn && s.held_bytes == hb, "held stats differ from the model");
+		check(s.stale_evictions == m.stale[d], "stale blocks miscounted");
 		check(s.failed_allocs == m.failed[d], "failed allocations miscounted");
-		check(fake_used(&m.fake, d) == s.live_bytes + s.idle_bytes + s.pending_bytes,
+		check(fake_used(&m.fake, d) + bb == s.live_bytes + s.idle_bytes + s.pending_bytes,
 		      "the backend holds other than live + cached bytes");
 		check(gp_pool_cached_bytes(m.pool, d) == s.idle_bytes + s.pending_bytes,
 		      "cached_bytes differs from the stats");
-		blocks += s.live_blocks + s.idle_blocks + s.pending_blocks;
+		check(gp_pool_test_fenced(m.pool, d, &fb, &fn) == GP_OK && s.pending_bytes >= fb &&
+			      s.pending_blocks >= fn,
+		      "the stats say fewer bytes pending than the lists hold fenced");
+		blocks += s.live_blocks + s.idle_blocks + s.pending_blocks - bn;
 	}
 	check(fake_blocks(&m.fake) == blocks, "the backend holds other than live + cached blocks");
+	for (int i = 0; i < m.nheld; i++)
+		check(gp_pool_block_size(m.pool, m.held[i].l.ptr, NULL) == 0,
+		      "block_size of a held block is not 0");
 	for (int i = 0; i < m.nlive; i++) {
 		int dev = -1;
 		size_t bytes = 0;
@@ -217,6 +261,21 @@ static void check_reuse(void *p)
 	fail("a block came back before any fence after its free completed");
 }
 
+/* A new block at p: a block freed behind the pool's back there (its address handed out again,
+ * by the fake's reissue or by malloc reusing the freed host memory) has been dropped. */
+static void behind_dropped(const void *p)
+{
+	for (int i = 0; i < m.nbehind; i++) {
+		if (m.behind[i].ptr == p) {
+			m.stale[m.behind[i].dev]++;
+			memmove(&m.behind[i], &m.behind[i + 1],
+				(size_t)(m.nbehind - i - 1) * sizeof(m.behind[0]));
+			m.nbehind--;
+			return;
+		}
+	}
+}
+
 static void op_alloc(struct input *in)
 {
 	int dev = (int)(u8(in) % DEVICES), retried = 0, rc;
@@ -236,6 +295,7 @@ static void op_alloc(struct input *in)
 		return;
 	}
 	check(p != NULL && live_find(p) < 0, "alloc returned a block that is live");
+	behind_dropped(p);
 	if (c1.allocs_ok == c0.allocs_ok && c1.remaps_ok == c0.remaps_ok)
 		check_reuse(p);
 	{
@@ -296,6 +356,9 @@ static void op_double_free(struct input *in)
 	p = m.freed[k % (unsigned)m.nfreed].ptr;
 	if (live_find(p) >= 0)
 		return; /* its address went to a new live block: that would be a use after free */
+	for (int i = 0; i < m.nbehind; i++)
+		if (m.behind[i].ptr == p)
+			return; /* and to one freed behind the pool's back since: the same */
 	for (int d = 0; d < DEVICES; d++)
 		before[d] = gp_pool_cached_bytes(m.pool, d);
 	held = fake_holds(&m.fake, p, NULL, NULL);
@@ -347,6 +410,71 @@ static void op_release_idle(struct input *in)
 	check(rc == GP_OK || rc == GP_EBACKEND, "idle release failed");
 }
 
+/* Held for a graph (a free during a capture): in use for the pool, no longer for the program; a
+ * second free of it is a double free. */
+static void op_hold(unsigned k)
+{
+	struct live l;
+	uint32_t ticket = 0;
+	size_t bytes = 0;
+	int dev = -1;
+
+	m.what = "hold";
+	if (m.nlive == 0)
+		return;
+	k %= (unsigned)m.nlive;
+	l = m.live[k];
+	tag(&l, 0);
+	check(gp_pool_hold(m.pool, l.ptr, &ticket, &bytes, &dev) == GP_OK && bytes == l.bytes &&
+		      dev == l.dev,
+	      "hold of a live block failed");
+	check(gp_pool_free(m.pool, l.ptr) == GP_EINVAL, "a free of a held block was not refused");
+	check(gp_pool_hold(m.pool, l.ptr, NULL, NULL, NULL) == GP_EINVAL,
+	      "a second hold was not refused");
+	m.nlive--;
+	m.live[k] = m.live[m.nlive];
+	m.held[m.nheld++] = (struct held){ l, ticket };
+}
+
+/* The graph is done with a held block: the pool caches it as a free would. */
+static void op_unhold(unsigned k)
+{
+	struct held h;
+
+	m.what = "unhold";
+	if (m.nheld == 0)
+		return;
+	k %= (unsigned)m.nheld;
+	h = m.held[k];
+	check(gp_pool_unhold(m.pool, h.l.ptr, h.ticket + (1u << 2)) != GP_OK,
+	      "an unhold with another ticket was taken");
+	check(gp_pool_unhold(m.pool, h.l.ptr, h.ticket) == GP_OK, "unhold of a held block failed");
+	m.nheld--;
+	m.held[k] = m.held[m.nheld];
+	if (m.nfreed == MAX_FREED)
+		fail("model: too many frees");
+	m.freed[m.nfreed++] = (struct freed){ h.l.ptr, h.l.bytes, fake_fences_recorded(&m.fake),
+					      fake_quiet_yes(&m.fake) };
+}
+
+/* The program frees a live block through the driver, past the pool: the pool still counts it in
+ * use until its address is handed out again (by the fake, to the next alloc it fits, or by malloc
+ * reusing its host memory), maybe never. */
+static void op_free_behind(unsigned k)
+{
+	struct live l;
+
+	m.what = "free behind";
+	if (m.nlive == 0 || m.nbehind == MAX_LIVE)
+		return;
+	k %= (unsigned)m.nlive;
+	l = m.live[k];
+	check(fake_free_behind(&m.fake, l.ptr) == 0, "the fake does not hold a live block");
+	m.nlive--;
+	m.live[k] = m.live[m.nlive];
+	m.behind[m.nbehind++] = l;
+}
+
 /* cudaDeviceReset: the pool forgets the device, then the reset frees everything on it. */
 static void op_forget(int dev)
 {
@@ -360,6 +488,23 @@ static void op_forget(int dev)
 			i++;
 		}
 	}
+	for (int i = 0; i < m.nheld;) {
+		if (m.held[i].l.dev == dev) {
+			m.nheld--;
+			m.held[i] = m.held[m.nheld];
+		} else {
+			i++;
+		}
+	}
+	for (int i = 0; i < m.nbehind;) {
+		if (m.behind[i].dev == dev) {
+			memmove(&m.behind[i], &m.behind[i + 1],
+				(size_t)(m.nbehind - i - 1) * sizeof(m.behind[0]));
+			m.nbehind--;
+		} else {
+			i++;
+		}
+	}
 	fake_reset_device(&m.fake, dev);
 }
 
@@ -368,9 +513,18 @@ static void op_misc(struct input *in)
 	unsigned k = u8(in), v = u8(in);
 	int dev = (int)(v % DEVICES);
 
-	switch (k % 8) {
+	switch (k % 11) {
 	case 0:
 		op_forget(dev);
+		break;
+	case 8:
+		op_hold(v);
+		break;
+	case 9:
+		op_unhold(v);
+		break;
+	case 10:
+		op_free_behind(v);
 		break;
 	case 1:
 		m.what = "capacity";
@@ -502,6 +656,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	m.what = "the end";
 	fake_set_free_rc(&m.fake, GP_OK);
+	while (m.nheld > 0) {
+		m.nheld--;
+		check(gp_pool_unhold(m.pool, m.held[m.nheld].l.ptr, m.held[m.nheld].ticket) == GP_OK,
+		      "a last unhold failed");
+	}
 	while (m.nlive > 0) {
 		m.nlive--;
 		tag(&m.live[m.nlive], 0);

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef GP_POOL_TEST_HOOKS
+#include "pool_test.h"
+#endif
+
 /* Host memory one or more blocks lie in (a split shares it): freed with the last of them. */
 struct fake_mem {
 	void *base;
@@ -72,12 +76,26 @@ static int valid_device(int device)
 	return device >= 0 && device < GP_MAX_DEVICES;
 }
 
+/* A call made while the calling thread holds a pool lock (f->lock held): counted. Only the pool
+ * built with its test hooks counts its locks; without them nothing is seen. */
+static void check_unlocked(struct fake_backend *f, int op)
+{
+#ifdef GP_POOL_TEST_HOOKS
+	if (gp_pool_test_locks_held() != 0 && f->counts.locked_calls++ == 0)
+		f->counts.first_locked_op = op;
+#else
+	(void)f;
+	(void)op;
+#endif
+}
+
 static void run_hook(struct fake_backend *f, enum fake_op op)
 {
 	fake_hook_fn fn;
 	void *arg;
 
 	pthread_mutex_lock(&f->lock);
+	check_unlocked(f, (int)op);
 	f->counts.calls[op]++;
 	fn = f->hook;
 	arg = f->hook_arg;
@@ -133,7 +151,13 @@ static int fake_alloc(void *ctx, int device, size_t bytes, void **out)
 		rc = GP_ENOMEM;
 		goto out;
 	}
-	b = block_new(bytes);
+	if (f->reissue != NULL && f->reissue->device == device && f->reissue->bytes >= bytes) {
+		b = f->reissue; /* its memory again, at its address */
+		f->reissue = NULL;
+		f->reissued++;
+	} else {
+		b = block_new(bytes);
+	}
 	if (!b) {
 		f->counts.allocs_nomem++;
 		rc = GP_ENOMEM;
@@ -334,6 +358,7 @@ static int fake_movable(void *ctx, void *ptr)
 	int yes;
 
 	pthread_mutex_lock(&f->lock);
+	check_unlocked(f, FAKE_OP_COUNT); /* movable is not counted among the ops */
 	b = find_block(f, ptr);
 	yes = b != NULL && b->movable;
 	pthread_mutex_unlock(&f->lock);
@@ -614,6 +639,7 @@ void fake_init(struct fake_backend *f)
 	f->free_rc = GP_OK;
 	f->remap_rc = GP_OK;
 	f->may_release = 1;
+	f->counts.first_locked_op = -1;
 	f->be.ctx = f;
 	f->be.alloc = fake_alloc;
 	f->be.free = fake_free;
@@ -640,6 +666,8 @@ void fake_fini(struct fake_backend *f)
 			b = next;
 		}
 	}
+	if (f->reissue != NULL)
+		block_free(f->reissue);
 	for (i = 0; i < f->nfences; i++)
 		free(f->fences[i]);
 	free(f->fences);
@@ -730,6 +758,18 @@ uint64_t fake_misuse(struct fake_backend *f)
 
 	pthread_mutex_lock(&f->lock);
 	v = f->counts.misuse;
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
+uint64_t fake_locked_calls(struct fake_backend *f, int *op)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&f->lock);
+	v = f->counts.locked_calls;
+	if (op)
+		*op = f->counts.first_locked_op;
 	pthread_mutex_unlock(&f->lock);
 	return v;
 }
@@ -909,9 +949,41 @@ size_t fake_last_alloc_bytes(struct fake_backend *f, int *device)
 	return v;
 }
 
+int fake_free_behind(struct fake_backend *f, void *ptr)
+{
+	struct fake_block *b;
+
+	pthread_mutex_lock(&f->lock);
+	b = unlink_block(f, ptr);
+	if (b != NULL) {
+		f->used[b->device] -= b->bytes;
+		f->blocks--;
+		if (f->reissue != NULL)
+			block_free(f->reissue);
+		b->next = NULL;
+		f->reissue = b;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return b != NULL ? 0 : -1;
+}
+
+uint64_t fake_reissued(struct fake_backend *f)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&f->lock);
+	n = f->reissued;
+	pthread_mutex_unlock(&f->lock);
+	return n;
+}
+
 void fake_reset_device(struct fake_backend *f, int device)
 {
 	pthread_mutex_lock(&f->lock);
+	if (f->reissue != NULL && f->reissue->device == device) { /* nothing comes back after it */
+		block_free(f->reissue);
+		f->reissue = NULL;
+	}
 	for (size_t i = 0; i < f->nbuckets; i++) {
 		struct fake_block **pp = &f->buckets[i];
 

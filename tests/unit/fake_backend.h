@@ -1,6 +1,7 @@
 /* fake_backend.h — a stand-in device for pool unit tests: host memory from malloc, call counters,
  * a per-device capacity that makes alloc answer GP_ENOMEM, fences completed by hand (or after a
- * number of polls), a clock the test moves, and a hook run inside every backend call.
+ * number of polls), a clock the test moves, and a hook run inside every backend call. Built
+ * against the pool's test hooks, it counts every call made while a pool lock is held.
  * It never calls the pool itself; only a test's hook may. Thread-safe: one mutex, never held
  * while the hook runs. */
 #ifndef GPUPOOL_FAKE_BACKEND_H
@@ -49,6 +50,9 @@ struct fake_counts {
 	uint64_t joinable_calls;       /* joinable questions asked */
 	uint64_t misuse;               /* contract breaches seen: unknown or double free, wrong
 					* device or size on free, use of a destroyed fence, bad device */
+	uint64_t locked_calls;         /* calls made while the calling thread held a pool lock
+					* (pool built with GP_POOL_TEST_HOOKS; pool.h forbids it) */
+	int first_locked_op;           /* the op of the first such call (-1: none) */
 };
 
 struct fake_block;
@@ -92,6 +96,9 @@ struct fake_backend {
 
 	fake_hook_fn hook;
 	void *hook_arg;
+
+	struct fake_block *reissue; /* freed behind the pool's back, for the next alloc it fits */
+	uint64_t reissued;          /* allocs answered with such an address */
 };
 
 void fake_init(struct fake_backend *f);
@@ -107,6 +114,9 @@ int fake_holds(struct fake_backend *f, const void *ptr, int *device, size_t *byt
 void fake_get_counts(struct fake_backend *f, struct fake_counts *out);
 uint64_t fake_calls(struct fake_backend *f, enum fake_op op);
 uint64_t fake_misuse(struct fake_backend *f);
+/* Calls made while the calling thread held a pool lock (0 unless the pool broke its contract);
+ * *op: the first one's (may be NULL). */
+uint64_t fake_locked_calls(struct fake_backend *f, int *op);
 
 /* Fences are numbered 1, 2, ... in recording order. */
 size_t fake_fences_recorded(struct fake_backend *f);
@@ -156,7 +166,15 @@ size_t fake_last_alloc_bytes(struct fake_backend *f, int *device);
 
 void fake_set_hook(struct fake_backend *f, fake_hook_fn fn, void *arg);
 
-/* cudaDeviceReset: every block on `device` is gone, without a free call (nothing is counted). */
+/* The program frees the block at ptr straight through the driver, past the pool: the fake forgets
+ * it (no free call is counted), and, as a driver reuses a range just freed, the next alloc on
+ * its device of at most its size gets its address. 0, or -1 when the fake does not hold ptr. */
+int fake_free_behind(struct fake_backend *f, void *ptr);
+/* Allocs answered with an address freed behind the pool's back. */
+uint64_t fake_reissued(struct fake_backend *f);
+
+/* cudaDeviceReset: every block on `device` is gone, without a free call (nothing is counted), and
+ * an address of the device freed behind the pool's back is not handed out again. */
 void fake_reset_device(struct fake_backend *f, int device);
 
 #endif

@@ -1,6 +1,7 @@
 /* pool_fixture.c — setup, teardown and asserting helpers shared by the pool unit tests.
  * Teardown destroys the pool (which never calls the backend) and fails the test if the fake saw
- * a backend contract breach during it. */
+ * a backend contract breach during it, a backend call made with a pool lock held, or a list of
+ * the pool's that breaks its invariants (gp_pool_test_check_lists). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 
 #include "pool_fixture.h"
+#include "pool_test.h"
 
 int fx_setup_cfg(void **state, const struct gp_pool_config *cfg)
 {
@@ -64,19 +66,29 @@ int fx_setup_unordered(void **state)
 int fx_teardown(void **state)
 {
 	struct fx *fx = *state;
-	uint64_t misuse;
+	uint64_t misuse, locked;
+	unsigned bad_lists = 0;
+	int op;
 
 	if (!fx)
 		return 0;
 	misuse = fake_misuse(&fx->fake);
-	if (fx->pool)
+	locked = fake_locked_calls(&fx->fake, &op);
+	if (fx->pool) {
+		bad_lists = gp_pool_test_check_lists(fx->pool);
 		gp_pool_destroy(fx->pool);
+	}
 	fake_fini(&fx->fake);
 	free(fx);
 	*state = NULL;
 	if (misuse)
 		print_error("fake backend saw %llu contract breach(es)\n", (unsigned long long)misuse);
-	return misuse ? -1 : 0;
+	if (locked)
+		print_error("%llu backend call(s) made with a pool lock held (the first: op %d)\n",
+			    (unsigned long long)locked, op);
+	if (bad_lists)
+		print_error("%u list(s) of the pool out of free order or miscounted\n", bad_lists);
+	return misuse || locked || bad_lists ? -1 : 0;
 }
 
 size_t cb(size_t bytes)
@@ -127,6 +139,8 @@ struct gp_pool_dev_stats fx_stats_all(struct fx *fx)
 		s = fx_stats(fx, d);
 		sum.live_bytes += s.live_bytes;
 		sum.live_blocks += s.live_blocks;
+		sum.held_bytes += s.held_bytes;
+		sum.held_blocks += s.held_blocks;
 		sum.idle_bytes += s.idle_bytes;
 		sum.idle_blocks += s.idle_blocks;
 		sum.pending_bytes += s.pending_bytes;
@@ -163,6 +177,8 @@ static int diff(const char *where, const struct gp_pool_dev_stats *g,
 
 	n += field(where, "live_bytes", g->live_bytes, w->live_bytes, any);
 	n += field(where, "live_blocks", g->live_blocks, w->live_blocks, any);
+	n += field(where, "held_bytes", g->held_bytes, w->held_bytes, any);
+	n += field(where, "held_blocks", g->held_blocks, w->held_blocks, any);
 	n += field(where, "idle_bytes", g->idle_bytes, w->idle_bytes, any);
 	n += field(where, "idle_blocks", g->idle_blocks, w->idle_blocks, any);
 	n += field(where, "pending_bytes", g->pending_bytes, w->pending_bytes, any);

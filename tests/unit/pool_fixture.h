@@ -24,8 +24,9 @@ struct fx {
 };
 
 /* cmocka setup/teardown: *state becomes a struct fx with a pool in that mode. Teardown fails the
- * test if the fake saw a backend contract breach; a test that destroys the pool itself sets
- * fx->pool to NULL. */
+ * test if the fake saw a backend contract breach or a backend call made with a pool lock held, or
+ * a list of the pool's breaks its invariants; a test that destroys the pool itself sets fx->pool
+ * to NULL. */
 int fx_setup_ordered(void **state);
 int fx_setup_unordered(void **state);
 /* For a setup of a test's own: a pool created with that configuration. */

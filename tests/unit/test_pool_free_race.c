@@ -10,8 +10,7 @@
 #include <cmocka.h>
 
 #include "pool_fixture.h"
-
-extern void (*gp_pool_test_after_lookup)(struct gp_pool *p, void *ptr);
+#include "pool_test.h"
 
 static struct fx *staged_fx;
 static void *staged_new;

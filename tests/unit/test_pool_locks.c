@@ -1,7 +1,9 @@
 /* test_pool_locks.c — the pool never holds a lock across a backend call. From inside each backend
  * callback the fake's hook starts another thread that uses the same pool (stats, free, alloc) and
  * waits for it with a timeout: if a pool lock were held, that thread would block, the wait would
- * time out and the test fails instead of hanging. alarm() backs this up. */
+ * time out and the test fails instead of hanging. alarm() backs this up. Every other unit test
+ * checks the same more directly: the pool built for them counts the locks each thread holds, and
+ * the fake counts a call made while the count is not 0 (fake_locked_calls; teardown fails). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,7 @@
 #include <unistd.h>
 
 #include "pool_fixture.h"
+#include "pool_test.h"
 
 #define MAX_PROBES 128
 #define OP_OVER_CAP FAKE_OP_COUNT /* the pool's over_cap callback, probed like a backend call */
@@ -365,6 +368,54 @@ static void test_no_lock_across_over_cap(void **state)
 	alarm(0);
 }
 
+/* Proves: the check every unit test relies on works: a backend call made while this thread holds
+ * a pool lock (a list's, taken through the test hook) is counted, and one made after it is given
+ * back is not. */
+static void test_locked_call_caught(void **state)
+{
+	struct fx *fx = *state;
+	int op = -1;
+
+	assert_int_equal(gp_pool_test_locks_held(), 0);
+	assert_int_equal(gp_pool_test_list_lock(fx->pool, 0, 4096, 1), GP_OK);
+	assert_int_equal(gp_pool_test_locks_held(), 1);
+	(void)fx->fake.be.now_ns(fx->fake.be.ctx);
+	assert_int_equal(gp_pool_test_list_lock(fx->pool, 0, 4096, 0), GP_OK);
+	assert_int_equal(gp_pool_test_locks_held(), 0);
+	(void)fx->fake.be.now_ns(fx->fake.be.ctx);
+	assert_int_equal(fake_locked_calls(&fx->fake, &op), 1);
+	assert_int_equal(op, FAKE_OP_NOW);
+	fx->fake.counts.locked_calls = 0; /* caught on purpose: teardown must not fail for it */
+}
+
+/* A pool that remaps from 4 MiB (blocks of 4 MiB and more movable) without split, and takes a
+ * larger class's block up to twice the request. */
+static int setup_remap_oversize(void **state)
+{
+	struct gp_pool_config cfg = { .ordered = 0, .remap_min_bytes = 4 * MiB, .oversize_pct = 200 };
+
+	return fx_setup_movable(state, &cfg, 4 * MiB, 0);
+}
+
+/* Proves: a miss that looks at a larger class's cached block, where a remap could take part of
+ * it instead (no backend split: whether it may move depends on its age), reads the clock before
+ * it takes that list's lock, not under it (miss.c read now_ns under the lock). */
+static void test_no_clock_under_list_lock(void **state)
+{
+	struct fx *fx = *state;
+	uint64_t clock_calls;
+	void *a, *b;
+
+	a = fx_alloc(fx, 0, 12 * MiB);
+	fx_free(fx, a);
+	fx_settle(fx);
+	clock_calls = fake_calls(&fx->fake, FAKE_OP_NOW);
+	b = fx_alloc(fx, 0, 8 * MiB); /* the 12 MiB block may move: a remap serves the miss */
+	assert_true(fake_calls(&fx->fake, FAKE_OP_NOW) > clock_calls);
+	assert_int_equal(fake_locked_calls(&fx->fake, NULL), 0);
+	fx_free(fx, b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -375,6 +426,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_no_lock_across_over_cap, setup_capped,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_no_lock_across_vmm_calls, setup_vmm, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_locked_call_caught, fx_setup_unordered,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_no_clock_under_list_lock, setup_remap_oversize,
+						fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

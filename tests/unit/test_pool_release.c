@@ -388,6 +388,56 @@ static void test_forget_device(void **state)
 	fx_free(fx, live0);
 }
 
+/* The staged race below: a second release to the same target runs while the first is inside
+ * the backend's free of its first block (as the control thread's release and a miss's release to
+ * the cap may, side by side). */
+static struct fx *nested_fx;
+static uint64_t nested_target;
+static struct gp_release_result nested_res;
+static int nested_rc = -1;
+
+static void release_inside_free(void *arg, enum fake_op op)
+{
+	struct fx *fx = nested_fx;
+
+	(void)arg;
+	if (op != FAKE_OP_FREE || fx == NULL)
+		return;
+	nested_fx = NULL; /* once */
+	nested_rc = gp_pool_release(fx->pool, 0, nested_target, GP_CAUSE_CAP, &nested_res);
+}
+
+/* Proves what pool.h says of releases side by side: none waits for the other, no block is given
+ * back twice, each gives back at most what was over the target when it began, and the one that
+ * began second counts the first one's block in flight as cached, so together they leave the cache
+ * one block below the target. */
+static void test_releases_side_by_side(void **state)
+{
+	struct fx *fx = *state;
+	struct gp_release_result res;
+	void *p[4];
+
+	for (int i = 0; i < 4; i++)
+		p[i] = fx_alloc(fx, 0, MiB);
+	for (int i = 0; i < 4; i++) {
+		fx_free(fx, p[i]);
+		fake_advance_clock(&fx->fake, 1000);
+	}
+	nested_fx = fx;
+	nested_target = 2 * MiB;
+	fake_set_hook(&fx->fake, release_inside_free, NULL);
+	assert_int_equal(gp_pool_release(fx->pool, 0, 2 * MiB, GP_CAUSE_API, &res), GP_OK);
+	fake_set_hook(&fx->fake, NULL, NULL);
+	assert_int_equal(nested_rc, GP_OK);
+	assert_int_equal(res.blocks, 1);          /* the oldest, p[0] */
+	assert_int_equal(nested_res.blocks, 2);   /* p[1], p[2]: p[0] still counted as cached */
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_FREE), 3);
+	assert_int_equal(fake_misuse(&fx->fake), 0);
+	assert_int_equal(gp_pool_cached_bytes(fx->pool, 0), MiB);
+	assert_true(fake_holds(&fx->fake, p[3], NULL, NULL));
+	assert_int_equal(fx_stats(fx, 0).real_frees, 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -410,6 +460,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_oom_without_release_permission,
 						fx_setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_forget_device, fx_setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_releases_side_by_side, fx_setup_ordered,
+						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_release_settles_when_quiet, fx_setup_unordered,
 						fx_teardown),
 	};

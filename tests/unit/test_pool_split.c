@@ -382,6 +382,37 @@ static void test_split_asks_while_backing_off(void **state)
 	fx_free(fx, x);
 }
 
+/* Proves: the rest of a split block goes into its list in free order, not at its head: a 4 MiB
+ * block freed at 1 s stays ahead of the 4 MiB rest of a 32 MiB block freed at 5 s, so an idle-age
+ * release of what was freed before 3 s gives back the old block and keeps the rest (at the head,
+ * the rest stopped that release, which assumes the oldest block heads each list), and the next
+ * 4 MiB hit takes the older block. */
+static void test_split_rest_in_free_order(void **state)
+{
+	struct fx *fx = *state;
+	struct gp_release_result res;
+	void *old, *big, *part;
+
+	fake_set_clock(&fx->fake, 1000000000ull);
+	old = fx_alloc(fx, 0, 4 * MiB);
+	big = fx_alloc(fx, 0, 32 * MiB);
+	fx_free(fx, old);
+	fake_set_clock(&fx->fake, 5000000000ull);
+	fx_free(fx, big);
+	fake_set_clock(&fx->fake, 6000000000ull);
+	part = fx_alloc(fx, 0, 28 * MiB); /* the end of big: big stays, 4 MiB, freed at 5 s */
+	assert_ptr_equal(part, (char *)big + 4 * MiB);
+	assert_int_equal(fx_stats(fx, 0).splits, 1);
+	assert_int_equal(gp_pool_release_idle(fx->pool, 0, 3000000000ull, GP_CAUSE_IDLE, &res),
+			 GP_OK);
+	assert_int_equal(res.blocks, 1);
+	assert_int_equal(res.bytes, 4 * MiB);
+	assert_false(fake_holds(&fx->fake, old, NULL, NULL));
+	assert_true(fake_holds(&fx->fake, big, NULL, NULL));
+	fx_free(fx, part);
+	assert_ptr_equal(fx_alloc(fx, 0, 4 * MiB), big);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -400,6 +431,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_merge_all, setup_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_merge_fewest, setup_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_merge_needs_reuse, setup_unordered, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_split_rest_in_free_order, setup_ordered,
+						fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

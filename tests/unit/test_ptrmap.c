@@ -45,7 +45,7 @@ static void test_reference(void **state)
 	gp_ptrmap_init(&m);
 	for (unsigned i = 0; i < NKEYS; i++) {
 		struct gp_ptrmap_shard *s = gp_ptrmap_shard(&m, key_of(i));
-		assert_int_equal(gp_ptrmap_insert(s, key_of(i), val_of(key_of(i))), 0);
+		assert_int_equal(gp_ptrmap_insert(s, key_of(i), val_of(key_of(i)), NULL), 0);
 		present[i] = 1;
 	}
 	for (unsigned i = 0; i < NKEYS; i += 3) { /* every third, scattered over the runs */
@@ -75,6 +75,42 @@ static void test_reference(void **state)
 	gp_ptrmap_fini(&m);
 }
 
+/* Proves: a key inserted again holds one entry: its new value, the old one handed back (the map
+ * had kept both, the second behind the first: a lookup found the stale value and a removal left
+ * the other behind); a removal by entry takes it only while it holds that value. Many keys share
+ * the probe runs, so the key may sit behind others. */
+static void test_insert_again_replaces(void **state)
+{
+	(void)state;
+	static struct gp_ptrmap m;
+	void *old = (void *)1;
+	int vals[2];
+
+	gp_ptrmap_init(&m);
+	for (unsigned i = 0; i < NKEYS; i++)
+		assert_int_equal(gp_ptrmap_insert(gp_ptrmap_shard(&m, key_of(i)), key_of(i),
+						  val_of(key_of(i)), &old), 0);
+	assert_null(old);
+	for (unsigned i = 0; i < NKEYS; i += 7) {
+		struct gp_ptrmap_shard *s = gp_ptrmap_shard(&m, key_of(i));
+		size_t count = s->count;
+
+		assert_int_equal(gp_ptrmap_insert(s, key_of(i), &vals[0], &old), 0);
+		assert_ptr_equal(old, val_of(key_of(i)));
+		assert_int_equal(s->count, count);
+		assert_ptr_equal(gp_ptrmap_find(s, key_of(i)), &vals[0]);
+		assert_int_equal(gp_ptrmap_remove_entry(s, key_of(i), &vals[1]), 0);
+		assert_int_equal(gp_ptrmap_insert(s, key_of(i), &vals[1], NULL), 0);
+		assert_int_equal(gp_ptrmap_remove_entry(s, key_of(i), &vals[0]), 0);
+		assert_ptr_equal(gp_ptrmap_find(s, key_of(i)), &vals[1]);
+		assert_int_equal(gp_ptrmap_remove_entry(s, key_of(i), &vals[1]), 1);
+		assert_null(gp_ptrmap_find(s, key_of(i)));
+		assert_null(gp_ptrmap_remove(s, key_of(i)));
+		assert_int_equal(s->count, count - 1);
+	}
+	gp_ptrmap_fini(&m);
+}
+
 /* Inside a filter's write section: a read begun there must be refused. */
 static int read_inside_write(void *val, void *arg)
 {
@@ -100,14 +136,14 @@ static void test_sequence(void **state)
 	gp_ptrmap_init(&m);
 	s = gp_ptrmap_shard(&m, key_of(1));
 	seq = gp_ptrmap_read_begin(s);
-	assert_int_equal(gp_ptrmap_insert(s, key_of(1), val_of(key_of(1))), 0); /* the first table */
+	assert_int_equal(gp_ptrmap_insert(s, key_of(1), val_of(key_of(1)), NULL), 0); /* the first table */
 	assert_true(gp_ptrmap_read_retry(s, seq));
 	seq = gp_ptrmap_read_begin(s);
 	assert_false(gp_ptrmap_read_retry(s, seq));
 	for (unsigned i = 2; i < 200; i++) { /* inserts, some of them growing the table */
 		struct gp_ptrmap_shard *t = gp_ptrmap_shard(&m, key_of(i));
 		seq = gp_ptrmap_read_begin(t);
-		assert_int_equal(gp_ptrmap_insert(t, key_of(i), val_of(key_of(i))), 0);
+		assert_int_equal(gp_ptrmap_insert(t, key_of(i), val_of(key_of(i)), NULL), 0);
 		assert_true(gp_ptrmap_read_retry(t, seq));
 	}
 	seq = gp_ptrmap_read_begin(s);
@@ -206,7 +242,7 @@ static void test_readers_race_writer(void **state)
 	pick_keys(r);
 	for (unsigned i = 0; i < STABLE; i++) {
 		gp_lock(&r->s->lock);
-		assert_int_equal(gp_ptrmap_insert(r->s, r->stable[i], val_of(r->stable[i])), 0);
+		assert_int_equal(gp_ptrmap_insert(r->s, r->stable[i], val_of(r->stable[i]), NULL), 0);
 		gp_unlock(&r->s->lock);
 	}
 	for (int i = 0; i < NREADERS; i++)
@@ -216,7 +252,7 @@ static void test_readers_race_writer(void **state)
 	 * new table), then the table keeps its size. */
 	for (unsigned i = 0; i < CHURN; i++) {
 		gp_lock(&r->s->lock);
-		gp_ptrmap_insert(r->s, r->churn[i], val_of(r->churn[i]));
+		gp_ptrmap_insert(r->s, r->churn[i], val_of(r->churn[i]), NULL);
 		gp_unlock(&r->s->lock);
 	}
 	for (unsigned i = 0; i < CHURN; i++) {
@@ -228,7 +264,7 @@ static void test_readers_race_writer(void **state)
 		unsigned base = (round * 16) % (CHURN - 16);
 		for (unsigned i = 0; i < 16; i++) {
 			gp_lock(&r->s->lock);
-			gp_ptrmap_insert(r->s, r->churn[base + i], val_of(r->churn[base + i]));
+			gp_ptrmap_insert(r->s, r->churn[base + i], val_of(r->churn[base + i]), NULL);
 			gp_unlock(&r->s->lock);
 		}
 		for (unsigned i = 0; i < 16; i++) {
@@ -256,6 +292,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_reference),
 		cmocka_unit_test(test_sequence),
+		cmocka_unit_test(test_insert_again_replaces),
 		cmocka_unit_test(test_readers_race_writer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
