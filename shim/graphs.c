@@ -21,6 +21,7 @@ struct held {
 	void *ptr;
 	size_t bytes;
 	int dev;
+	uint32_t ticket; /* the held allocation, for gp_pool_unhold */
 };
 
 struct hold {
@@ -47,20 +48,14 @@ static void unlink_hold(struct hold *h)
 	}
 }
 
-/* No lock held: the blocks go to the pool (which never calls the backend on a free). */
+/* No lock held: the blocks go to the pool as freed (which never calls the backend), each only if
+ * it is still the allocation that was held (after a device reset the pool forgot it). */
 static void drop(struct hold *h)
 {
-	uint64_t bytes = 0;
-
 	while (h != NULL) {
 		struct hold *next = h->next;
-		for (int i = 0; i < h->n; i++) {
-			bytes += h->b[i].bytes;
-			/* GP_ENOTOWNED: the device was reset meanwhile (and the entry removed then);
-			 * nothing to do either way. */
-			gp_pool_free(gp_shim.life.pool, h->b[i].ptr);
-		}
-		atomic_fetch_sub(&gp_shim.graphs.held_blocks, (uint64_t)h->n);
+		for (int i = 0; i < h->n; i++)
+			gp_pool_unhold(gp_shim.life.pool, h->b[i].ptr, h->b[i].ticket);
 		if (h->n > 0)
 			gp_log(GP_LOG_DEBUG, "%d block(s) freed during a graph capture go back to the pool: "
 			       "no graph made from that capture is left", h->n);
@@ -68,7 +63,6 @@ static void drop(struct hold *h)
 		free(h);
 		h = next;
 	}
-	atomic_fetch_sub(&gp_shim.graphs.held_bytes, bytes);
 }
 
 void gp_graphs_capture_begin(void)
@@ -133,41 +127,28 @@ void gp_graphs_capture_end(CUgraph g)
 
 __attribute__((noinline)) int gp_graphs_hold(void *ptr) /* cold: not flattened */
 {
-	int dev = -1;
-	size_t bytes = gp_pool_block_size(gp_shim.life.pool, ptr, &dev);
 	struct hold *cur;
+	struct held b = { ptr, 0, -1, 0 };
+	int rc, room;
 
-	if (bytes == 0)
-		return 0;
 	pthread_mutex_lock(&gp_shim.graphs.lock);
 	cur = gp_shim.graphs.cur;
 	if (cur == NULL) {
 		pthread_mutex_unlock(&gp_shim.graphs.lock);
 		return 0;
 	}
-	for (struct hold *h = gp_shim.graphs.holds; h != NULL; h = h->next) {
-		for (int i = 0; i < h->n; i++) {
-			if (h->b[i].ptr == ptr) {
-				pthread_mutex_unlock(&gp_shim.graphs.lock);
-				return -1;
-			}
-		}
-	}
-	if (gp_grow((void **)&cur->b, &cur->cap, (size_t)cur->n + 1, sizeof(*cur->b)) != 0) {
-		pthread_mutex_unlock(&gp_shim.graphs.lock);
+	room = gp_grow((void **)&cur->b, &cur->cap, (size_t)cur->n + 1, sizeof(*cur->b)) == 0;
+	/* The pool's state says whether it is a live block of the pool (held now), one freed already
+	 * (during this capture or before: a double free) or not the pool's. */
+	rc = gp_pool_hold(gp_shim.life.pool, ptr, &b.ticket, &b.bytes, &b.dev);
+	if (rc == GP_OK && room)
+		cur->b[cur->n++] = b;
+	pthread_mutex_unlock(&gp_shim.graphs.lock);
+	if (rc == GP_OK && !room)
 		gp_log_capped(GP_LOG_WARN, &gp_shim.graphs.said_no_memory, "out of host "
 			      "memory: a block freed during a graph capture stays allocated "
 			      "for good");
-		return 1; /* never reused: safe, and the program's free succeeded */
-	}
-	cur->b[cur->n].ptr = ptr;
-	cur->b[cur->n].bytes = bytes;
-	cur->b[cur->n].dev = dev;
-	cur->n++;
-	pthread_mutex_unlock(&gp_shim.graphs.lock);
-	atomic_fetch_add(&gp_shim.graphs.held_bytes, bytes);
-	atomic_fetch_add(&gp_shim.graphs.held_blocks, 1);
-	return 1;
+	return rc == GP_OK ? 1 : rc == GP_EINVAL ? -1 : 0;
 }
 
 void gp_graphs_link(const void *from, const void *to)
@@ -216,28 +197,13 @@ void gp_graphs_gone(const void *handle)
 
 void gp_graphs_device_reset(int device)
 {
-	uint64_t bytes = 0, blocks = 0;
-
 	pthread_mutex_lock(&gp_shim.graphs.lock);
 	for (struct hold *h = gp_shim.graphs.holds; h != NULL; h = h->next) {
 		int k = 0;
-		for (int i = 0; i < h->n; i++) {
-			if (device >= 0 && h->b[i].dev != device) {
+		for (int i = 0; i < h->n; i++)
+			if (device >= 0 && h->b[i].dev != device)
 				h->b[k++] = h->b[i];
-				continue;
-			}
-			bytes += h->b[i].bytes;
-			blocks++;
-		}
 		h->n = k;
 	}
 	pthread_mutex_unlock(&gp_shim.graphs.lock);
-	atomic_fetch_sub(&gp_shim.graphs.held_bytes, bytes);
-	atomic_fetch_sub(&gp_shim.graphs.held_blocks, blocks);
-}
-
-void gp_graphs_held(uint64_t *bytes, uint64_t *blocks)
-{
-	*bytes = atomic_load(&gp_shim.graphs.held_bytes);
-	*blocks = atomic_load(&gp_shim.graphs.held_blocks);
 }

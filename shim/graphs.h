@@ -18,8 +18,9 @@ void gp_graphs_capture_begin(void);
 void gp_graphs_capture_end(CUgraph g);
 
 /* cudaFree while a capture may be underway. Returns 1 when `ptr`, a live pool block, is now held
- * for the captures underway; 0 when none is or it is not a live pool block (free it as usual);
- * -1 when it is held already (a double free). */
+ * for the captures underway (the pool's held state: gp_pool_hold); 0 when none is or it is not a
+ * pool block (free it as usual); -1 when the pool's block is not in use (held already or cached:
+ * a double free, nothing changed). */
 int gp_graphs_hold(void *ptr);
 
 /* `to` (an executable graph, a clone, a parent graph) now uses what `from` uses. */
@@ -30,7 +31,5 @@ void gp_graphs_gone(const void *handle);
 /* cudaDeviceReset of `device` (< 0: unknown, all): its blocks are gone with its graphs. */
 void gp_graphs_device_reset(int device);
 
-/* Bytes and blocks held now, for the statistics. */
-void gp_graphs_held(uint64_t *bytes, uint64_t *blocks);
 
 #endif

@@ -143,11 +143,23 @@ static int find_driver(int *ndev)
 	return 0;
 }
 
+/* The pool dropped a block whose address the driver handed out again: the program freed it
+ * through a path no door saw. Said once: every later one is the same story. */
+static void stale_block(void *arg, int device, void *ptr, size_t bytes)
+{
+	(void)arg;
+	if (!atomic_exchange(&gp_shim.life.said_stale, 1))
+		gp_log(GP_LOG_WARN, "device %d: the driver handed out %p again while the pool still "
+				    "held a block of %zu bytes there: it was freed by a call gpupool did "
+				    "not see; the pool's record is dropped", device, ptr, bytes);
+}
+
 static int init_locked(void)
 {
 	struct gp_options *o = &gp_shim.life.opts;
 	struct gp_backend be = { 0 };
-	struct gp_pool_config cfg = { .ordered = 1, .over_cap = gp_control_over_cap, .arg = NULL };
+	struct gp_pool_config cfg = { .ordered = 1, .over_cap = gp_control_over_cap,
+				      .stale = stale_block, .arg = NULL };
 	struct gp_pool *pool;
 	int ndev = 0, observed;
 

@@ -71,6 +71,7 @@ struct gp_shim_life {
 	_Atomic int said_unordered;    /* unordered() said so: exchange, once */
 	_Atomic int said_vmm;          /* gp_shim_vmm_seen said so: exchange, once */
 	_Atomic int said_ipc;          /* gp_shim_ipc_seen said so: exchange, once */
+	_Atomic int said_stale;        /* stale_block said so: exchange, once */
 	_Atomic int per_thread_stream; /* a per-thread default stream was used: exchange, once */
 	pthread_mutex_t init_lock;     /* one initialisation */
 	/* Read from the environment by init under init_lock; read only after (add_cached). */
@@ -169,8 +170,6 @@ struct gp_shim_graphs {
 	size_t capowners;       /* room (gp_grow); lock */
 	/* nowners != 0: stored under lock; read without it, to skip the lock while none. */
 	_Atomic int any_owner;
-	_Atomic uint64_t held_bytes;  /* bytes held now (statistics): added, taken off anywhere */
-	_Atomic uint64_t held_blocks; /* the same, in blocks */
 	_Atomic int said_no_memory;   /* "stays allocated for good" said (gp_log_capped) */
 };
 

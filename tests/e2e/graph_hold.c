@@ -5,7 +5,7 @@
  * graph made from the capture exists, and go back once it is destroyed; a clone keeps them as
  * long as it lives, and so do a parent graph holding it as a child and an executable graph
  * updated from it; a capture that fails gives its blocks back at once; a double free during a
- * capture is still an error; after cudaDeviceReset the held blocks are forgotten, not freed. The stand-in counts the real allocations. */
+ * capture, or after it of a block freed during it, is an error and changes nothing; after cudaDeviceReset the held blocks are forgotten, not freed. The stand-in counts the real allocations. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdlib.h>
@@ -85,6 +85,15 @@ int main(void)
 		  cudaGetErrorName(rc));
 	cudaGetLastError();
 	e2e_cuda(cudaStreamEndCapture(s, &g), "cudaStreamEndCapture");
+	/* After the capture a second free is a double free too: the block has one owner, the graph
+	 * (it used to be handed out again, and the graph's end then freed the new owner's block). */
+	rc = cudaFree(during);
+	e2e_check(rc == cudaErrorInvalidValue, "a second free after the capture is refused (%s)",
+		  cudaGetErrorName(rc));
+	rc = cudaFree(before);
+	e2e_check(rc == cudaErrorInvalidValue, "... of the block allocated before it too (%s)",
+		  cudaGetErrorName(rc));
+	e2e_check(cudaGetLastError() == cudaSuccess, "a double free leaves no sticky error");
 	e2e_cuda(cudaGraphInstantiate(&exec, g, 0), "cudaGraphInstantiate");
 	e2e_cuda(cudaGraphDestroy(g), "cudaGraphDestroy (the executable graph lives on)");
 	probe_not(before, during, "executable graph alive");
