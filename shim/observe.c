@@ -90,6 +90,8 @@ static void snapshot(struct gp_stats_snapshot *s)
 		e->oom_retries = atomic_load_explicit(&gp_shim.obs.oom_retries[d],
 						      memory_order_relaxed);
 		e->bad_frees = p.bad_frees;
+		e->unseen_frees = p.stale_evictions;
+		e->held_bytes = p.held_bytes;
 		e->oversize_hits = p.oversize_hits;
 		e->splits = p.splits;
 		e->merges = p.merges;

@@ -34,6 +34,8 @@ enum gp_stats_unit {
 	  "Blocks handed out to the program.")                                                     \
 	X(requested_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "  requested",                         \
 	  "Bytes the program asked for, of those in use.")                                         \
+	X(held_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "  held for graphs",                        \
+	  "Of those in use, bytes freed during a CUDA graph capture, kept while its graphs live.") \
 	X(idle_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "idle (cached)",                            \
 	  "Bytes cached and ready for reuse.")                                                     \
 	X(idle_blocks, GP_STATS_GAUGE, GP_STATS_COUNT, "  blocks", "Blocks cached and ready.")     \
@@ -79,7 +81,9 @@ enum gp_stats_unit {
 	X(oom_retries, GP_STATS_COUNTER, GP_STATS_COUNT, "OOM retries",                           \
 	  "Allocations retried after the cache was released on out-of-memory.")                   \
 	X(bad_frees, GP_STATS_COUNTER, GP_STATS_COUNT, "double frees",                            \
-	  "Frees of a block that was not in use (refused, nothing changed).")
+	  "Frees of a block that was not in use (refused, nothing changed).")                      \
+	X(unseen_frees, GP_STATS_COUNTER, GP_STATS_COUNT, "freed unseen",                         \
+	  "Blocks dropped because the driver handed their address out again: freed by a call gpupool did not see.")
 
 /* The causes of a release, in the pool's order (enum gp_release_cause). */
 #define GP_STATS_CAUSES(X) X(signal) X(cap) X(idle) X(pressure) X(oom) X(api)
