@@ -36,7 +36,7 @@ static inline void gp_cpu_relax(void)
 }
 
 #ifdef GP_POOL_TEST_HOOKS
-/* Unit tests only (pool.c defines them, pool_test.h reads them): the pool locks this thread holds
+/* Unit tests only (pool.c defines them, hooks.h reads them): the pool locks this thread holds
  * now, and how many it has taken in all. The real build counts nothing: its hit path is as it is. */
 extern _Thread_local unsigned gp_pool_test_held;
 extern _Thread_local unsigned long gp_pool_test_taken;

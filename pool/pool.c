@@ -6,7 +6,7 @@
  * config). Fences: fences.c; releases: release.c; shared internals: pool_impl.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "pool_impl.h"
-#include "pool_test.h"
+#include "hooks.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -421,7 +421,7 @@ static void check_cap(struct gp_pool *p, struct gp_dev *d, int device)
 }
 
 #ifdef GP_POOL_TEST_HOOKS
-/* Unit tests only (pool_test.h); the rest of the hooks are at the end of this file. */
+/* Unit tests only (hooks.h); the rest of the hooks are at the end of this file. */
 void (*gp_pool_test_after_lookup)(struct gp_pool *p, void *ptr);
 void (*gp_pool_test_before_list)(struct gp_pool *p, void *ptr);
 #endif
@@ -759,7 +759,7 @@ void gp_pool_release_counts(struct gp_pool *p, uint64_t counts[GP_CAUSE_COUNT],
 }
 
 #ifdef GP_POOL_TEST_HOOKS
-/* ---- unit tests' hooks (pool_test.h) ------------------------------------------------------ */
+/* ---- unit tests' hooks (hooks.h) ------------------------------------------------------ */
 
 _Thread_local unsigned gp_pool_test_held;
 _Thread_local unsigned long gp_pool_test_taken;

@@ -3,7 +3,7 @@
  * reached only through struct gp_backend, and settings come in struct gp_pool_config.
  * Contract: no backend call (nor a config callback) is ever made while a pool lock is held; the
  * unit tests' build of the pool counts the locks each thread holds, and their fake backend checks
- * in every call that the count is 0 (pool/pool_test.h). */
+ * in every call that the count is 0 (pool/hooks.h). */
 #ifndef GPUPOOL_POOL_H
 #define GPUPOOL_POOL_H
 

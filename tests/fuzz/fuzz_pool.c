@@ -26,7 +26,7 @@
 
 #include "fake_backend.h"
 #include "pool.h"
-#include "pool_test.h"
+#include "hooks.h"
 
 #define DEVICES 4
 #define MAX_LIVE 64

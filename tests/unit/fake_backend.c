@@ -8,7 +8,7 @@
 #include <string.h>
 
 #ifdef GP_POOL_TEST_HOOKS
-#include "pool_test.h"
+#include "hooks.h"
 #endif
 
 /* Host memory one or more blocks lie in (a split shares it): freed with the last of them. */

@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "pool_fixture.h"
-#include "pool_test.h"
+#include "hooks.h"
 
 int fx_setup_cfg(void **state, const struct gp_pool_config *cfg)
 {

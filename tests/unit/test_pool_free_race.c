@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "pool_fixture.h"
-#include "pool_test.h"
+#include "hooks.h"
 
 static struct fx *staged_fx;
 static void *staged_new;

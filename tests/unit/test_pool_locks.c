@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "pool_fixture.h"
-#include "pool_test.h"
+#include "hooks.h"
 
 #define MAX_PROBES 128
 #define OP_OVER_CAP FAKE_OP_COUNT /* the pool's over_cap callback, probed like a backend call */

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "pool_fixture.h"
-#include "pool_test.h"
+#include "hooks.h"
 
 /* What cfg.stale was told. */
 static struct {

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "pool_fixture.h"
-#include "pool_test.h"
+#include "hooks.h"
 
 static void expect_stats(struct fx *fx, int dev, const char *where,
 			 const struct gp_pool_dev_stats *want)

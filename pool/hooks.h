@@ -1,9 +1,9 @@
-/* pool_test.h — what the pool offers its unit tests, compiled in only with GP_POOL_TEST_HOOKS
+/* hooks.h — what the pool offers its unit tests, compiled in only with GP_POOL_TEST_HOOKS
  * (tests/unit builds the pool once more with it; libgpupool.so never has these). They let a test
  * see the pool's locks and lists from outside, and stage races inside one call. Never part of
  * the pool's contract with the shim. */
-#ifndef GPUPOOL_POOL_TEST_H
-#define GPUPOOL_POOL_TEST_H
+#ifndef GPUPOOL_POOL_HOOKS_H
+#define GPUPOOL_POOL_HOOKS_H
 
 #include <stddef.h>
 #include <stdint.h>
