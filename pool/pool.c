@@ -1,9 +1,8 @@
-/* pool.c — the caching block pool's hot path: create, allocate (the hit; a miss asks miss.c, then
- * makes a real allocation), free, hold and unhold (frees during a graph capture), stale records
- * (an address the driver handed out again), statistics. One block is one backend allocation; a
- * hit takes one class lock and makes no backend call, a free finds its block in the pointer map.
- * Never a backend call with a pool lock held; never CUDA, getenv or logging (settings come in the
- * config). Fences: fences.c; releases: release.c; shared internals: pool_impl.h. */
+/* pool.c — the pool's hot path: create, allocate (the hit; a miss asks miss.c, then allocates),
+ * free, hold and unhold (frees during a graph capture), stale records (an address the driver
+ * handed out again), statistics. A hit takes one class lock and makes no backend call, a free
+ * finds its block in the pointer map. Never a backend call with a pool lock held; never CUDA,
+ * getenv or logging. Fences: fences.c; releases: release.c; shared internals: pool_impl.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "pool_impl.h"
 #include "hooks.h"

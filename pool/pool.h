@@ -1,9 +1,8 @@
 /* pool.h — the caching block pool: size classes, free lists, pointer->block map, fences, release.
- * Pure C11 + pthreads. It never includes a CUDA header, reads the environment or logs: the GPU is
- * reached only through struct gp_backend, and settings come in struct gp_pool_config.
- * Contract: no backend call (nor a config callback) is ever made while a pool lock is held; the
- * unit tests' build of the pool counts the locks each thread holds, and their fake backend checks
- * in every call that the count is 0 (pool/hooks.h). */
+ * Pure C11 + pthreads, no CUDA header, environment or logging: the GPU is reached only through
+ * struct gp_backend, settings come in struct gp_pool_config. Contract: no backend call (nor config
+ * callback) is ever made while a pool lock is held: the unit tests' pool counts the locks each
+ * thread holds, and their fake backend checks the count is 0 in every call (pool/hooks.h). */
 #ifndef GPUPOOL_POOL_H
 #define GPUPOOL_POOL_H
 

@@ -155,6 +155,7 @@ struct gp_pool_dev_stats fx_stats_all(struct fx *fx)
 		sum.failed_allocs += s.failed_allocs;
 		sum.frees += s.frees;
 		sum.bad_frees += s.bad_frees;
+		sum.stale_evictions += s.stale_evictions;
 	}
 	return sum;
 }
@@ -194,6 +195,7 @@ static int diff(const char *where, const struct gp_pool_dev_stats *g,
 	n += field(where, "failed_allocs", g->failed_allocs, w->failed_allocs, any);
 	n += field(where, "frees", g->frees, w->frees, any);
 	n += field(where, "bad_frees", g->bad_frees, w->bad_frees, any);
+	n += field(where, "stale_evictions", g->stale_evictions, w->stale_evictions, any);
 	return n;
 }
 

@@ -1,9 +1,8 @@
-/* test_pool_stale.c — a block the program freed through a path the pool did not see: the driver
- * hands its address out again (the fake's fake_free_behind), and the pool's new block there must
- * take the pointer map's entry from the old record, which leaves the pool's figures (it is gone),
- * is counted (stale_evictions), and is told to cfg.stale once with no lock held; wherever the old
- * block was: in use, held, cached in its list, between a free and its list, or out of its list
- * for a release. */
+/* test_pool_stale.c — a block freed behind the pool's back whose address the driver hands out
+ * again (fake_free_behind): the new block takes the map's entry, and the old record leaves the
+ * pool's figures, is counted (stale_evictions) and told to cfg.stale once with no lock held,
+ * wherever the old block was: in use, held, cached in its list, between a free and its list, or
+ * out of its list for a release. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
