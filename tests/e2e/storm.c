@@ -8,8 +8,10 @@
  *   --mode exit     10 times: a child stormed by its own thread exits (main returns, or a worker
  *                   calls exit) in the middle: it exits 0 without hanging, nothing freed twice
  *   --mode release  a storm while a slow release (20 ms per cudaFree) is in progress: each block
- *                   goes back exactly once, and the program's cudaMalloc/cudaFree never wait for
- *                   one of those frees (no pool lock is held across it) */
+ *                   goes back exactly once, and the program's cudaMalloc/cudaFree do not wait for
+ *                   those frees (no pool lock is held across one): most pairs made meanwhile come
+ *                   back before the next real cudaFree does, a count that a loaded machine's
+ *                   scheduler does not change (it delays a few pairs; a lock would delay all) */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -26,6 +28,8 @@
 
 static atomic_int stop_work;
 static atomic_ulong max_pair_us; /* slowest cudaMalloc+cudaFree pair seen by a worker */
+static atomic_int rel_window;     /* mode_release: the release's real frees are under way */
+static atomic_ulong rel_pairs, rel_pairs_within; /* pairs made then; those no free ended during */
 
 static void *worker(void *arg)
 {
@@ -57,19 +61,28 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-/* Times a cudaMalloc+cudaFree of a size nothing else uses (a cache hit after the first). */
+/* Times a cudaMalloc+cudaFree of a size nothing else uses (a cache hit after the first); while
+ * the release's frees are under way, counts the pairs, and those during which no real cudaFree
+ * ended (the stand-in's count of frees the same before and after). */
 static void *timed_worker(void *arg)
 {
 	(void)arg;
 	while (!atomic_load(&stop_work)) {
 		struct timespec a, b;
 		unsigned long us, cur;
+		int in_window = atomic_load(&rel_window);
+		uint64_t frees0 = in_window ? e2e_counters().frees : 0;
 		void *p = NULL;
 
 		clock_gettime(CLOCK_MONOTONIC, &a);
 		if (cudaMalloc(&p, 3 * E2E_KIB) != cudaSuccess || cudaFree(p) != cudaSuccess)
 			e2e_fail("timed worker: cudaMalloc/cudaFree failed");
 		clock_gettime(CLOCK_MONOTONIC, &b);
+		if (in_window && atomic_load(&rel_window)) {
+			atomic_fetch_add(&rel_pairs, 1);
+			if (e2e_counters().frees == frees0)
+				atomic_fetch_add(&rel_pairs_within, 1);
+		}
 		us = (unsigned long)((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000);
 		cur = atomic_load(&max_pair_us);
 		while (us > cur && !atomic_compare_exchange_weak(&max_pair_us, &cur, us))
@@ -217,7 +230,7 @@ static void mode_fork(void)
 	start_workers(t, 2);
 	storm_start(&self_storm, &s, getpid(), 0);
 	for (i = 0; i < 30; i++) {
-		uint64_t end = e2e_now_ms() + 10000;
+		uint64_t end = e2e_now_ms() + (uint64_t)e2e_scaled_ms(10000);
 		siginfo_t info;
 		pid_t child;
 		int exited = 0;
@@ -248,8 +261,9 @@ static void mode_fork(void)
 			e2e_fail("fork %d: the child %s (want exit 0: 3 pass-through cudaMalloc/cudaFree)",
 				 i, e2e_status_text(status, buf, sizeof(buf)));
 	}
-	e2e_check(1, "30 forks under a storm of %lu SIGUSR1 to the parent and %lu to the children: every "
-		  "child passed straight through and exited 0", storm_stop(&self_storm, s), to_children);
+	e2e_note("30 forks under a storm of %lu SIGUSR1 to the parent and %lu to the children: every "
+		 "child passed straight through and exited 0 (each checked)", storm_stop(&self_storm, s),
+		 to_children);
 	atomic_store(&stop_work, 1);
 	join_all(t, 2);
 	final_release();
@@ -297,8 +311,8 @@ static void mode_exit(void)
 			e2e_fail("run %d: the runtime saw %ld bad frees", i, bad);
 	}
 	unlink(report);
-	e2e_check(1, "10 exits (main returning, or exit()) in the middle of a storm and of allocations: "
-		  "each exited 0 without hanging, no bad free");
+	e2e_note("10 exits (main returning, or exit()) in the middle of a storm and of allocations: "
+		 "each exited 0 without hanging, no bad free (each checked)");
 }
 
 /* ---- a storm during a slow release ---- */
@@ -330,11 +344,15 @@ static void mode_release(void)
 	atomic_store(&max_pair_us, 0);
 	t0 = e2e_now_ms();
 	kill(getpid(), SIGUSR1);
-	while (e2e_counters().frees == c0.frees && e2e_now_ms() - t0 < 5000)
+	while (e2e_counters().frees == c0.frees && e2e_now_ms() - t0 < (uint64_t)e2e_scaled_ms(5000))
 		e2e_sleep_ms(1);
+	/* From the first real free to the last of the 40, one free follows the other. */
+	atomic_store(&rel_window, 1);
 	storm_start(&self_storm, &s, getpid(), 0);
-	while (e2e_counters().frees < c0.frees + REL_BLOCKS && e2e_now_ms() - t0 < 30000)
+	while (e2e_counters().frees < c0.frees + REL_BLOCKS &&
+	       e2e_now_ms() - t0 < (uint64_t)e2e_scaled_ms(30000))
 		e2e_sleep_ms(5);
+	atomic_store(&rel_window, 0);
 	n = storm_stop(&self_storm, s);
 	c = e2e_counters();
 	e2e_check(c.frees >= c0.frees + REL_BLOCKS && c.bad_frees == 0,
@@ -344,10 +362,16 @@ static void mode_release(void)
 	atomic_store(&stop_work, 1);
 	join_all(t, 2);
 	pthread_join(tw, NULL);
-	e2e_check(atomic_load(&max_pair_us) < REL_FREE_US * 3 / 4,
-		  "meanwhile the slowest cudaMalloc+cudaFree of the program took %lu us, against %d us "
-		  "for each real cudaFree (no pool lock is held across one)", atomic_load(&max_pair_us),
-		  REL_FREE_US);
+	/* A pool lock held across each real free would hold every pair made meanwhile until that
+	 * free ended: none would come back before the count of frees moved. */
+	e2e_check(atomic_load(&rel_pairs) >= 10 &&
+			  atomic_load(&rel_pairs_within) * 4 >= atomic_load(&rel_pairs) * 3,
+		  "meanwhile the program's cudaMalloc+cudaFree did not wait for those frees (no pool "
+		  "lock is held across one): %lu of %lu pairs made during the release came back before "
+		  "the next real cudaFree ended (want 10 pairs and 3/4 of them at least)",
+		  atomic_load(&rel_pairs_within), atomic_load(&rel_pairs));
+	e2e_note("the slowest pair took %lu us, against %d us for each real cudaFree",
+		 atomic_load(&max_pair_us), REL_FREE_US);
 	standin_set_free_delay_us(0);
 	final_release();
 }
