@@ -8,10 +8,11 @@
  *   --mode exit     10 times: a child stormed by its own thread exits (main returns, or a worker
  *                   calls exit) in the middle: it exits 0 without hanging, nothing freed twice
  *   --mode release  a storm while a slow release (20 ms per cudaFree) is in progress: each block
- *                   goes back exactly once, and the program's cudaMalloc/cudaFree do not wait for
- *                   those frees (no pool lock is held across one): most pairs made meanwhile come
- *                   back before the next real cudaFree does, a count that a loaded machine's
- *                   scheduler does not change (it delays a few pairs; a lock would delay all) */
+ *                   goes back exactly once; then the program's cudaMalloc/cudaFree does not wait
+ *                   for such a free (no pool lock is held across one), asked deterministically:
+ *                   with frees of 300 ms, a pair made 100 ms after one free ended runs in the
+ *                   middle of the next, and must come back before that one ends (on a loaded
+ *                   machine the scheduler may delay a pair by tens of ms, not by 200) */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -28,8 +29,6 @@
 
 static atomic_int stop_work;
 static atomic_ulong max_pair_us; /* slowest cudaMalloc+cudaFree pair seen by a worker */
-static atomic_int rel_window;     /* mode_release: the release's real frees are under way */
-static atomic_ulong rel_pairs, rel_pairs_within; /* pairs made then; those no free ended during */
 
 static void *worker(void *arg)
 {
@@ -61,28 +60,19 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-/* Times a cudaMalloc+cudaFree of a size nothing else uses (a cache hit after the first); while
- * the release's frees are under way, counts the pairs, and those during which no real cudaFree
- * ended (the stand-in's count of frees the same before and after). */
+/* Times a cudaMalloc+cudaFree of a size nothing else uses (a cache hit after the first). */
 static void *timed_worker(void *arg)
 {
 	(void)arg;
 	while (!atomic_load(&stop_work)) {
 		struct timespec a, b;
 		unsigned long us, cur;
-		int in_window = atomic_load(&rel_window);
-		uint64_t frees0 = in_window ? e2e_counters().frees : 0;
 		void *p = NULL;
 
 		clock_gettime(CLOCK_MONOTONIC, &a);
 		if (cudaMalloc(&p, 3 * E2E_KIB) != cudaSuccess || cudaFree(p) != cudaSuccess)
 			e2e_fail("timed worker: cudaMalloc/cudaFree failed");
 		clock_gettime(CLOCK_MONOTONIC, &b);
-		if (in_window && atomic_load(&rel_window)) {
-			atomic_fetch_add(&rel_pairs, 1);
-			if (e2e_counters().frees == frees0)
-				atomic_fetch_add(&rel_pairs_within, 1);
-		}
 		us = (unsigned long)((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000);
 		cur = atomic_load(&max_pair_us);
 		while (us > cur && !atomic_compare_exchange_weak(&max_pair_us, &cur, us))
@@ -319,6 +309,55 @@ static void mode_exit(void)
 
 #define REL_BLOCKS 40
 #define REL_FREE_US 20000
+#define LOCK_BLOCKS 6        /* the slow release that asks whether a pair waits for a free */
+#define LOCK_FREE_US 300000  /* each of its real frees */
+#define LOCK_AFTER_MS 100    /* a pair this long after a free ended: in the middle of the next */
+
+static uint64_t frees_now(void)
+{
+	return e2e_counters().frees;
+}
+
+/* A release of LOCK_BLOCKS blocks at LOCK_FREE_US a real free, one after the other; after each
+ * free but the last, once LOCK_AFTER_MS have passed, a cudaMalloc+cudaFree of a cached size:
+ * returns how many came back before the free under way ended (the count of frees unchanged, and
+ * still the one that began as the last ended). A pool lock held across a real free holds the
+ * pair until that free ends: none would. */
+static int pairs_during_frees(void)
+{
+	void *p[LOCK_BLOCKS], *q = NULL;
+	uint64_t f0, seen;
+	int i, within = 0;
+
+	for (i = 0; i < LOCK_BLOCKS; i++)
+		e2e_cuda(cudaMalloc(&p[i], 2 * E2E_MIB + (size_t)i * 64 * E2E_KIB), "cudaMalloc");
+	for (i = 0; i < LOCK_BLOCKS; i++)
+		e2e_cuda(cudaFree(p[i]), "cudaFree");
+	e2e_cuda(cudaMalloc(&q, 3 * E2E_KIB), "cudaMalloc"); /* the pairs' size, cached */
+	e2e_cuda(cudaFree(q), "cudaFree");
+	standin_set_free_delay_us(LOCK_FREE_US);
+	f0 = frees_now();
+	kill(getpid(), SIGUSR1);
+	for (i = 1; i < LOCK_BLOCKS; i++) {
+		uint64_t end = e2e_now_ms() + (uint64_t)e2e_scaled_ms(10000);
+
+		while ((seen = frees_now()) < f0 + (uint64_t)i && e2e_now_ms() < end)
+			e2e_sleep_ms(1);
+		if (seen != f0 + (uint64_t)i)
+			break; /* the frees went faster than we looked, or not at all: no sample */
+		e2e_sleep_ms(LOCK_AFTER_MS);
+		if (frees_now() != seen)
+			continue; /* we were late: the next free is over already */
+		e2e_cuda(cudaMalloc(&q, 3 * E2E_KIB), "cudaMalloc");
+		e2e_cuda(cudaFree(q), "cudaFree");
+		within += frees_now() == seen;
+	}
+	standin_set_free_delay_us(0);
+	kill(getpid(), SIGUSR1); /* the last pair's block too */
+	if (!e2e_wait_live(0, 0, 10000))
+		e2e_fail("the slow release of %d blocks did not end", LOCK_BLOCKS);
+	return within;
+}
 
 static void mode_release(void)
 {
@@ -346,13 +385,10 @@ static void mode_release(void)
 	kill(getpid(), SIGUSR1);
 	while (e2e_counters().frees == c0.frees && e2e_now_ms() - t0 < (uint64_t)e2e_scaled_ms(5000))
 		e2e_sleep_ms(1);
-	/* From the first real free to the last of the 40, one free follows the other. */
-	atomic_store(&rel_window, 1);
 	storm_start(&self_storm, &s, getpid(), 0);
 	while (e2e_counters().frees < c0.frees + REL_BLOCKS &&
 	       e2e_now_ms() - t0 < (uint64_t)e2e_scaled_ms(30000))
 		e2e_sleep_ms(5);
-	atomic_store(&rel_window, 0);
 	n = storm_stop(&self_storm, s);
 	c = e2e_counters();
 	e2e_check(c.frees >= c0.frees + REL_BLOCKS && c.bad_frees == 0,
@@ -362,18 +398,16 @@ static void mode_release(void)
 	atomic_store(&stop_work, 1);
 	join_all(t, 2);
 	pthread_join(tw, NULL);
-	/* A pool lock held across each real free would hold every pair made meanwhile until that
-	 * free ended: none would come back before the count of frees moved. */
-	e2e_check(atomic_load(&rel_pairs) >= 10 &&
-			  atomic_load(&rel_pairs_within) * 4 >= atomic_load(&rel_pairs) * 3,
-		  "meanwhile the program's cudaMalloc+cudaFree did not wait for those frees (no pool "
-		  "lock is held across one): %lu of %lu pairs made during the release came back before "
-		  "the next real cudaFree ended (want 10 pairs and 3/4 of them at least)",
-		  atomic_load(&rel_pairs_within), atomic_load(&rel_pairs));
-	e2e_note("the slowest pair took %lu us, against %d us for each real cudaFree",
+	e2e_note("meanwhile the slowest cudaMalloc+cudaFree of the program took %lu us, against %d us "
+		 "for each real cudaFree (the scheduler's share of it unknown)",
 		 atomic_load(&max_pair_us), REL_FREE_US);
 	standin_set_free_delay_us(0);
 	final_release();
+	i = pairs_during_frees();
+	e2e_check(i >= LOCK_BLOCKS - 2, "the program's cudaMalloc+cudaFree does not wait for a real "
+		  "cudaFree of a release (no pool lock is held across one): %d of %d pairs made %d ms "
+		  "into a %d ms free came back before it ended (want %d)", i, LOCK_BLOCKS - 1,
+		  LOCK_AFTER_MS, LOCK_FREE_US / 1000, LOCK_BLOCKS - 2);
 }
 
 int main(int argc, char **argv)
