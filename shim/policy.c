@@ -6,7 +6,10 @@
  * Pressure: while a device has less free memory than GPUPOOL_MIN_FREE, the pool's cache is cut by
  * the deficit; the frameworks are flushed first when they hold memory, but a device that stays
  * short (another process) must not make this one empty its frameworks' caches at every poll:
- * flushes in a row are spaced out, the gap doubling up to FLUSH_GAP_MAX. */
+ * flushes in a row (no poll between them found every device with enough free memory) are spaced
+ * out, the gap doubling up to FLUSH_GAP_MAX. In a row is what the polls saw, not how soon the
+ * next flush came: a slow flush or a late tick (a busy machine, the GIL held) must not count as
+ * a quiet spell and bring back a flush at every poll. */
 #define _GNU_SOURCE
 #include "policy.h"
 #include "ctx.h"
@@ -157,25 +160,29 @@ int gp_policy_wants_probe(const struct gp_policy_input *in)
 	return (in->due & GP_POLICY_IDLE) && in->pool_allocs == pol->pool_allocs;
 }
 
-/* A flush under pressure: the gap to the next one doubles when this one comes as soon as the gap
- * allowed (pressure that stays), and starts again from the poll interval after a quiet spell. */
+/* A flush under pressure: the gap to the next one doubles when the pressure stayed since the
+ * last one, and starts again from the poll interval after a quiet spell. */
 static void pressure_flushed(uint64_t now)
 {
 	struct gp_shim_policy *pol = &gp_shim.policy;
 
-	if (pol->last_flush_ns != 0 && now - pol->last_flush_ns < 2 * pol->flush_gap_ns)
+	if (pol->last_flush_ns != 0 && !pol->quiet_since_flush)
 		pol->flush_gap_ns = pol->flush_gap_ns * 2 > FLUSH_GAP_MAX_NS ? FLUSH_GAP_MAX_NS
 									     : pol->flush_gap_ns * 2;
 	else
 		pol->flush_gap_ns = pol->opt.poll_interval_ns;
+	pol->quiet_since_flush = 0;
 	pol->last_flush_ns = now;
 }
 
 static void plan_pressure(const struct gp_policy_input *in, struct gp_policy_plan *out)
 {
-	const struct gp_shim_policy *pol = &gp_shim.policy;
+	struct gp_shim_policy *pol = &gp_shim.policy;
 	uint64_t mask = short_devices(in);
 
+	/* A poll that measured and found no device short: the pressure did not stay. */
+	if ((in->due & GP_POLICY_POLL) && in->measured != 0 && mask == 0)
+		pol->quiet_since_flush = 1;
 	out->pressure = mask;
 	for (int d = 0; mask != 0; d++, mask >>= 1)
 		if (mask & 1)

@@ -211,6 +211,7 @@ struct gp_shim_policy {
 	uint64_t pool_allocs, fw_activity;   /* as last seen */
 	uint64_t active_ns;                  /* ns: when the process was last seen allocating */
 	uint64_t last_flush_ns, flush_gap_ns; /* ns: pressure flushes */
+	int quiet_since_flush;               /* a poll since the last flush found no device short */
 };
 
 /* observe.c, and publish.c (the live view, last). gp_obs_start writes the settings during init,

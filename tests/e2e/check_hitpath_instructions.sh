@@ -2,13 +2,13 @@
 # check_hitpath_instructions.sh — scripts/hitpath-instructions runs end to end on this build:
 # every loop of the table gets a figure, a number of instructions a pair between 100 and 5000
 # (a hit is about 460 on the stand-in; a figure outside means a broken run or parse, not a slow
-# pool). Skipped (77) without valgrind or in a sanitizer build (valgrind cannot run those).
-# Usage: check_hitpath_instructions.sh <build dir> <library> [sanitizer]
+# pool). One of the valgrind tests (registered with GPUPOOL_VALGRIND, never in a sanitizer
+# build, whose programs valgrind cannot run): without valgrind it fails.
+# Usage: check_hitpath_instructions.sh <build dir> <library>
 set -u
-build=${1:?usage: check_hitpath_instructions.sh <build dir> <library> [sanitizer]}
-lib=${2:?usage: check_hitpath_instructions.sh <build dir> <library> [sanitizer]}
-[ -n "${3:-}" ] && { echo "SKIP: sanitizer build ($3)"; exit 77; }
-command -v valgrind >/dev/null 2>&1 || { echo "SKIP: no valgrind"; exit 77; }
+build=${1:?usage: check_hitpath_instructions.sh <build dir> <library>}
+lib=${2:?usage: check_hitpath_instructions.sh <build dir> <library>}
+command -v valgrind >/dev/null 2>&1 || { echo "FAIL: valgrind not found (apt-get install valgrind)"; exit 1; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(GPUPOOL_BUILD_DIR=$build "$root/scripts/hitpath-instructions" --pairs 2000 "$lib" 2>&1)
 rc=$?

@@ -107,9 +107,23 @@ e2e_release_fn e2e_shim_release(void)
 	return f;
 }
 
+/* Read at each call, not kept: threads call it, and the environment does not change. */
+double e2e_time_scale(void)
+{
+	const char *v = getenv("GPUPOOL_TEST_TIME_SCALE");
+	double s = v != NULL ? strtod(v, NULL) : 1.0;
+
+	return s >= 1.0 ? s : 1.0;
+}
+
+int e2e_scaled_ms(int ms)
+{
+	return (int)((double)ms * e2e_time_scale());
+}
+
 int e2e_poll(int (*pred)(void *arg), void *arg, int timeout_ms)
 {
-	uint64_t end = e2e_now_ms() + (uint64_t)timeout_ms;
+	uint64_t end = e2e_now_ms() + (uint64_t)e2e_scaled_ms(timeout_ms);
 
 	while (!pred(arg)) {
 		if (e2e_now_ms() >= end)
@@ -250,7 +264,7 @@ int e2e_run_self(const char *const *args, const char *const *env, int timeout_ms
 	}
 	close(pipefd[1]);
 	pipefd[1] = -1;
-	end = e2e_now_ms() + (uint64_t)timeout_ms;
+	end = e2e_now_ms() + (uint64_t)e2e_scaled_ms(timeout_ms);
 	while (!done) {
 		struct pollfd pfd = { pipefd[0], POLLIN, 0 };
 		char buf[4096];

@@ -37,10 +37,20 @@ void e2e_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Counters of the stand-in runtime, device 0. */
 struct standin_counters e2e_counters(void);
 
-/* Poll (every ~1 ms) until pred(arg) is true or timeout_ms passes; returns the last pred(). */
+/* How much slower than a plain build on an idle machine this run may be: GPUPOOL_TEST_TIME_SCALE,
+ * which ctest sets from cmake/test-time.cmake (the sanitizer, valgrind, a slow machine); 1 when
+ * unset. Waits for something that must happen stretch by it; durations that set how much work a
+ * test does may too. Never a reason to accept less: only to wait longer for it. */
+double e2e_time_scale(void);
+/* ms times e2e_time_scale(). */
+int e2e_scaled_ms(int ms);
+
+/* Poll (every ~1 ms) until pred(arg) is true or timeout_ms (times e2e_time_scale()) passes;
+ * returns the last pred(). */
 int e2e_poll(int (*pred)(void *arg), void *arg, int timeout_ms);
 
-/* Poll until the stand-in's live allocations and bytes on device 0 are what is given. */
+/* Poll until the stand-in's live allocations and bytes on device 0 are what is given (timeout_ms
+ * scaled as in e2e_poll). */
 int e2e_wait_live(uint64_t allocs, uint64_t bytes, int timeout_ms);
 
 void e2e_sleep_ms(int ms);
@@ -84,8 +94,8 @@ struct e2e_child {
 
 /* Run this program again (/proc/self/exe) with `args` (NULL-terminated, without argv[0]) and the
  * current environment changed by `env` (NULL-terminated; "NAME=value" sets, "NAME" unsets), its
- * stdout shared, its stderr captured. Kills it after timeout_ms. Returns 0, or -1 if it could
- * not be started. */
+ * stdout shared, its stderr captured. Kills it after timeout_ms (times e2e_time_scale()).
+ * Returns 0, or -1 if it could not be started. */
 int e2e_run_self(const char *const *args, const char *const *env, int timeout_ms,
 		 struct e2e_child *out);
 

@@ -321,8 +321,9 @@ static void mode_getdevice(void)
 			e2e_fail("op %d: the current device changed under the program (%d, want %d)", i,
 				 current_device(), dev);
 	}
-	e2e_check(1, "3000 ops on 2 devices with every 3rd to 6th cudaGetDevice failing: %d allocations, "
-		  "%d failed with the runtime's error, the current device never changed", ok, failed);
+	e2e_check(ok > 0 && failed > 0, "3000 ops on 2 devices with every 3rd to 6th cudaGetDevice "
+		  "failing: %d allocations, %d failed with the runtime's error (both paths taken), the "
+		  "current device never changed", ok, failed);
 	for (k = 0; k < GD_SLOTS; k++)
 		if (slot[k] != NULL)
 			e2e_cuda(cudaFree(slot[k]), "cudaFree");
@@ -496,10 +497,10 @@ static void mode_load(void)
 		  "cudaEventQuery, %llu cudaGetDevice",
 		  (unsigned long long)f[0], (unsigned long long)f[1], (unsigned long long)f[2],
 		  (unsigned long long)f[3], (unsigned long long)f[4]);
-	e2e_check(1, "%d threads of random work, %lu signals, %.1f s: no owner pattern broken; the "
-		  "program saw %lu out-of-memory and %lu runtime errors, only errors the runtime gave",
-		  LOAD_THREADS, sent, (double)(e2e_now_ms() - t0) / 1000.0,
-		  atomic_load(&load_errors[0]), atomic_load(&load_errors[1]));
+	e2e_note("%d threads of random work, %lu signals, %.1f s: no owner pattern broken; the "
+		 "program saw %lu out-of-memory and %lu runtime errors, only errors the runtime gave "
+		 "(each checked as it came)", LOAD_THREADS, sent, (double)(e2e_now_ms() - t0) / 1000.0,
+		 atomic_load(&load_errors[0]), atomic_load(&load_errors[1]));
 	check_clean("load");
 }
 

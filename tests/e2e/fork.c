@@ -41,8 +41,8 @@ static void child(void *parent_block)
 	}
 	if (!e2e_verify(parent_block, E2E_MIB, 7))
 		e2e_fail("child: the parent's live block (copied by fork) lost its data");
-	e2e_check(1, "child: %d cudaMalloc and %d cudaFree passed straight through to the runtime",
-		  CHILD_CALLS, CHILD_CALLS);
+	e2e_note("child: %d cudaMalloc and %d cudaFree passed straight through to the runtime (each "
+		 "checked)", CHILD_CALLS, CHILD_CALLS);
 	exit(0);
 }
 
@@ -80,7 +80,7 @@ int main(void)
 		  (unsigned long long)c.mallocs, (unsigned long long)c0.mallocs);
 	e2e_check(e2e_verify(keep, E2E_MIB, 7), "parent: its live block kept its data");
 
-	end = e2e_now_ms() + 10000;
+	end = e2e_now_ms() + (uint64_t)e2e_scaled_ms(10000);
 	while (got != pid && e2e_now_ms() < end) {
 		got = waitpid(pid, &status, WNOHANG);
 		if (got != pid)

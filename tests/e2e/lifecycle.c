@@ -264,7 +264,7 @@ static void mode_fork_busy(void)
 	if (pthread_create(&sig, NULL, fb_signaller, NULL) != 0)
 		e2e_fail("pthread_create");
 	for (i = 0; i < FB_FORKS; i++) {
-		uint64_t end = e2e_now_ms() + 10000;
+		uint64_t end = e2e_now_ms() + (uint64_t)e2e_scaled_ms(10000);
 		pid_t pid, got = 0;
 
 		e2e_sleep_ms(10);
@@ -292,8 +292,8 @@ static void mode_fork_busy(void)
 	for (i = 0; i < FB_THREADS; i++)
 		pthread_join(t[i], NULL);
 	pthread_join(sig, NULL);
-	e2e_check(1, "%d forks while %d threads allocated and freed under a 1 ms signal storm: every "
-		  "child passed straight through and exited 0", FB_FORKS, FB_THREADS);
+	e2e_note("%d forks while %d threads allocated and freed under a 1 ms signal storm: every "
+		 "child passed straight through and exited 0 (each checked)", FB_FORKS, FB_THREADS);
 	kill(getpid(), SIGUSR1);
 	if (!e2e_wait_live(0, 0, 5000)) {
 		c = e2e_counters();

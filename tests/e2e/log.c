@@ -81,9 +81,10 @@ int main(int argc, char **argv)
 	if (e2e_run_self(env == env_info ? marker_args : args, env, 15000, &ch) != 0)
 		e2e_fail("could not start the child");
 	if (ch.timed_out || !WIFEXITED(ch.status) || WEXITSTATUS(ch.status) != 0)
-		e2e_fail("the child %s%s; its stderr: \"%.2000s\"", ch.timed_out ? "timed out and " : "",
-			 e2e_status_text(ch.status, buf, sizeof(buf)), ch.err);
-	e2e_check(1, "the child released memory on SIGUSR1 and exited 0");
+		fprintf(stderr, "the child's stderr: \"%.2000s\"\n", ch.err);
+	e2e_check(!ch.timed_out && WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0,
+		  "the child released memory on SIGUSR1 (it checks) and exited 0 (it %s%s)",
+		  ch.timed_out ? "timed out and " : "", e2e_status_text(ch.status, buf, sizeof(buf)));
 	lines = count_lines(ch.err, "gpupool: ", &bad);
 	if (strcmp(mode, "silent") == 0) {
 		e2e_check(ch.err_len == 0, "GPUPOOL_LOG unset: nothing on stderr (got \"%.500s\")", ch.err);
@@ -108,7 +109,7 @@ int main(int argc, char **argv)
 		e2e_check(lines == 1 && bad == NULL && strstr(ch.err, "GPUPOOL_SIGNAL") != NULL,
 			  "GPUPOOL_SIGNAL=SIGBOGUS: exactly one \"gpupool: \" line naming GPUPOOL_SIGNAL "
 			  "(got %d lines: \"%.500s\")", lines, ch.err);
-		e2e_check(1, "and the default signal (SIGUSR1) still released memory");
+		e2e_note("and the default signal (SIGUSR1) still released memory (the child's check)");
 	}
 	printf("PASS %s\n", name);
 	return 0;

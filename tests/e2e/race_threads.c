@@ -8,8 +8,13 @@
  * its free. A table shared by the threads holds every freed block's address and the time just
  * before its cudaFree; a cudaMalloc that returns such an address sooner than L after that time
  * is an early reuse (the fence that frees it was recorded after the free and completes L later).
- * Also proves the check is not vacuous: blocks came back, some to another thread than the one
- * that freed them.
+ * Also proves the check is not vacuous, without leaving that to the scheduler: after the race
+ * the threads hand a block round, each in turn (a condition variable) freeing a 16 MiB block (a
+ * class the race never uses) that the next one asks for at once, and again once the fence
+ * recorded after that free can have completed: the first ask must not get it sooner than L after
+ * the free (the same table and check), the second must get it, from another thread; so every
+ * thread takes a block another freed. RACE_MS is scaled by GPUPOOL_TEST_TIME_SCALE (a slower
+ * build does less in the same time).
  * With RACE_RELEASE_MS > 0 a further thread gives the cache back (gpupool_release) that often
  * while the others race, holding the table's lock: the release's real cudaFree makes "the GPU"
  * catch up (the stand-in completes every event) and frees every cached block, so the table is
@@ -28,6 +33,7 @@
 #define MAX_THREADS 64
 #define SLOTS 4
 #define MAX_FAIL_LINES 10
+#define HANDOVER_BYTES (16 * E2E_MIB) /* above what the race asks for, times GPUPOOL_OVERSIZE */
 
 /* Two sizes of one class each: 4 KiB, 64 KiB, 1 MiB (fence-batched), 2 and 4 MiB (a fence each). */
 static const size_t sizes[] = {
@@ -61,6 +67,9 @@ struct worker {
 	uint64_t rng;
 	struct slot slot[SLOTS];
 	long allocs, reused, cross, early, bad_pattern;
+	void *probe;  /* the hand-over: what its first ask got, when not the block handed over */
+	int handed;   /* the hand-over: got the block the thread before it freed */
+	int at_once;  /* ... already at its first ask (the pool waited for the fence) */
 };
 
 static int by_ptr(const void *a, const void *b)
@@ -156,6 +165,78 @@ static void *run(void *arg)
 	return NULL;
 }
 
+/* The hand-over, in turns: thread 0 frees a block, thread 1 takes it and frees it in turn, and
+ * so on; thread 0 takes the last one. */
+static pthread_mutex_t turn_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t turn_cond = PTHREAD_COND_INITIALIZER;
+static int turn, nturns;
+static void *passed;          /* the block just freed */
+static uint64_t passed_ret_ns; /* when its cudaFree returned: its fence was recorded before */
+
+static void wait_turn(int t)
+{
+	pthread_mutex_lock(&turn_lock);
+	while (turn != t)
+		pthread_cond_wait(&turn_cond, &turn_lock);
+	pthread_mutex_unlock(&turn_lock);
+}
+
+/* Free p for the next thread, and give it the turn. */
+static void pass_on(struct worker *w, void *p)
+{
+	note_free(w, p);
+	e2e_cuda(cudaFree(p), "cudaFree");
+	pthread_mutex_lock(&turn_lock);
+	passed = p;
+	passed_ret_ns = e2e_now_ns();
+	turn++;
+	pthread_cond_broadcast(&turn_cond);
+	pthread_mutex_unlock(&turn_lock);
+}
+
+/* Ask for the block just passed on at once (the pool must not hand it out before its fence can
+ * have completed: note_alloc counts that as early), then, if that ask got another block, once
+ * the fence has completed: now it must come back. Returns the block taken. */
+static void *take(struct worker *w)
+{
+	uint64_t ready_ns = passed_ret_ns + latency_ns + 1000000u; /* 1 ms to spare */
+	void *p = NULL;
+
+	e2e_cuda(cudaMalloc(&p, HANDOVER_BYTES), "cudaMalloc");
+	note_alloc(w, p, HANDOVER_BYTES, e2e_now_ns());
+	if (p == passed) {
+		w->at_once = 1;
+	} else {
+		w->probe = p; /* kept to the end: freed now, it could come back instead */
+		while (e2e_now_ns() < ready_ns)
+			e2e_sleep_ms(1);
+		e2e_cuda(cudaMalloc(&p, HANDOVER_BYTES), "cudaMalloc");
+		note_alloc(w, p, HANDOVER_BYTES, e2e_now_ns());
+	}
+	w->handed = p == passed;
+	return p;
+}
+
+static void *hand_over(void *arg)
+{
+	struct worker *w = arg;
+	void *p = NULL;
+
+	e2e_cuda(cudaSetDevice(0), "cudaSetDevice");
+	if (w->id == 0) {
+		e2e_cuda(cudaMalloc(&p, HANDOVER_BYTES), "cudaMalloc");
+		note_alloc(w, p, HANDOVER_BYTES, e2e_now_ns());
+		pass_on(w, p);
+	}
+	wait_turn(w->id == 0 ? nturns : w->id);
+	p = take(w);
+	if (w->id == 0)
+		e2e_cuda(cudaFree(p), "cudaFree");
+	else
+		pass_on(w, p);
+	return NULL;
+}
+
 static void drop(void *node)
 {
 	free(node);
@@ -195,7 +276,8 @@ int main(void)
 	pthread_t rel_tid;
 	int nthreads = nt != NULL ? atoi(nt) : 8, duration_ms = ms != NULL ? atoi(ms) : 300;
 	static struct worker ws[MAX_THREADS];
-	long allocs = 0, reused = 0, cross = 0, early = 0, bad = 0;
+	long allocs = 0, reused = 0, cross = 0, early = 0, bad = 0, race_reused, race_cross;
+	int handed = 0, at_once = 0;
 	cudaStream_t first;
 
 	e2e_start("e2e_race_threads");
@@ -204,6 +286,7 @@ int main(void)
 	if (nthreads < 2 || nthreads > MAX_THREADS || duration_ms <= 0)
 		e2e_fail("RACE_THREADS must be 2..%d and RACE_MS positive", MAX_THREADS);
 	latency_ns = (uint64_t)atoi(lat) * 1000u;
+	duration_ms = e2e_scaled_ms(duration_ms);
 	e2e_cuda(cudaGetDeviceCount(&ndevices), "cudaGetDeviceCount");
 	/* A stream before any allocation: every reuse is fenced from the first. */
 	e2e_cuda(cudaStreamCreate(&first), "cudaStreamCreate");
@@ -230,16 +313,38 @@ int main(void)
 		e2e_note("%ld releases while the threads raced (one every %d ms): %.1f MiB given back",
 			 rel.releases, rel.every_ms, (double)rel.bytes / (double)E2E_MIB);
 	}
-	e2e_cuda(cudaStreamDestroy(first), "cudaStreamDestroy");
-	tdestroy(table, drop);
 	e2e_note("%d threads, %d device(s), %d ms, fences complete %s us after their record: %ld "
 		 "cudaMalloc, %ld of them a freed block's address (%ld freed by another thread)",
 		 nthreads, ndevices, duration_ms, lat, allocs, reused, cross);
+	race_reused = reused;
+	race_cross = cross;
+	/* The hand-over, the releases over: nothing but the turns decides who gets which block. */
+	nturns = nthreads;
+	for (int i = 0; i < nthreads; i++) {
+		ws[i].reused = ws[i].cross = ws[i].early = 0;
+		if (pthread_create(&ws[i].tid, NULL, hand_over, &ws[i]) != 0)
+			e2e_fail("pthread_create failed");
+	}
+	for (int i = 0; i < nthreads; i++) {
+		pthread_join(ws[i].tid, NULL);
+		reused += ws[i].reused;
+		cross += ws[i].cross;
+		early += ws[i].early;
+		handed += ws[i].handed;
+		at_once += ws[i].at_once;
+		if (ws[i].probe != NULL)
+			e2e_cuda(cudaFree(ws[i].probe), "cudaFree");
+	}
+	e2e_cuda(cudaStreamDestroy(first), "cudaStreamDestroy");
+	tdestroy(table, drop);
 	e2e_check(early == 0, "no block handed out before a fence recorded after its free can have "
 		  "completed (%ld early of %ld reuses)", early, reused);
 	e2e_check(bad == 0, "every block kept its owner's pattern until its free (%ld broken)", bad);
-	e2e_check(reused > 0 && cross > 0, "the check is not vacuous: %ld reuses, %ld across threads",
-		  reused, cross);
+	e2e_check(handed == nthreads && reused > race_reused && cross > race_cross,
+		  "the check is not vacuous: in the hand-over each of the %d threads got the block "
+		  "another had just freed (%d did, %d at their first ask, the pool waiting for the "
+		  "fence): %ld reuses, %ld across threads, the race's %ld and %ld included", nthreads,
+		  handed, at_once, reused, cross, race_reused, race_cross);
 	if (rel.every_ms > 0)
 		e2e_check(rel.releases > 0 && rel.failed == 0 && rel.bytes > 0, "releases during the "
 			  "race gave memory back: %ld releases, %ld failed, %llu bytes", rel.releases,

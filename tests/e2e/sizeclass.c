@@ -51,15 +51,15 @@ static void check_pair(size_t first, size_t second, int must_not_reuse)
 		if (must_not_reuse)
 			e2e_fail("a cached %zu B block (real %llu B) was reused for %zu B", first,
 				 (unsigned long long)size_a, second);
-		e2e_check(1, "%zu B freed (block %llu B), %zu B then served from the cache (block %llu B)",
-			  first, (unsigned long long)size_a, second, (unsigned long long)size_b);
+		e2e_note("%zu B freed (block %llu B), %zu B then served from the cache (block %llu B)",
+			 first, (unsigned long long)size_a, second, (unsigned long long)size_b);
 	} else {
 		if (size_b == size_a)
 			e2e_fail("%zu B needed a new real cudaMalloc of %llu B although a freed %zu B block "
 				 "of that same class (%llu B) was cached", second,
 				 (unsigned long long)size_b, first, (unsigned long long)size_a);
-		e2e_check(1, "%zu B freed (block %llu B), %zu B got a new block of another class (%llu B)",
-			  first, (unsigned long long)size_a, second, (unsigned long long)size_b);
+		e2e_note("%zu B freed (block %llu B), %zu B got a new block of another class (%llu B)",
+			 first, (unsigned long long)size_a, second, (unsigned long long)size_b);
 	}
 	/* b stays live, so later pairs see only the blocks they freed themselves (a is the only
 	 * cached block of its class unless it was reused). */
@@ -110,7 +110,8 @@ int main(void)
 		check_bound(p, bytes, "random");
 		e2e_cuda(cudaFree(p), "cudaFree(random size)");
 	}
-	e2e_check(1, "300 random sizes from 1 B to 64 MiB: every block is within 12.5%% of the driver's charge");
+	e2e_note("300 random sizes from 1 B to 64 MiB: every block is within 12.5%% of the driver's "
+		 "charge (each checked)");
 	printf("PASS e2e_sizeclass\n");
 	return 0;
 }

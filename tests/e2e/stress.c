@@ -273,20 +273,22 @@ static int runtime_holds(void *arg)
 	return 1;
 }
 
-static void expect_held(const struct want *w, const char *what)
+/* A release signal, then whether the runtime comes to hold exactly `w` (within 15 s, scaled);
+ * if not, what it holds, per device, on stderr. */
+static int held_after_release(const struct want *w)
 {
 	struct standin_counters c;
 
 	kill(getpid(), SIGUSR1);
 	if (e2e_poll(runtime_holds, (void *)w, 15000))
-		return;
+		return 1;
 	for (int d = 0; d < DEVICES; d++) {
 		standin_get(d, &c);
 		fprintf(stderr, "device %d: runtime holds %llu allocations / %llu B, want %llu / %llu\n", d,
 			(unsigned long long)c.live_allocs, (unsigned long long)c.live_bytes,
 			(unsigned long long)w->allocs[d], (unsigned long long)w->bytes[d]);
 	}
-	e2e_fail("15 s after a release signal the runtime does not hold exactly %s", what);
+	return 0;
 }
 
 int main(void)
@@ -333,9 +335,10 @@ int main(void)
 	secs = (double)(e2e_now_ms() - t0) / 1000.0;
 	idle_during = count_log("idle");
 	c = e2e_counters();
-	e2e_check(1, "%d threads x %ld random ops (%llu allocations) on %d devices with %lu SIGUSR1 and "
-		  "the cap, idle and pressure policies: no owner pattern broken, %.1f s", threads, ops,
-		  (unsigned long long)allocs, DEVICES, atomic_load(&signals_sent), secs);
+	e2e_note("%d threads x %ld random ops (%llu allocations) on %d devices with %lu SIGUSR1 and "
+		 "the cap, idle and pressure policies: no owner pattern broken (each checked at its "
+		 "free), %.1f s", threads, ops, (unsigned long long)allocs, DEVICES,
+		 atomic_load(&signals_sent), secs);
 
 	memset(&want, 0, sizeof(want));
 	for (i = 0; i < threads; i++) {
@@ -353,9 +356,8 @@ int main(void)
 			live++;
 		}
 	}
-	expect_held(&want, "the live blocks");
-	e2e_check(1, "after a release the runtime holds exactly the %llu live blocks, on each device",
-		  (unsigned long long)live);
+	e2e_check(held_after_release(&want), "after a release the runtime holds exactly the %llu live "
+		  "blocks, on each device", (unsigned long long)live);
 	if (idle_during == 0)
 		idle_pause();
 	for (i = 0; i < threads; i++)
@@ -363,7 +365,8 @@ int main(void)
 			if (w[i].slot[k].ptr != NULL)
 				e2e_cuda(cudaFree(w[i].slot[k].ptr), "cudaFree");
 	memset(&want, 0, sizeof(want));
-	expect_held(&want, "nothing");
+	e2e_check(held_after_release(&want), "after freeing them and a release the runtime holds "
+		  "nothing, on each device");
 	standin_get(-1, &c);
 	e2e_check(c.mallocs == c.frees && c.bad_frees == 0,
 		  "after freeing them and a release the runtime holds nothing: %llu real allocations, "

@@ -127,7 +127,7 @@ int main(int argc, char **argv)
 		e2e_fail("mkdtemp failed");
 	snprintf(env_file, sizeof(env_file), "GPUPOOL_STATS_FILE=%s/stats-%%p.json", dir);
 	run(args, env, &ch);
-	e2e_check(1, "the child saw its live view while it ran");
+	e2e_note("the child saw its live view while it ran (its check: it exited 0)");
 	check_summary(&ch);
 	pid = find_stats(dir, file, sizeof(file));
 	json = slurp(file);

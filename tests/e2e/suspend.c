@@ -200,15 +200,23 @@ static void say(struct child *c, const char *cmd)
 		e2e_fail("cannot write to child %ld", (long)c->pid);
 }
 
+/* Whether the child's next line, within timeout_ms (scaled: a wait for what must come), is
+ * `want`; the line in got ("(nothing)" if none came). */
+static int says(struct child *c, const char *want, int timeout_ms, char *got, size_t len)
+{
+	if (!hear(c, got, len, e2e_scaled_ms(timeout_ms))) {
+		snprintf(got, len, "(nothing within %d ms)", e2e_scaled_ms(timeout_ms));
+		return 0;
+	}
+	return strcmp(got, want) == 0;
+}
+
 static void expect_line(struct child *c, const char *want, int timeout_ms)
 {
 	char got[128];
 
-	if (!hear(c, got, sizeof(got), timeout_ms))
-		e2e_fail("child %ld said nothing within %d ms (wanted \"%s\")", (long)c->pid, timeout_ms,
-			 want);
-	if (strcmp(got, want) != 0)
-		e2e_fail("child %ld said \"%s\", not \"%s\"", (long)c->pid, got, want);
+	if (!says(c, want, timeout_ms, got, sizeof(got)))
+		e2e_fail("child %ld said %s, not \"%s\"", (long)c->pid, got, want);
 }
 
 /* Run the gpupool command (NULL-terminated arguments) with the stand-in driver `libdir` on the
@@ -284,8 +292,8 @@ static void gpupool_process(void)
 	e2e_check(with >= (long long)(BLOCKS * BLOCK_BYTES * 9 / 10),
 		  "the live blocks were parked in host memory (%lld bytes)", with);
 	say(&a, "raw\n");
-	expect_line(&a, "damaged", 5000);
-	e2e_check(1, "while suspended, its device bytes are gone (the stand-in poisons them)");
+	e2e_check(says(&a, "damaged", 5000, line, sizeof(line)), "while suspended, its device bytes "
+		  "are gone (the stand-in poisons them): the child read them and said \"%s\"", line);
 	say(&a, "check\n");
 	e2e_check(!hear(&a, line, sizeof(line), 300), "while suspended, its CUDA calls wait");
 	expect_cli(run_cli("stats", pid, NULL), 0, "SUSPENDED since", "stats shows it suspended");
@@ -301,8 +309,9 @@ static void gpupool_process(void)
 		   "a release of a suspended process says so at once, and how to resume it");
 
 	expect_cli(run_cli("resume", pid, NULL), 0, "resumed", "resume");
-	expect_line(&a, "intact", 5000); /* the check that waited: its memory bitwise as before */
-	e2e_check(1, "after resume the waiting call returned, every block bitwise intact");
+	/* the check that waited: its memory bitwise as before */
+	e2e_check(says(&a, "intact", 5000, line, sizeof(line)), "after resume the waiting call "
+		  "returned, every block bitwise intact: the child said \"%s\"", line);
 	expect_cli(run_cli("stats", pid, "--json", NULL), 0, "\"suspended_since_ns\":null",
 		   "stats after resume: running");
 	expect_cli(run_cli("resume", pid, NULL), 7, "is not suspended", "a second resume");
@@ -378,7 +387,7 @@ static void plain_process(void)
 static void half_done(void)
 {
 	struct child c = spawn(1, "STANDIN_CHECKPOINT_RESTORE_FAILS=1");
-	char pid[16], path[4096];
+	char pid[16], path[4096], line[64];
 	CUresult (*lock)(int, CUcheckpointLockArgs *);
 	CUresult (*init)(unsigned);
 	void *lib, *sym;
@@ -392,8 +401,8 @@ static void half_done(void)
 	expect_cli(run_cli("stats", pid, NULL), 0, "SUSPENDED since", "and the process stays suspended");
 	expect_cli(run_cli("resume", pid, NULL), 0, "resumed", "a second resume");
 	say(&c, "check\n");
-	expect_line(&c, "intact", 5000);
-	e2e_check(1, "after the failed restore and the second resume, every block is intact");
+	e2e_check(says(&c, "intact", 5000, line, sizeof(line)), "after the failed restore and the "
+		  "second resume, every block is intact: the child said \"%s\"", line);
 
 	snprintf(path, sizeof(path), "%s/libcuda.so.1", standin_dir);
 	lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -436,7 +445,7 @@ static void too_big(void)
 	snprintf(pid, sizeof(pid), "%ld", (long)c.pid);
 	expect_line(&c, "ready", 10000);
 	say(&c, bytes);
-	if (!hear(&c, line, sizeof(line), 10000) || strcmp(line, "done") != 0) {
+	if (!says(&c, "done", 10000, line, sizeof(line))) {
 		e2e_note("the stand-in could not reserve twice the host's memory (%s): the host-memory "
 			 "check is not tried", line);
 	} else {

@@ -133,7 +133,7 @@ int main(int argc, char **argv)
 	       "cudaMalloc+cudaFree; tracing adds %.1f ns (%.0f%%)\n", pairs, threads, work, reps,
 	       off[reps / 2], on[reps / 2], on[reps / 2] - off[reps / 2],
 	       100.0 * (on[reps / 2] - off[reps / 2]) / off[reps / 2]);
-	e2e_check(1, "every traced child wrote one row per call");
+	e2e_note("every traced child wrote one row per call (each checked)");
 	printf("PASS e2e_tracebench\n");
 	return 0;
 }

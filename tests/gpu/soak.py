@@ -26,8 +26,8 @@ kernels loaded on first use, the runtime's own allocations). Flat memory is judg
 the settled readings (the floors where the gpupool CLI is missing): the median of the last third
 of the windows may exceed that of the first third (after the first window: warm-up) by at most
 --flat-slack-mib.
-Exit: 0 when no error, 1 otherwise, 77 (skipped) when torch, a GPU or the shim is missing, or the
-shim is not in takeover mode. --self-check tests the flat-memory judgment on made-up readings, without torch (CI).
+Exit: 0 when no error, 1 otherwise: also when torch, a GPU or the shim is missing, or the shim is
+not in takeover mode (a soak that could not run is a failed soak, never a skipped one). --self-check tests the flat-memory judgment on made-up readings, without torch (CI).
 """
 import argparse
 import os
@@ -39,7 +39,6 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-SKIP = 77
 MIB = 1 << 20
 
 
@@ -183,18 +182,18 @@ def main(argv):
     try:
         import torch
     except ImportError:
-        say("SKIP", "torch is not installed")
-        return SKIP
+        say("FAIL", "torch is not installed: the soak cannot run")
+        return 1
     from gpucommon import runtime_meminfo, shim_loaded
     if not torch.cuda.is_available():
-        say("SKIP", "no GPU")
-        return SKIP
+        say("FAIL", "no GPU: the soak cannot run")
+        return 1
     if not shim_loaded():
-        say("SKIP", "libgpupool.so is not preloaded")
-        return SKIP
+        say("FAIL", "libgpupool.so is not preloaded: run with LD_PRELOAD=.../libgpupool.so")
+        return 1
     if os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") != "1":
-        say("SKIP", "not in takeover mode: run with GPUPOOL_TORCH=takeover")
-        return SKIP
+        say("FAIL", "not in takeover mode: run with GPUPOOL_TORCH=takeover")
+        return 1
     runtime_free = runtime_meminfo()
     total = torch.cuda.get_device_properties(0).total_memory
 
