@@ -3,11 +3,11 @@
 # computed here, and hands the same factor to the test as GPUPOOL_TEST_TIME_SCALE, so that the
 # programs' own waits for something to happen (tests/e2e/e2e.h: e2e_time_scale) stretch with it.
 # Never a shorter limit than the one written: a slow build or a busy machine must not fail a test
-# for being slow, and a test's own claims about time are written against its measured durations.
+# for being slow, and a test's own claims about time hold for a plain build on an idle machine.
 #
 #   GP_TEST_TIME_SCALE = the build's factor x the machine's factor
-#     the build: 1 plain, 3 with ASan+UBSan, 6 with TSan (the slowest e2e and unit tests measured
-#                on a busy 2-core machine: docs/RELIABILITY.md, "CI time")
+#     the build: 1 plain, 3 with ASan+UBSan, 6 with TSan (how much longer each sanitizer makes
+#                the slowest e2e and unit tests: docs/RELIABILITY.md, "CI time")
 #     valgrind_* tests (label valgrind): 10 instead of the build's factor
 #     the machine: the environment's GPUPOOL_TEST_TIME_SCALE at configure time (a positive whole
 #                  number, default 1), for a machine slower or busier than that one

@@ -14,8 +14,8 @@
 /* The unit the pool's layout keeps threads apart by: block records, lists, counters, map
  * shards and the fence fields each start on a boundary of it and fill whole units. 128 bytes,
  * not the 64 of a cache line: Intel's spatial prefetcher fetches lines in aligned pairs, so two
- * threads writing the two lines of a pair slow each other as if they shared one (measured with
- * several threads, docs/BENCHMARKS.md). -DGP_LINE=64 for the old layout. */
+ * threads writing the two lines of a pair slow each other as if they shared one. -DGP_LINE=64
+ * packs by cache line, to compare the two layouts. */
 #ifndef GP_LINE
 #define GP_LINE 128
 #endif

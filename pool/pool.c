@@ -112,8 +112,8 @@ void gp_pool_destroy(struct gp_pool *p)
  * device's peak is the sum of the stripes' peaks, at most the reserved peak: exact while one
  * thread allocates, an upper bound when several do. The stripe's owner, which does nearly all
  * of its counting (its allocations, and the frees of what it allocated), adds without a locked
- * instruction; any other thread adds atomically to `remote`. A locked add is a sizeable part of
- * a hit's cost (docs/BENCHMARKS.md). */
+ * instruction; any other thread adds atomically to `remote`. A hit does little else, so a
+ * locked add on every one would be a sizeable part of its cost. */
 static inline __attribute__((always_inline)) void account_live(struct gp_dev *d, unsigned stripe,
 							 int64_t bytes)
 {

@@ -122,7 +122,7 @@ struct gp_pool_config {
 	/* A miss whose size class holds only blocks still fenced, at least 2 and 64 MiB of them,
 	 * polls their fences for up to this long before a real allocation (0: one poll, and no
 	 * reuse_poll_ns either). Not waiting grows the pool by every block freed while the GPU
-	 * lags behind (docs/BENCHMARKS.md). */
+	 * lags behind. */
 	uint64_t reuse_wait_ns;
 	/* The same for a class with fewer fenced blocks (and not batching, below), for up to this
 	 * long (at most reuse_wait_ns; 0: one poll). On an idle GPU a fence completes within
@@ -150,7 +150,7 @@ struct gp_pool_config {
 	uint64_t fence_batch_bytes;
 	/* A miss above 1 MiB that needs the fences driven while another thread drives them waits up
 	 * to this long for that thread, then drives them itself, before a real allocation (0: 20 us).
-	 * A drive takes a microsecond or two; the real allocation tens, and the memory stays. (At or
+	 * A drive costs far less than a real allocation, whose memory stays besides. (At or
 	 * below 1 MiB a new block costs little memory, and threads would take turns at the fences.) */
 	uint64_t drive_wait_ns;
 	/* Misses of a class of at least this many bytes (0: none; needs backend remap) use idle

@@ -52,8 +52,7 @@ static inline uint32_t next_live(uint32_t word)
 
 /* One record per block, 64 bytes, each alone in a GP_LINE unit (carved from GP_LINE-aligned
  * slabs, never freed while the pool lives: new_block): threads using neighbouring records never
- * write to one line, nor to the two lines the prefetcher fetches together (records sharing a
- * line, or on neighbouring lines, slowed threads using neighbouring records: docs/BENCHMARKS.md). */
+ * write to one line, nor to the two lines the prefetcher fetches together (lock.h, GP_LINE). */
 #define GP_BLOCK_ALIGN __attribute__((aligned(GP_LINE)))
 
 struct gp_block {
@@ -92,9 +91,9 @@ static inline void set_list(struct gp_block *b, unsigned list)
 /* Each size class has GP_STRIPES lists; threads get stripes round-robin (pool.c), so up to
  * GP_STRIPES threads allocating the same size never share a lock. A block goes back to the list
  * it came from. Counters are atomics so stats can read them without the lock; writers hold the
- * list lock. 16: a stripe for each thread of a 16-core machine (fewer stripes put two threads on
- * one lock, more gained nothing: docs/BENCHMARKS.md). Set at build time:
- * cmake -DGPUPOOL_STRIPES=N. */
+ * list lock. 16: a stripe for each thread of a 16-core machine (fewer stripes put two such
+ * threads on one lock; more only add lists, which cost memory and which every release walks
+ * once). Set at build time: cmake -DGPUPOOL_STRIPES=N. */
 #ifndef GP_STRIPES
 #define GP_STRIPES 16
 #endif
@@ -492,7 +491,7 @@ lock_reusable_head(struct gp_pool *p, struct gp_list *c, int *fenced)
 
 /* Pop the oldest cached block of a list if it may be reused, handed out to a request of
  * `bytes`. *waiting: one is cached there but still fenced. Always inline: the hit path (LTO
- * otherwise leaves it out of line, 14 instructions a pair more). */
+ * otherwise leaves it out of line, a call on every hit). */
 static inline __attribute__((always_inline)) struct gp_block *
 take_cached(struct gp_pool *p, struct gp_list *c, size_t bytes, int *waiting)
 {

@@ -138,10 +138,10 @@ static void release_all(struct gp_pool *p, struct gp_dev *d, struct gp_release_r
 }
 
 /* Down to `target` cached bytes, oldest freed first. One pass over every list finds those with
- * cached blocks; each block given back then costs a look at those lists only (a few dozen,
+ * cached blocks; each block given back then costs a look at those lists only (usually few,
  * against 273 classes x GP_STRIPES), and the cached total is reserved minus live (per stripe),
- * not a sum over every list: a release to a cap used to cost two passes over all lists per
- * block. */
+ * not a sum over every list: a release gives back many blocks, and a walk of every list per
+ * block would make its cost the blocks times all the lists. */
 static void release_dev(struct gp_pool *p, struct gp_dev *d, uint64_t target,
 			struct gp_release_result *r)
 {

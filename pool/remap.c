@@ -157,9 +157,9 @@ int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 	if (max > REMAP_MAX_PIECES)
 		max = REMAP_MAX_PIECES;
 	gp_pool_advance_asking(p); /* recent frees' fences polled: more blocks may be settled */
-	/* Blocks still fenced are not waited for: with the GPU 2 ms behind (the stand-in's
-	 * STANDIN_EVENT_LATENCY_US, the recorded PyTorch trace) such a wait lowered no peak and made
-	 * the warm replay 1.6x slower. */
+	/* Blocks still fenced are not waited for: freed a moment ago, their size is likely to be
+	 * asked for again (as with remap_age_ns), so moving them would only pass the need for new
+	 * memory on to that size's next miss, and the wait would cost this miss the GPU's lag. */
 	n = gather(p, d, cls, s0, want, max, blk, take, &have, &partial);
 	if (have < want && partial == n && n < max && (blk[n] = take_donor(p, d, want - have, s0))) {
 		take[n] = blk[n]->bytes < want - have ? blk[n]->bytes : want - have;

@@ -55,8 +55,7 @@ static size_t gather(struct gp_pool *p, struct gp_dev *d, unsigned lo, unsigned 
 
 /* Small blocks below this are neither given back nor make room for themselves: they cost little
  * memory (the driver packs them), and scalars and little buffers of many sizes that a loop
- * allocates in turn would trade their blocks back and forth, each trade a real allocation
- * (on the Llama client's trace: 180,000 of them). */
+ * allocates in turn would trade their blocks back and forth, each trade a real allocation. */
 #define TRIM_SMALL_MIN ((size_t)64 << 10)
 
 /* The first class above SMALL_CLASS_MAX_BYTES. */

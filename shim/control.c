@@ -46,7 +46,7 @@ static void on_signal(int sig)
 /* The semaphore the handler posts, made ready when the control thread starts: until then the
  * handler only notes the signal (the thread looks at the note when it starts). Not at load
  * time: the first calls of sem_init and sem_post touch pages of libc that a process which never
- * uses CUDA would not touch (docs/BENCHMARKS.md). */
+ * uses CUDA would not touch. */
 static int wake_setup(void)
 {
 	if (atomic_load(&gp_shim_early.control.sem_ready))

@@ -86,7 +86,7 @@ static void on_exit_handler(void)
 
 /* Whether any GPUPOOL_ variable is set, read from environ without calling libc: the first
  * getenv() of a process touches a page of libc that /bin/true never does, a cost every preloaded
- * process would pay (docs/BENCHMARKS.md). */
+ * process would pay. */
 static int any_gpupool_variable(void)
 {
 	static const char prefix[] = "GPUPOOL_";
@@ -104,7 +104,7 @@ static int any_gpupool_variable(void)
 }
 
 /* Only what cannot wait for the first CUDA call, touching few pages: every process pays for
- * this, CUDA or not (docs/BENCHMARKS.md). The rest of the options are read by init_locked. */
+ * this, CUDA or not. The rest of the options are read by init_locked. */
 __attribute__((constructor)) static void gp_shim_load(void)
 {
 	static const char *const now[] = { "GPUPOOL_DISABLE", "GPUPOOL_SIGNAL", "GPUPOOL_TORCH" };
@@ -359,8 +359,8 @@ cudaError_t gp_shim_malloc_on(int dev, void **ptr, size_t size)
 }
 
 /* 1: held for a capture, 0: the pool took it back, GP_ENOTOWNED: not the pool's, GP_EINVAL: a
- * double free (the pool is unchanged). flatten: the pool's free is inlined here (about 35
- * instructions less per pair on the hit path, by callgrind). */
+ * double free (the pool is unchanged). flatten: the pool's free is inlined here, so that the free
+ * of a hit is one function with no call into the pool: this is the hit path. */
 __attribute__((flatten)) static int pool_free(void *ptr)
 {
 	uint64_t traced = gp_trace_free_begin(); /* stamped before another thread can get it */

@@ -261,8 +261,7 @@ struct gp_shim_trace {
 	size_t batch_cap, held; /* records; batch[0, held): held back by the last flush */
 	size_t *runs, runs_cap, nruns; /* start of each run; runs[nruns] = the end */
 	/* Formatted rows (OUT_BYTES), allocated when tracing starts: as an array in here its
-	 * 1 MiB would cost every process the library is preloaded into (docs/BENCHMARKS.md,
-	 * /bin/true). */
+	 * 1 MiB would cost every process the library is preloaded into, tracing or not. */
 	char *out;
 	size_t out_n; /* bytes */
 	time_t shown_sec;   /* the second whose local time is in shown_hms; -1: none yet */

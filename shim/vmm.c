@@ -155,8 +155,8 @@ int gp_vmm_wanted(int device, size_t bytes)
 	if (bytes <= GP_VMM_MIN_BYTES || bytes % GRANULE != 0 || device < 0 ||
 	    device >= GP_MAX_DEVICES || !atomic_load_explicit(&V.on, memory_order_relaxed))
 		return 0;
-	/* auto: asked at every VMM block until it says yes (a miss that makes one pays driver
-	 * calls of hundreds of microseconds; the look costs one). */
+	/* auto: asked at every VMM block until it says yes (a miss that makes one pays for
+	 * several driver calls; the look adds one dlopen). */
 	if (gp_shim.life.opts.vmm == GP_VMM_AUTO && torch_caching()) {
 		if (atomic_exchange(&V.on, 0))
 			gp_log(GP_LOG_INFO, "GPUPOOL_VMM=auto: PyTorch keeps its own cache here and may "

@@ -24,8 +24,9 @@ void gp_vmm_init(int mode);
 int gp_vmm_wanted(int device, size_t bytes);
 
 /* New memory comes in at most this many handles of a multiple of 2 MiB each: a block can give a
- * part of itself to another (gp_vmm_remap) in such pieces. More pieces cost a driver call each
- * (about 30 us on the H200, docs/BENCHMARKS.md). */
+ * part of itself to another (gp_vmm_remap) in such pieces. Smaller pieces would fit such parts
+ * more closely, but every piece costs driver calls of its own (create, map, unmap, release) on
+ * the miss that makes or moves it. */
 #ifndef GP_VMM_PIECES
 #define GP_VMM_PIECES 16u
 #endif

@@ -128,9 +128,9 @@ void *gp_real_dlsym(void *handle, const char *name)
 	return fn != NULL ? fn(handle, name) : NULL;
 }
 
-/* This library's address range (gp_shim.door.self_lo, self_hi), found once: a driver lookup
- * asks whether a function is ours hundreds of times at start-up, and dladdr walks every loaded
- * object each time. */
+/* This library's address range (gp_shim.door.self_lo, self_hi), found once: the driver door
+ * asks whether a function is ours for every driver function looked up at start-up, and dladdr
+ * walks every loaded object each time. */
 static int own_range(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	uintptr_t hi = 0;

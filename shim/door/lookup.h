@@ -60,7 +60,7 @@ int gp_real_resolve(void);
 /* After a dlsym or dlopen of ours that failed: drop the error it left (glibc keeps a small
  * per-thread record until dlerror() has returned it and is called again). Else the program's
  * next dlerror() reports our lookup, and a thread of ours that exits leaves the record behind
- * (LeakSanitizer caught it once in e2e_plot_trace: 24 bytes from _dlerror_run). */
+ * (a leak to LeakSanitizer, allocated in _dlerror_run). */
 void gp_dl_forget_error(void);
 
 /* ---- the dlsym behind ours, and ourselves ---- */

@@ -71,7 +71,7 @@ int main(void)
 	/* The release asked for during the capture happens now. The two blocks freed during the
 	 * capture belong to the graph until it is destroyed (shim/graphs.c): they stay. (The graph
 	 * is destroyed only after this: destroyed at once, whether the release saw its blocks
-	 * depended on timing, and under TSan it once did not.) */
+	 * would depend on timing.) */
 	held = standin_charge(standin_size(hit)) + standin_charge(standin_size(miss));
 	ok = e2e_wait_live(N / 2 + 2, N / 2 * per_block + held, 5000);
 	c = e2e_counters();

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # check_hitpath_instructions.sh — scripts/hitpath-instructions runs end to end on this build:
 # every loop of the table gets a figure, a number of instructions a pair between 100 and 5000
-# (a hit is about 460 on the stand-in; a figure outside means a broken run or parse, not a slow
-# pool). One of the valgrind tests (registered with GPUPOOL_VALGRIND, never in a sanitizer
-# build, whose programs valgrind cannot run): without valgrind it fails.
+# (loose bounds around what a pair costs on the stand-in: a figure outside means a broken run or
+# parse, not a slow pool). One of the valgrind tests (registered with GPUPOOL_VALGRIND, never in
+# a sanitizer build, whose programs valgrind cannot run): without valgrind it fails.
 # Usage: check_hitpath_instructions.sh <build dir> <library>
 set -u
 build=${1:?usage: check_hitpath_instructions.sh <build dir> <library>}

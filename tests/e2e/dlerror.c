@@ -1,9 +1,9 @@
 /* dlerror.c — proves that the shim's own symbol lookups leave no error for the program: after the
  * first CUDA call (the shim looks up the real runtime, trying libcudart.so.12 where .13 is
  * loaded) the program's dlerror() is NULL, and a lookup of the program's own still reports its
- * own failure. Before the fix, dlerror() returned "libcudart.so.12: cannot open shared object
- * file", and each thread of ours whose last lookup failed kept glibc's record of it (24 bytes
- * that LeakSanitizer reported once when the control thread exited). */
+ * own failure. Otherwise dlerror() would return "libcudart.so.12: cannot open shared object
+ * file", and each thread of ours whose last lookup failed would keep glibc's record of it (a
+ * leak for LeakSanitizer when the control thread exits). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>

@@ -8,8 +8,8 @@
  * the driver's own. Run natively
  * with --expect-native, every pair must reach the driver: that run proves the first counted
  * interposition; with --either, whichever it was handed decides what is checked.
- * E2E_CYCLES changes the 1000 (ctest: 100 under the sanitizers, where 1,000 real 1 MiB
- * allocations of a native run took 20-60 s).
+ * E2E_CYCLES changes the 1000 (ctest: 100 under the sanitizers, whose shadow memory makes
+ * each real 1 MiB allocation of a native run slow).
  * Usage: e2e_drvstatic <path of the stand-in libcuda.so.1> [--expect-native | --either] */
 #define _GNU_SOURCE
 #include <cuda.h>

@@ -84,7 +84,7 @@ int main(void)
 	cudaGetLastError();
 	e2e_cuda(cudaStreamEndCapture(s, &g), "cudaStreamEndCapture");
 	/* After the capture a second free is a double free too: the block has one owner, the graph
-	 * (it used to be handed out again, and the graph's end then freed the new owner's block). */
+	 * (handed out again, it would be freed by the graph's end under its new owner). */
 	rc = cudaFree(during);
 	e2e_check(rc == cudaErrorInvalidValue, "a second free after the capture is refused (%s)",
 		  cudaGetErrorName(rc));

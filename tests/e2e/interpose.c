@@ -2,8 +2,8 @@
  * cudaMalloc(1 MiB) + cudaFree reach the runtime as exactly one real cudaMalloc and no cudaFree,
  * and a block keeps its data until it is freed. Run natively with --expect-native, the same loop
  * must reach the runtime 1000 times: that run proves the first one counted interposition.
- * E2E_CYCLES changes the 1000 (ctest: 100 under the sanitizers, whose shadow of 1,000 real 1 MiB
- * allocations took the native run 20-60 s). */
+ * E2E_CYCLES changes the 1000 (ctest: 100 under the sanitizers, whose shadow memory makes
+ * each real 1 MiB allocation of the native run slow). */
 #include <stdlib.h>
 #include <string.h>
 

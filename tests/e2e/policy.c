@@ -113,9 +113,9 @@ static void mode_pressure(void)
 
 /* A pressure release that begins while less is cached than the deficit gives back what was
  * cached then, not also what the program frees while it runs (each real cudaFree takes 100 ms
- * here): the device ends at the threshold, not below it. Before the fix, such a release was one
- * to 0 cached, which gives back every block it finds, new ones included (a flake of
- * e2e_policy_pressure under TSan: 32 MiB held where 128 were due). */
+ * here): the device ends at the threshold, not below it. A release to 0 cached instead would
+ * give back every block it finds, new ones included, and leave the device below the
+ * threshold. */
 static void mode_pressure_churn(void)
 {
 	void *small, *p[24];

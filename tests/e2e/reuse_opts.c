@@ -132,9 +132,9 @@ static void mode_threads(int want_bound)
 	cudaStream_t s;
 	uint64_t grown, t0, ms;
 
-	/* Long enough that a pool that only bounded each thread's own list grows past BOUND (with
-	 * fences 5 ms late it reached 904-1058 blocks at 3000 pairs, against 257 for the pool's
-	 * class bound); without the wait 100 pairs suffice. */
+	/* Long enough that a pool that only bounded each thread's own list grows well past BOUND
+	 * (threads taking each other's blocks rob lists below a batch, and those grow again);
+	 * without the wait 100 pairs suffice. */
 	pairs_per_thread = want_bound ? 3000 : 100;
 	e2e_cuda(cudaStreamCreate(&s), "cudaStreamCreate"); /* from here, reuse needs a fence */
 	pthread_barrier_init(&start, NULL, THREADS);

@@ -13,7 +13,7 @@
  * streams are never idle) a fence is recorded and the block waits for it. The shim asks the
  * driver API (cuStreamQuery, cuEventRecord, cuEventQuery) when this thread has a context current,
  * else the runtime, whose calls reach the same driver functions: the stand-in counts what reached
- * the driver, so the counters no longer tell the two paths apart; a new thread's context and the
+ * the driver, so the counters do not tell the two paths apart; a new thread's context and the
  * fences recorded while the program has an error pending still do. */
 #define _GNU_SOURCE
 #include <cuda.h>

@@ -15,7 +15,7 @@
 /* Under AddressSanitizer, "device" memory and its record come from mmap, not malloc. GCC 12's
  * ASan takes no allocator locks around fork: a child forked while another thread is inside
  * ASan's allocator (a quarantine recycle of a large chunk, say) deadlocks in its first large
- * malloc, which is the stand-in's cuMemAlloc (seen in e2e_storm_fork). glibc's malloc is
+ * malloc, which is the stand-in's cuMemAlloc (the forking tests would hang). glibc's malloc is
  * fork-safe, and elsewhere the stand-in keeps it: valgrind then checks device memory too. */
 #if defined(__SANITIZE_ADDRESS__)
 #define STANDIN_MMAP 1
@@ -362,9 +362,8 @@ static int write_all(int fd, const char *buf, size_t len)
 /* Caller holds st.lock. Totals over all devices, one `name=value` a line. Written beside and
  * renamed over the report, so a process that ends in the middle (exit() kills the other threads,
  * whose calls rewrite it) leaves the previous report whole. With write(2), not stdio: exit()
- * flushes and unbuffers every stdio stream, such a thread's too, and with fprintf a report cut
- * after its first line's name was renamed into place (e2e_storm_exit failed in 3 of about 150
- * ctest runs under ASan; none in 150 since). */
+ * flushes and unbuffers every stdio stream, such a thread's too, so with fprintf a report cut
+ * after its first line's name could be renamed into place (and e2e_storm_exit fail). */
 static void write_report(void)
 {
 	struct standin_counters c;

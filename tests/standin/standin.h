@@ -112,16 +112,17 @@
  *       and cudaMemset) that reach into a reservation must lie in one and be all mapped, with
  *       write access for the destination and read for the source, else
  *       CUDA_ERROR_INVALID_VALUE; they may span several mappings. cuMemGetAddressRange_v2
- *       answers the one mapping the pointer lies in (as measured on an H200: not the range
+ *       answers the one mapping the pointer lies in (as the real driver does: not the range
  *       made of several handles); cuPointerGetAttribute(s) answers RANGE_START_ADDR/RANGE_SIZE
- *       with the whole reservation (as measured), MAPPING_BASE_ADDR/MAPPING_SIZE with the
- *       mapping, MEMORY_TYPE device, DEVICE_ORDINAL the handle's device, CONTEXT NULL, MAPPED
- *       1, IS_LEGACY_CUDA_IPC_CAPABLE 0; reserved but unmapped space is unknown to them.
- *       cuMemFree_v2 / cuMemFreeAsync (cudaFree...) of VMM memory fails with
+ *       with the whole reservation (as the real one does), MAPPING_BASE_ADDR/MAPPING_SIZE
+ *       with the mapping, MEMORY_TYPE device, DEVICE_ORDINAL the handle's device, CONTEXT
+ *       NULL, MAPPED 1, IS_LEGACY_CUDA_IPC_CAPABLE 0; reserved but unmapped space is unknown
+ *       to them. cuMemFree_v2 / cuMemFreeAsync (cudaFree...) of VMM memory fails with
  *       CUDA_ERROR_INVALID_VALUE and counts a bad free; cuIpcGetMemHandle of reserved space
- *       fails with CUDA_ERROR_INVALID_VALUE (both as measured). Not modelled: shareable
- *       handles, cuMemRetainAllocationHandle, per-device access for copies, the capture
- *       rules, cudaDeviceReset and checkpoints of VMM memory; a forked child shares the memfds.
+ *       fails with CUDA_ERROR_INVALID_VALUE (both as the real driver does). Not modelled:
+ *       shareable handles, cuMemRetainAllocationHandle, per-device access for copies, the
+ *       capture rules, cudaDeviceReset and checkpoints of VMM memory; a forked child shares
+ *       the memfds.
  * The capture rules (cuThreadExchangeStreamCaptureMode, per thread): during a global-mode
  * capture, allocation, free, event and stream queries and synchronisation from a thread not in
  * relaxed mode fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, touching the legacy stream fails

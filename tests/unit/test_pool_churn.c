@@ -1,8 +1,8 @@
 /* test_pool_churn.c — releases while the program keeps freeing: a release down to a target
  * (cap, pressure) gives back what was over the target when it began and then returns, however
- * many frees land meanwhile; the next crossing of the cap asks again. Found by the stress test
- * (tests/e2e/stress.c), where one cap release ran for a second and gave back 22 GiB while the
- * signal and idle policies waited. A release of everything is bounded the same way. The frees
+ * many frees land meanwhile; the next crossing of the cap asks again. Unbounded, a cap release
+ * in a program that keeps freeing would run as long as the program does, while the signal and
+ * idle policies wait behind it. A release of everything is bounded the same way. The frees
  * "meanwhile" come from a hook that runs inside each backend free of the release, in the
  * releasing thread, with no pool lock held. */
 #include <stdarg.h>
@@ -98,8 +98,8 @@ static void test_release_all_is_one_pass(void **state)
 
 /* Proves: a release of everything gives back what was cached when it began, no more: blocks
  * freed meanwhile into classes it has not reached yet stay cached (each backend free lands one
- * in a new, larger class; before, the release went on to free those too, and each of their
- * frees landed another: 200 here, as long as the program frees). A pressure poll asks for 0
+ * in a new, larger class; a release that freed those too would land another with each of their
+ * frees, and go on as long as the program frees). A pressure poll asks for 0
  * when the shortfall is larger than the cache (e2e_policy_pressure_churn). */
 static void test_release_all_is_bounded(void **state)
 {

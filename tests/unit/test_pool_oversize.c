@@ -162,8 +162,7 @@ static void test_fenced_larger_block_idle_gpu(void **state)
 
 /* Proves: a miss whose own class holds a fenced block drives the fences before it looks at the
  * larger classes: with the GPU found idle it reuses its own block, not the idle larger one, which
- * stays cached (no oversize hit, no real allocation). Before, the idle 6 MiB block was taken and
- * the scan of the larger classes ran before and after the drive. */
+ * stays cached (no oversize hit, no real allocation) for a request of its own size. */
 static void test_own_fenced_block_before_a_larger_one(void **state)
 {
 	struct fx *fx = *state;

@@ -73,7 +73,7 @@ static void test_answer_covers_earlier_frees_only(void **state)
 }
 
 /* Proves: while the GPU stays busy the question is asked less and less often (at most about
- * log2 of the fences, then one in 65), every fence is recorded as before, and once the GPU is
+ * log2 of the fences, then one in 65), every fence is still recorded, and once the GPU is
  * idle again the answer is taken within 65 fences and fences stop. */
 static void test_busy_gpu_backs_off(void **state)
 {
@@ -209,8 +209,8 @@ static int setup_long_drive_wait(void **state)
 }
 
 /* Proves: a miss that needs the fences driven while another thread is driving them waits for
- * that thread (whose drive finds the GPU idle and covers the free) and reuses the block, where
- * it used to make a real allocation at once. */
+ * that thread (whose drive finds the GPU idle and covers the free) and reuses the block, rather
+ * than making a real allocation at once. */
 static void test_miss_waits_for_the_driver(void **state)
 {
 	struct fx *fx = *state;

@@ -363,8 +363,8 @@ static void test_miss_waits_for_fenced_block(void **state)
 
 /* Proves: the wait is bounded: fences that never complete (a busy GPU) cost the miss about
  * reuse_wait_ns, then a real allocation; no fenced block is handed out. And it naps: after its
- * first 50 us it sleeps between polls, so 5 ms cost well under 5000 fence queries (back to back,
- * one per poll, it made tens of thousands). */
+ * first 50 us it sleeps between polls, so 5 ms cost well under 5000 fence queries (polling back
+ * to back would make far more). */
 static void test_miss_wait_is_bounded(void **state)
 {
 	struct fx *fx = *state;
@@ -482,9 +482,9 @@ static void run_two_threads(struct two_threads *t)
 
 /* Proves: a small class worth waiting for (64 MiB of 1 MiB blocks, all fenced, on another
  * thread's list) does not make a thread whose own list is shorter than a fence batch wait: it
- * grows at once (one real allocation, no wait). At 16 threads 64 MiB is 4 blocks a thread and
- * misses waited by the ten thousand. Once its own list holds a batch, its miss waits for the
- * fences as before (to the 20 ms bound here: none completes). */
+ * grows at once (one real allocation, no wait). At 16 threads 64 MiB is 4 blocks a thread, fewer
+ * than a batch: without this rule nearly every miss would wait. Once its own list holds a batch,
+ * its miss waits for the fences (to the 20 ms bound here: none completes). */
 static void test_short_own_list_grows_before_waiting(void **state)
 {
 	struct two_threads t = { .fx = *state, .many = MANY };
@@ -501,8 +501,8 @@ static void test_short_own_list_grows_before_waiting(void **state)
 /* Proves: a short own list grows only while the class holds fewer than a batch a list
  * (GP_STRIPES * 8 blocks): with that many fenced on another thread's list, the miss with its own
  * list empty waits too (to the 20 ms bound) before its one real allocation. Without this bound
- * threads robbed each other's lists below a batch and the class kept growing
- * (e2e_reuse_threads_bound: 904-1058 blocks of 1 MiB at 16 threads, a GPU behind). */
+ * threads rob each other's lists below a batch and the class keeps growing
+ * (e2e_reuse_threads_bound). */
 static void test_short_own_list_waits_at_class_bound(void **state)
 {
 	struct two_threads t = { .fx = *state, .many = GP_STRIPES * BATCH };

@@ -385,7 +385,7 @@ static void test_split_asks_while_backing_off(void **state)
 /* Proves: the rest of a split block goes into its list in free order, not at its head: a 4 MiB
  * block freed at 1 s stays ahead of the 4 MiB rest of a 32 MiB block freed at 5 s, so an idle-age
  * release of what was freed before 3 s gives back the old block and keeps the rest (at the head,
- * the rest stopped that release, which assumes the oldest block heads each list), and the next
+ * the rest would stop that release, which assumes the oldest block heads each list), and the next
  * 4 MiB hit takes the older block. */
 static void test_split_rest_in_free_order(void **state)
 {

@@ -73,8 +73,8 @@ static void expect_all_given_back(struct fx *fx)
 
 /* Proves: a block in use whose address the driver hands out again leaves the figures: one block in
  * use, not two; counted and told once; the new block is the one the map knows (its size, its free
- * caches it); a release gives back only it, once. Before, the map held two entries for the
- * address: the old block stayed in use for ever, the free found the old record. */
+ * caches it); a release gives back only it, once. Were both entries kept for the address, the
+ * old block would stay in use for ever and the free would find the old record. */
 static void test_stale_live(void **state)
 {
 	struct fx *fx = *state;

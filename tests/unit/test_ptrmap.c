@@ -75,10 +75,10 @@ static void test_reference(void **state)
 	gp_ptrmap_fini(&m);
 }
 
-/* Proves: a key inserted again holds one entry: its new value, the old one handed back (the map
- * had kept both, the second behind the first: a lookup found the stale value and a removal left
- * the other behind); a removal by entry takes it only while it holds that value. Many keys share
- * the probe runs, so the key may sit behind others. */
+/* Proves: a key inserted again holds one entry: its new value, the old one handed back (were
+ * both kept, the second behind the first, a lookup would find the stale value and a removal
+ * leave the other behind); a removal by entry takes it only while it holds that value. Many
+ * keys share the probe runs, so the key may sit behind others. */
 static void test_insert_again_replaces(void **state)
 {
 	(void)state;
@@ -220,9 +220,9 @@ static void *reader(void *arg)
 /* Proves: a lock-free lookup that the sequence check accepts is always right, while a writer
  * grows the shard's table (every stable key moves to a new table) and inserts and removes keys
  * in the stable keys' probe runs (backward shifts move them within a table). It fails without
- * the check: readers then see keys mid-move with another key's value, or missing (in about half
- * the runs on a 2-core machine: the windows are a few instructions wide; test_sequence checks
- * the protocol itself deterministically). */
+ * the check: readers then see keys mid-move with another key's value, or missing (not in every
+ * run: the windows are a few instructions wide; test_sequence checks the protocol itself
+ * deterministically). */
 static void test_readers_race_writer(void **state)
 {
 	(void)state;
@@ -230,7 +230,7 @@ static void test_readers_race_writer(void **state)
 	pthread_t t[NREADERS];
 	const char *env = getenv("UNIT_STRESS_OPS");
 #ifdef __SANITIZE_THREAD__
-	unsigned rounds = env ? (unsigned)atoi(env) * 2 : 60000; /* 16-48 s at 300000 under TSan */
+	unsigned rounds = env ? (unsigned)atoi(env) * 2 : 60000; /* TSan slows every round */
 #else
 	unsigned rounds = env ? (unsigned)atoi(env) * 2 : 300000;
 #endif
