@@ -46,9 +46,20 @@ void gp_framework_load_takeover(void)
 	setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 0); /* 0: a value the user set stays */
 }
 
-void gp_framework_check_config(void)
+void gp_framework_check_config(int takeover)
 {
 	const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
+	const char *graphs = getenv("TORCHINDUCTOR_CUDAGRAPHS");
+
+	/* Inductor's CUDA graph trees allocate from PyTorch's caching allocator's own pools, which
+	 * takeover mode turns off: torch.compile's cudagraphs then fail, with or without gpupool.
+	 * The environment is the one place this can be seen before it happens (mode="reduce-overhead"
+	 * in the program's code is not). */
+	if (takeover && graphs != NULL && strcmp(graphs, "1") == 0)
+		gp_log(GP_LOG_ERROR, "GPUPOOL_TORCH=takeover with TORCHINDUCTOR_CUDAGRAPHS=1: "
+				     "torch.compile's CUDA graph trees need PyTorch's caching allocator, "
+				     "which takeover mode turns off (they fail, with or without gpupool); "
+				     "use the default mode for them");
 
 	if (conf == NULL)
 		conf = getenv("PYTORCH_ALLOC_CONF");

@@ -8,8 +8,9 @@
 
 /* At load time, in takeover mode: PYTORCH_NO_CUDA_MEMORY_CACHING=1 unless the user set it. */
 void gp_framework_load_takeover(void);
-/* At first CUDA use: warn about PyTorch set-ups that never call cudaMalloc. */
-void gp_framework_check_config(void);
+/* At first CUDA use: warn about PyTorch set-ups that never call cudaMalloc, and, in takeover
+ * mode, about inductor's CUDA graphs (which need PyTorch's own cache). */
+void gp_framework_check_config(int takeover);
 /* On the control thread, no pool lock held: empty the frameworks' caches. Returns 1 if Python
  * ran the flush, 0 if there is no (live) interpreter. */
 int gp_framework_flush(void);

@@ -199,7 +199,7 @@ static int init_locked(void)
 	atomic_store(&gp_shim.life.pool_made, pool);
 	if (!atomic_load(&gp_shim.life.ordered_from_start))
 		gp_pool_set_ordered(pool, 0);
-	gp_framework_check_config();
+	gp_framework_check_config(o->torch == GP_TORCH_TAKEOVER);
 	gp_policy_init(pool, o);
 	gp_control_configure(o->framework_flush == GP_FLUSH_AUTO);
 	observed = gp_obs_start(pool, o, gp_control_wake);

@@ -1,7 +1,9 @@
 /* log.c — proves the logging contract on stderr, watching a child that releases memory through
  * SIGUSR1: with GPUPOOL_LOG=info the release is reported in lines that all start with
  * "gpupool: "; by default nothing at all is written; with a bad GPUPOOL_SIGNAL value exactly one
- * line names the variable, and the default (SIGUSR1) is used. */
+ * line names the variable, and the default (SIGUSR1) is used; in takeover mode with
+ * TORCHINDUCTOR_CUDAGRAPHS=1 exactly one line, at the default level, says they need PyTorch's own
+ * cache. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
@@ -64,6 +66,9 @@ int main(int argc, char **argv)
 	static const char *const env_info[] = { "GPUPOOL_LOG=info", "GPUPOOL_SIGNAL", NULL };
 	static const char *const env_silent[] = { "GPUPOOL_LOG", "GPUPOOL_SIGNAL", NULL };
 	static const char *const env_bad[] = { "GPUPOOL_LOG", "GPUPOOL_SIGNAL=SIGBOGUS", NULL };
+	static const char *const env_graphs[] = { "GPUPOOL_LOG", "GPUPOOL_SIGNAL",
+						  "GPUPOOL_TORCH=takeover",
+						  "TORCHINDUCTOR_CUDAGRAPHS=1", NULL };
 	const char *const *env = env_silent;
 	struct e2e_child ch;
 	const char *bad;
@@ -76,6 +81,8 @@ int main(int argc, char **argv)
 		env = env_info;
 	else if (strcmp(mode, "badopt") == 0)
 		env = env_bad;
+	else if (strcmp(mode, "cudagraphs") == 0)
+		env = env_graphs;
 	snprintf(name, sizeof(name), "e2e_log_%s", mode);
 	e2e_start(name);
 	if (e2e_run_self(env == env_info ? marker_args : args, env, 15000, &ch) != 0)
@@ -105,6 +112,10 @@ int main(int argc, char **argv)
 		e2e_check(bad == NULL && bad_after == NULL,
 			  "every line starts with \"gpupool: \" (first bad line: \"%.200s\")",
 			  bad != NULL ? bad : bad_after != NULL ? bad_after : "");
+	} else if (strcmp(mode, "cudagraphs") == 0) {
+		e2e_check(lines == 1 && bad == NULL && strstr(ch.err, "TORCHINDUCTOR_CUDAGRAPHS") != NULL,
+			  "takeover mode with inductor's CUDA graphs: exactly one \"gpupool: \" line, at "
+			  "the default level, naming them (got %d lines: \"%.500s\")", lines, ch.err);
 	} else {
 		e2e_check(lines == 1 && bad == NULL && strstr(ch.err, "GPUPOOL_SIGNAL") != NULL,
 			  "GPUPOOL_SIGNAL=SIGBOGUS: exactly one \"gpupool: \" line naming GPUPOOL_SIGNAL "
