@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 
 CUcontext gp_ctx_of(int device)
 {
@@ -129,4 +130,21 @@ int gp_ctx_mem_info(int device, size_t *free_b, size_t *total_b)
 	rc = gp_cu.MemGetInfo_v2(free_b, total_b) == CUDA_SUCCESS ? 0 : -1;
 	gp_ctx_leave(pushed);
 	return rc;
+}
+
+int gp_ctx_device_uuid(int device, char *out, size_t len)
+{
+	const unsigned char *b;
+	CUuuid id;
+
+	if (len > 0)
+		out[0] = '\0';
+	if (len < 41 || gp_cu.DeviceGetUuid_v2 == NULL ||
+	    gp_cu.DeviceGetUuid_v2(&id, device) != CUDA_SUCCESS)
+		return -1;
+	b = (const unsigned char *)id.bytes;
+	snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+		 b[13], b[14], b[15]);
+	return 0;
 }

@@ -28,6 +28,9 @@ void gp_ctx_user_created(CUcontext c);
 void gp_ctx_user_destroyed(CUcontext c);
 /* Whether the calling thread's current context is one of them (cheap while there are none). */
 int gp_ctx_in_user(void);
+/* Device `device`'s UUID as NVML and nvidia-smi write it ("GPU-" and 36 hex digits and dashes)
+ * into out: 0, or -1 (out empty) when the driver cannot say. Needs no context. */
+int gp_ctx_device_uuid(int device, char *out, size_t len);
 /* Device `device`'s free and total memory, asked in its context (entered and left): 0, or -1
  * when it cannot be entered or does not answer. */
 int gp_ctx_mem_info(int device, size_t *free_b, size_t *total_b);

@@ -6,6 +6,7 @@
 #include "observe.h"
 #include "capture.h"
 #include "clock.h"
+#include "ctx.h"
 #include "log.h"
 #include "state.h" /* gp_shim.obs */
 #include "summary.h"
@@ -55,6 +56,19 @@ static int expand_path(const char *what, const char *in, char *out, size_t len)
 	return -1;
 }
 
+/* Device d's UUID as NVML writes it ("GPU-" and 36 characters), asked of the driver once; empty
+ * when it cannot say. publish_lock held. */
+static const char *device_uuid(int d)
+{
+	char *u = gp_shim.obs.uuid[d];
+
+	if (u[0] == '\0' && !gp_shim.obs.uuid_tried[d]) {
+		gp_shim.obs.uuid_tried[d] = 1;
+		gp_ctx_device_uuid(d, u, GP_STATS_UUID_MAX);
+	}
+	return u;
+}
+
 /* The figures now; publish_lock held (it guards the last release). */
 static void snapshot(struct gp_stats_snapshot *s)
 {
@@ -72,6 +86,7 @@ static void snapshot(struct gp_stats_snapshot *s)
 		if (!(mask & 1) || gp_pool_dev_stats(gp_shim.obs.pool, d, &p) != GP_OK ||
 		    (e = gp_stats_device_entry(s, d)) == NULL)
 			continue;
+		memcpy(e->uuid, device_uuid(d), GP_STATS_UUID_MAX);
 		e->in_use_bytes = p.live_bytes;
 		e->in_use_blocks = p.live_blocks;
 		e->requested_bytes = p.requested_bytes;

@@ -232,6 +232,9 @@ struct gp_shim_obs {
 	/* The last release, under publish_lock: how many so far, cause, bytes, blocks, how long it
 	 * took (ns) and when it ended (CLOCK_REALTIME, ns). */
 	uint64_t last_count, last_cause, last_bytes, last_blocks, last_ns, last_at;
+	/* Each device's UUID, asked once (observe.c device_uuid); publish_lock. */
+	char uuid[GP_MAX_DEVICES][GP_STATS_UUID_MAX];
+	unsigned char uuid_tried[GP_MAX_DEVICES];
 	/* publish.c: /dev/shm/gpupool.<pid> mapped (NULL: none) and its path; callers serialise. */
 	struct gp_stats_view *view;
 	char view_path[64];

@@ -17,7 +17,14 @@ static void value(struct gp_stats_out *o, enum gp_stats_unit unit, uint64_t v, i
 
 static void device(struct gp_stats_out *o, const struct gp_stats_device *d)
 {
-	gp_stats_printf(o, "{\"device\":%llu", (unsigned long long)d->device);
+	gp_stats_printf(o, "{\"device\":%llu,\"uuid\":", (unsigned long long)d->device);
+	if (d->uuid[0] != '\0') {
+		gp_stats_puts(o, "\"");
+		gp_stats_put_escaped(o, d->uuid, 'j');
+		gp_stats_puts(o, "\"");
+	} else {
+		gp_stats_puts(o, "null");
+	}
 #define GP_STATS_JSON_DEV(name, kind, unit, label, help)                                          \
 	gp_stats_puts(o, ",\"" #name "\":");                                                      \
 	value(o, unit, d->name, 1);

@@ -46,6 +46,16 @@ static void process_info(struct gp_stats_out *o, const struct gp_stats_snapshot 
 		gp_stats_put_escaped(o, s[i].cmd, 'p');
 		gp_stats_printf(o, "\",signal=\"%lld\"} 1\n", (long long)s[i].signo);
 	}
+	family(o, "gpupool_device_info", GP_STATS_GAUGE,
+	       "A device a process under gpupool uses: its UUID, as NVML names it (always 1).");
+	for (size_t i = 0; i < n; i++) {
+		for (uint64_t d = 0; d < s[i].ndev && d < GP_STATS_MAX_DEVICES; d++) {
+			gp_stats_printf(o, "gpupool_device_info{pid=\"%lld\",device=\"%llu\",uuid=\"",
+					(long long)s[i].pid, (unsigned long long)s[i].dev[d].device);
+			gp_stats_put_escaped(o, s[i].dev[d].uuid, 'p');
+			gp_stats_puts(o, "\"} 1\n");
+		}
+	}
 	family(o, "gpupool_process_start_time_seconds", GP_STATS_GAUGE,
 	       "When the process started using the pool (Unix time).");
 	for (size_t i = 0; i < n; i++)

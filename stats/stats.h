@@ -131,8 +131,12 @@ enum {
 #define GP_STATS_FIELD(name, ...) uint64_t name;
 #define GP_STATS_ARRAY(name, ...) uint64_t name[GP_STATS_NCAUSES];
 
+#define GP_STATS_UUID_MAX 48 /* bytes: "GPU-" and 36 characters, NUL-padded */
+
 struct gp_stats_device {
 	uint64_t device; /* the CUDA device ordinal */
+	/* The device's UUID as NVML and nvidia-smi write it ("GPU-..."); empty when unknown. */
+	char uuid[GP_STATS_UUID_MAX];
 	GP_STATS_DEVICE(GP_STATS_FIELD)
 };
 
@@ -170,7 +174,8 @@ double gp_stats_hit_rate(const struct gp_stats_device *d);
  * the full text has (like snprintf): a caller whose buffer was too small retries with more.
  * text: for people, one screen for a process with a few devices.
  * json: one object (gp_stats_json) or an array of them (n snapshots, gp_stats_json_many).
- * prometheus: the text exposition format (0.0.4), n processes, labels pid and device.
+ * prometheus: the text exposition format (0.0.4), n processes, labels pid and device (and the
+ * device's uuid).
  */
 size_t gp_stats_text(const struct gp_stats_snapshot *s, char *buf, size_t len);
 size_t gp_stats_json(const struct gp_stats_snapshot *s, char *buf, size_t len);

@@ -299,6 +299,10 @@ int gp_stats_view_read(const char *path, struct gp_stats_snapshot *out)
 		return rc;
 	rc = copy_consistent(v, out);
 	if (rc == GP_VIEW_OK) {
+		/* Strings end inside their fields, whatever a writer put there. */
+		out->cmd[sizeof(out->cmd) - 1] = '\0';
+		for (size_t d = 0; d < GP_STATS_MAX_DEVICES; d++)
+			out->dev[d].uuid[GP_STATS_UUID_MAX - 1] = '\0';
 		out->suspended_since_ns = __atomic_load_n(&v->suspended_ns, __ATOMIC_ACQUIRE);
 		out->parked_bytes = out->suspended_since_ns != 0
 					    ? __atomic_load_n(&v->parked_bytes, __ATOMIC_ACQUIRE)

@@ -500,6 +500,8 @@ enum gp_cu_class {
 	  (const char *sym, void **pfn, int version, cuuint64_t flags),                            \
 	  (sym, pfn, version, flags), -)                                                           \
 	X(OWN, DeviceGetCount, DeviceGetCount, 2000, PLAIN, (int *n), (n), -)                      \
+	X(OWN, DeviceGetUuid_v2, DeviceGetUuid, 11040, PLAIN, (CUuuid *uuid, CUdevice dev),        \
+	  (uuid, dev), -)                                                                          \
 	X(OWN, DeviceGetAttribute, DeviceGetAttribute, 2000, PLAIN,                                \
 	  (int *v, CUdevice_attribute attr, CUdevice dev), (v, attr, dev), -)                      \
 	X(OWN, DeviceCanAccessPeer, DeviceCanAccessPeer, 4000, PLAIN,                              \

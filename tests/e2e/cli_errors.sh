@@ -83,6 +83,9 @@ read -r mode owner < <(stat -c '%a %u' "/dev/shm/gpupool.$pid")
 [[ $mode == 600 && $owner == "$(id -u)" ]] || fail "the view has mode $mode, owner $owner"
 ok "the live view /dev/shm/gpupool.$pid has mode 0600 and belongs to uid $owner"
 expect 0 "pid $pid: " "$cli" stats "$pid"
+"$cli" stats "$pid" --json | grep -q '"uuid":"GPU-5354414e-4449-4e2d-4750-550000000000"' ||
+	fail "stats --json lacks the device's UUID (the stand-in's): $("$cli" stats "$pid" --json)"
+ok "stats --json names the device's UUID as NVML would"
 topout=$("$cli" top --once)
 grep -qE "^ *$pid e2e_cli " <<<"$topout" || fail "top does not name the program e2e_cli: $topout"
 [[ -z $(awk 'length > 80' <<<"$topout") ]] || fail "top's rows are wider than 80 columns: $topout"

@@ -242,6 +242,8 @@ CUresult new_graph(CUgraph *out, int device);
 /* The flavours cuda.h declares only under other names or not at all (its macros map the base
  * names to them in builds with per-thread default streams). */
 #undef cuGetProcAddress /* cuda.h maps it to cuGetProcAddress_v2; the driver has both */
+#undef cuDeviceGetUuid  /* the same with cuDeviceGetUuid_v2 */
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev);
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);

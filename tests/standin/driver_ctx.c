@@ -144,6 +144,33 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 	return rc;
 }
 
+/* A device's UUID: fixed per ordinal ("STANDIN" and the ordinal in its bytes), as NVML would name
+ * the same device. */
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+	static const char tag[] = "STANDIN-GPU";
+	CUresult rc = enter();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (uuid == NULL)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else if (dev < 0 || dev >= st.ndevices)
+		rc = CUDA_ERROR_INVALID_DEVICE;
+	else {
+		memset(uuid->bytes, 0, sizeof(uuid->bytes));
+		memcpy(uuid->bytes, tag, sizeof(tag) - 1);
+		uuid->bytes[15] = (char)dev;
+	}
+	leave();
+	return rc;
+}
+
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+	return cuDeviceGetUuid_v2(uuid, dev);
+}
+
 /* ---- the current context ---- */
 
 CUresult cuCtxGetCurrent(CUcontext *pctx)

@@ -37,6 +37,8 @@ static const struct proc_entry table[] = {
 	{ "cuDeviceGetAttribute", { { 2000, FN(cuDeviceGetAttribute), NULL } } },
 	{ "cuDeviceCanAccessPeer", { { 4000, FN(cuDeviceCanAccessPeer), NULL } } },
 	{ "cuDeviceTotalMem", { { 3020, FN(cuDeviceTotalMem_v2), NULL } } },
+	{ "cuDeviceGetUuid", { { 9020, FN(cuDeviceGetUuid), NULL },
+			       { 11040, FN(cuDeviceGetUuid_v2), NULL } } },
 	/* contexts */
 	{ "cuCtxGetCurrent", { { 4000, FN(cuCtxGetCurrent), NULL } } },
 	{ "cuCtxSetCurrent", { { 4000, FN(cuCtxSetCurrent), NULL } } },

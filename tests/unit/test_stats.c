@@ -44,6 +44,7 @@ static void fixture(struct gp_stats_snapshot *s)
 	s->taken_ns = s->start_ns + 75000000000ULL;
 	snprintf(s->cmd, sizeof(s->cmd), "python \"serve.py\" --name a\\b\ttab caf\xc3\xa9 bad\xff");
 	d = gp_stats_device_entry(s, 0);
+	snprintf(d->uuid, sizeof(d->uuid), "GPU-00000000-1111-2222-3333-444444444444");
 	d->in_use_bytes = 3 * GiB / 2;
 	d->in_use_blocks = 12;
 	d->requested_bytes = 3 * GiB / 2 - 1000;
@@ -151,6 +152,8 @@ static void test_text_nested_zero_rows(void **state)
 	assert_non_null(strstr(buf, "  cache hits"));
 	gp_stats_json(&s, json, sizeof(json));
 	assert_non_null(strstr(json, "\"remapped_bytes\""));
+	assert_non_null(strstr(json, "\"uuid\":\"GPU-00000000-1111-2222-3333-444444444444\""));
+	assert_non_null(strstr(json, "{\"device\":3,\"uuid\":null,"));
 	assert_non_null(strstr(json, "\"trims\""));
 }
 
@@ -280,7 +283,7 @@ static void test_prometheus(void **state)
 	gp_stats_prometheus(s, 2, buf, sizeof(buf));
 	if (formatcheck_prometheus(buf, &families, err, sizeof(err)) != 0)
 		fail_msg("%s\n%s", err, buf);
-	assert_int_equal(families, 2 + GP_STATS_NDEVICE_FIELDS + 2 + GP_STATS_NSTATE_FIELDS +
+	assert_int_equal(families, 3 + GP_STATS_NDEVICE_FIELDS + 2 + GP_STATS_NSTATE_FIELDS +
 					   GP_STATS_NPROCESS_FIELDS);
 	assert_non_null(strstr(buf, "gpupool_suspended_since_seconds{pid=\"4242\"} 0.000000000\n"));
 	assert_non_null(strstr(buf, "gpupool_suspended_since_seconds{pid=\"4343\"} 1700000000.5"));
@@ -288,6 +291,9 @@ static void test_prometheus(void **state)
 	assert_non_null(strstr(buf, "# TYPE gpupool_in_use_bytes gauge\n"));
 	assert_non_null(strstr(buf, "gpupool_in_use_bytes{pid=\"4242\",device=\"0\"} 1610612736\n"));
 	assert_non_null(strstr(buf, "gpupool_in_use_bytes{pid=\"4343\",device=\"3\"} 4096\n"));
+	assert_non_null(strstr(buf, "gpupool_device_info{pid=\"4242\",device=\"0\",uuid=\"GPU-00000000-"
+				    "1111-2222-3333-444444444444\"} 1\n"));
+	assert_non_null(strstr(buf, "gpupool_device_info{pid=\"4343\",device=\"3\",uuid=\"\"} 1\n"));
 	assert_non_null(strstr(buf, "# TYPE gpupool_real_mallocs_total counter\n"));
 	assert_non_null(strstr(buf, "gpupool_releases_total{pid=\"4242\",cause=\"oom\"} 1\n"));
 	assert_non_null(strstr(buf, "gpupool_released_bytes_total{pid=\"4242\",cause=\"signal\"} "
