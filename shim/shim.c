@@ -8,7 +8,6 @@
 #include "backend.h"
 #include "ctx.h"
 #include "door/lookup.h"
-#include "door/handout.h"
 #include "control.h"
 #include "fence.h"
 #include "graphs.h"
@@ -454,7 +453,8 @@ static void add_cached(int dev, size_t *free_b, size_t *total_b)
 
 int gp_shim_driver_pooling_slow(void)
 {
-	return !gp_door_blind() && !gp_ctx_in_user();
+	return !atomic_load_explicit(&gp_shim.life.door_blind, memory_order_relaxed) &&
+	       !gp_ctx_in_user();
 }
 
 static int cu_current_device(int *dev)
@@ -683,6 +683,7 @@ void gp_shim_work(CUstream s, int per_thread)
  * from now on, and blocks already cached are reused only after a real free. */
 void gp_shim_door_blind(void)
 {
+	atomic_store(&gp_shim.life.door_blind, 1);
 	atomic_store(&gp_shim.life.driver_caution, 1);
 	gp_fence_blind();
 }

@@ -58,6 +58,9 @@ struct gp_shim_life {
 	/* 1 for good once the program made a context of its own or the door went blind (any
 	 * thread); relaxed: gp_shim_pooling then asks the slow way. */
 	_Atomic int driver_caution;
+	/* The driver door cannot vouch for what it hands out (gp_shim_door_blind: door/handout.c
+	 * tells, shim.c decides): set once, read relaxed by gp_shim_driver_pooling_slow. */
+	_Atomic int door_blind;
 	/* One visible device (the current device is always 0): set once by init; relaxed, as the
 	 * tracking paths may read it while another thread initialises (0 only costs a call). */
 	_Atomic int single_device;
