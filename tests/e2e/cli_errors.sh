@@ -83,7 +83,14 @@ read -r mode owner < <(stat -c '%a %u' "/dev/shm/gpupool.$pid")
 [[ $mode == 600 && $owner == "$(id -u)" ]] || fail "the view has mode $mode, owner $owner"
 ok "the live view /dev/shm/gpupool.$pid has mode 0600 and belongs to uid $owner"
 expect 0 "pid $pid: " "$cli" stats "$pid"
-"$cli" stats "$pid" --json | grep -q '"uuid":"GPU-5354414e-4449-4e2d-4750-550000000000"' ||
+# The view names a device once the program has allocated and the view was published after it.
+uuid_seen=0
+for _ in $(seq 500); do
+	"$cli" stats "$pid" --json | grep -q '"uuid":"GPU-5354414e-4449-4e2d-4750-550000000000"' &&
+		{ uuid_seen=1; break; }
+	sleep 0.01
+done
+[[ $uuid_seen == 1 ]] ||
 	fail "stats --json lacks the device's UUID (the stand-in's): $("$cli" stats "$pid" --json)"
 ok "stats --json names the device's UUID as NVML would"
 topout=$("$cli" top --once)
