@@ -339,7 +339,7 @@ int main(int argc, char **argv)
 	e2e_check(run_cli_in(standin_dir, "stats", pid, NULL) == 0 &&
 			  strstr(out, "device memory, every byte") != NULL,
 		  "gpupool stats %s shows the accounting table", pid);
-	text_row("in use by the program (gpupool blocks)", "8.00 MiB");
+	text_row("in use by the program (gpupool's blocks)", "8.00 MiB");
 	text_row("idle in gpupool's cache", "4.00 MiB");
 	text_row("  VMM memory it maps itself", "6.00 MiB");
 	text_row("  cudaMallocAsync pool, reserved", "4.00 MiB");
