@@ -41,6 +41,25 @@ struct gp_stats_device *gp_stats_device_entry(struct gp_stats_snapshot *s, int d
 	return d;
 }
 
+void gp_stats_program_name(const char *cmdline, char *out, size_t len)
+{
+	size_t n = strcspn(cmdline, " "), start = 0;
+
+	if (len == 0)
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (cmdline[i] == '/')
+			start = i + 1;
+	n -= start;
+	if (n > len - 1)
+		n = len - 1;
+	memcpy(out, cmdline + start, n);
+	out[n] = '\0';
+	for (char *p = out; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+}
+
 double gp_stats_hit_rate(const struct gp_stats_device *d)
 {
 	return d->allocs == 0 ? 0.0 : 100.0 * (double)d->hits / (double)d->allocs;

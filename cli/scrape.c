@@ -1,0 +1,161 @@
+/* scrape.c — one scrape of the node for `gpupool exporter`: every live view in /dev/shm this user
+ * may read (every one, as root), rendered in Prometheus' text format (stats/prom.c), after the
+ * node's figures and the exporter's own. Read-only: a stale view is skipped and left where it is
+ * (its owner's `gpupool stats` removes it), and no process is signalled or asked for anything. */
+#define _GNU_SOURCE
+#include "cli.h"
+#include "view.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* What reading a view gave (enum gp_stats_view_rc, in its order): gpupool_exporter_views' state. */
+static const char *const view_states[] = {
+	"read", "gone", "denied", "bad", "busy", "stale", "untrusted", "error",
+};
+#define NSTATES (sizeof(view_states) / sizeof(view_states[0]))
+_Static_assert(GP_VIEW_OK == 0 && GP_VIEW_NONE == 1 && GP_VIEW_DENIED == 2 && GP_VIEW_BAD == 3 &&
+		       GP_VIEW_BUSY == 4 && GP_VIEW_STALE == 5 && GP_VIEW_FORGED == 6 &&
+		       GP_VIEW_ERROR == 7,
+	       "view_states follows enum gp_stats_view_rc");
+
+struct gp_cli_scraper {
+	pthread_mutex_t lock; /* held through a scrape: one at a time */
+	uint64_t scrapes;     /* scrapes answered so far; under lock */
+	uint64_t errors;      /* of those, scrapes that could not read everything; under lock */
+};
+
+struct gp_cli_scraper *gp_cli_scraper_new(void)
+{
+	struct gp_cli_scraper *sc = calloc(1, sizeof(*sc));
+
+	if (sc != NULL)
+		pthread_mutex_init(&sc->lock, NULL);
+	return sc;
+}
+
+void gp_cli_scraper_free(struct gp_cli_scraper *sc)
+{
+	if (sc == NULL)
+		return;
+	pthread_mutex_destroy(&sc->lock);
+	free(sc);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void family(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* The processes' own families (stats/prom.c), malloc'd; NULL when out of memory. */
+static char *processes(const struct gp_stats_snapshot *s, size_t n, size_t *len)
+{
+	const char **containers = gp_cli_containers(s, n);
+	size_t cap = 65536 + n * 16384;
+	char *buf = malloc(cap), *bigger;
+
+	if (buf != NULL && (*len = gp_stats_prometheus(s, n, containers, buf, cap)) >= cap) {
+		bigger = realloc(buf, *len + 1);
+		if (bigger != NULL)
+			gp_stats_prometheus(s, n, containers, bigger, *len + 1);
+		else
+			free(buf);
+		buf = bigger;
+	}
+	free(containers);
+	return buf;
+}
+
+static void node(FILE *f, int up, size_t got, size_t suspended, const size_t *views)
+{
+	family(f, "gpupool_up", "gauge",
+	       "Whether the exporter could list the live views in " GP_STATS_VIEW_DIR " (1) or not (0).");
+	fprintf(f, "gpupool_up %d\n", up);
+	family(f, "gpupool_processes", "gauge",
+	       "Processes under gpupool whose live view the exporter read at this scrape.");
+	fprintf(f, "gpupool_processes %zu\n", got);
+	family(f, "gpupool_processes_suspended", "gauge",
+	       "Of those, processes suspended by gpupool suspend.");
+	fprintf(f, "gpupool_processes_suspended %zu\n", suspended);
+	family(f, "gpupool_exporter_views", "gauge",
+	       "Live views found at this scrape, by what reading them gave: read; gone (the process "
+	       "exited meanwhile); stale (it exited without removing it: skipped, left in place); "
+	       "denied (another user's: run as that user or root); bad (another gpupool version); "
+	       "untrusted (its owner is not the process's); busy (never settled); error.");
+	for (size_t i = 0; i < NSTATES; i++)
+		fprintf(f, "gpupool_exporter_views{state=\"%s\"} %zu\n", view_states[i], views[i]);
+}
+
+static void self(FILE *f, const struct gp_cli_scraper *sc, uint64_t took_ns)
+{
+	family(f, "gpupool_exporter_scrapes_total", "counter", "Scrapes answered since start.");
+	fprintf(f, "gpupool_exporter_scrapes_total %llu\n", (unsigned long long)sc->scrapes);
+	family(f, "gpupool_exporter_scrape_errors_total", "counter",
+	       "Scrapes that could not read everything: the live views could not be listed, or a "
+	       "view that was not stale or gone could not be read (gpupool_exporter_views says why).");
+	fprintf(f, "gpupool_exporter_scrape_errors_total %llu\n", (unsigned long long)sc->errors);
+	family(f, "gpupool_exporter_scrape_duration_seconds", "gauge",
+	       "How long this scrape took to read the views and render them.");
+	fprintf(f, "gpupool_exporter_scrape_duration_seconds %.6f\n", (double)took_ns / 1e9);
+	family(f, "gpupool_exporter_build_info", "gauge", "The exporter's version (always 1).");
+	fprintf(f, "gpupool_exporter_build_info{version=\"%s\"} 1\n", GP_CLI_VERSION);
+}
+
+char *gp_cli_scrape(struct gp_cli_scraper *sc, size_t *len)
+{
+	uint64_t start = mono_ns();
+	struct gp_stats_snapshot *s = NULL;
+	size_t n = 0, got = 0, suspended = 0, plen = 0, views[NSTATES] = { 0 };
+	char *body = NULL, *procs = NULL, path[64];
+	long *pids = NULL;
+	FILE *f;
+	int up;
+
+	*len = 0;
+	pthread_mutex_lock(&sc->lock);
+	pids = gp_cli_list(&n);
+	up = access(GP_STATS_VIEW_DIR, R_OK | X_OK) == 0;
+	if ((s = calloc(n ? n : 1, sizeof(*s))) == NULL)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		int rc;
+
+		gp_stats_view_path(pids[i], path, sizeof(path));
+		rc = gp_stats_view_read(path, &s[got]);
+		views[rc >= 0 && (size_t)rc < NSTATES ? (size_t)rc : GP_VIEW_ERROR]++;
+		if (rc == GP_VIEW_OK)
+			suspended += s[got++].suspended_since_ns != 0;
+	}
+	if ((procs = processes(s, got, &plen)) == NULL || (f = open_memstream(&body, len)) == NULL)
+		goto out;
+	sc->scrapes++;
+	if (!up || views[GP_VIEW_DENIED] + views[GP_VIEW_BAD] + views[GP_VIEW_BUSY] +
+			   views[GP_VIEW_FORGED] + views[GP_VIEW_ERROR] > 0)
+		sc->errors++;
+	node(f, up, got, suspended, views);
+	fwrite(procs, 1, plen, f);
+	self(f, sc, mono_ns() - start);
+	if (fclose(f) != 0) {
+		free(body);
+		body = NULL;
+		*len = 0;
+	}
+out:
+	pthread_mutex_unlock(&sc->lock);
+	free(procs);
+	free(s);
+	free(pids);
+	return body;
+}
