@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "ckpt.h"
 #include "cli.h"
+#include "nvml.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -19,33 +20,16 @@ struct lock_args {
 	uint64_t reserved1[7];
 };
 
-/* NVML's nvmlMemory_t and nvmlProcessInfo_t (v2 and v3 share this layout). */
-struct nvml_memory {
-	unsigned long long total, free, used;
-};
-struct nvml_process {
-	unsigned pid;
-	unsigned long long used;
-	unsigned gpu_instance, compute_instance;
-};
-#define NVML_NOT_AVAILABLE (~0ull)
-#define NVML_INSUFFICIENT_SIZE 7
-
 typedef int (*pid_args_fn)(int pid, void *args);
 
 struct gp_ckpt {
-	void *cuda, *nvml;
+	void *cuda;
+	struct gp_nvml *nvml; /* NULL: NVML is not here */
 	int (*init)(unsigned flags);
 	int (*driver_version)(int *v);
 	int (*error_name)(int rc, const char **name);
 	int (*get_state)(int pid, int *state);
 	pid_args_fn lock, checkpoint, restore, unlock;
-	/* NVML: all or none */
-	int (*nvml_count)(unsigned *n);
-	int (*nvml_handle)(unsigned i, void **dev);
-	int (*nvml_memory)(void *dev, struct nvml_memory *m);
-	int (*nvml_processes)(void *dev, unsigned *n, struct nvml_process *p);
-	int (*nvml_shutdown)(void);
 };
 
 /* Store the address of `name` in `lib` (NULL if absent) into the function pointer at `fn`: ISO C
@@ -55,26 +39,6 @@ static void sym(void *lib, const char *name, void *fn)
 	void *p = lib != NULL ? dlsym(lib, name) : NULL;
 
 	memcpy(fn, &p, sizeof(p));
-}
-
-static void open_nvml(struct gp_ckpt *c)
-{
-	int (*nvml_init)(void);
-
-	c->nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-	sym(c->nvml, "nvmlInit_v2", &nvml_init);
-	sym(c->nvml, "nvmlDeviceGetCount_v2", &c->nvml_count);
-	sym(c->nvml, "nvmlDeviceGetHandleByIndex_v2", &c->nvml_handle);
-	sym(c->nvml, "nvmlDeviceGetMemoryInfo", &c->nvml_memory);
-	sym(c->nvml, "nvmlDeviceGetComputeRunningProcesses_v3", &c->nvml_processes);
-	sym(c->nvml, "nvmlShutdown", &c->nvml_shutdown);
-	if (nvml_init == NULL || c->nvml_count == NULL || c->nvml_handle == NULL ||
-	    c->nvml_memory == NULL || c->nvml_processes == NULL || c->nvml_shutdown == NULL ||
-	    nvml_init() != 0) {
-		if (c->nvml != NULL)
-			dlclose(c->nvml);
-		c->nvml = NULL;
-	}
 }
 
 int gp_ckpt_open(struct gp_ckpt **out, char *why, size_t len)
@@ -117,7 +81,8 @@ int gp_ckpt_open(struct gp_ckpt **out, char *why, size_t len)
 			 gp_ckpt_error(c, rc, err, sizeof(err)));
 		goto unsupported;
 	}
-	open_nvml(c);
+	c->nvml = gp_nvml_open(why, len); /* none: its figures are unknown, not an error */
+	why[0] = '\0';
 	*out = c;
 	return GP_CLI_OK;
 unsupported:
@@ -129,10 +94,7 @@ void gp_ckpt_close(struct gp_ckpt *c)
 {
 	if (c == NULL)
 		return;
-	if (c->nvml != NULL) {
-		c->nvml_shutdown();
-		dlclose(c->nvml);
-	}
+	gp_nvml_close(c->nvml);
 	/* libcuda stays loaded: the driver does not expect to be unloaded */
 	free(c);
 }
@@ -189,29 +151,24 @@ static int64_t over_devices(struct gp_ckpt *c, long pid)
 	unsigned n = 0;
 	int64_t total = 0;
 
-	if (c == NULL || c->nvml == NULL || c->nvml_count(&n) != 0)
+	if (c == NULL || c->nvml == NULL || gp_nvml_count(c->nvml, &n) != GP_NVML_OK)
 		return -1;
 	for (unsigned i = 0; i < n; i++) {
-		struct nvml_process procs[256];
-		struct nvml_memory m;
-		unsigned k = sizeof(procs) / sizeof(procs[0]);
-		void *dev;
+		struct gp_nvml_device d;
+		uint64_t used;
 		int rc;
 
-		if (c->nvml_handle(i, &dev) != 0)
-			return -1;
 		if (pid < 0) {
-			if (c->nvml_memory(dev, &m) != 0)
+			if (gp_nvml_device(c->nvml, i, &d) != GP_NVML_OK)
 				return -1;
-			total += (int64_t)m.used;
+			total += (int64_t)d.used_bytes;
 			continue;
 		}
-		rc = c->nvml_processes(dev, &k, procs);
-		if (rc != 0 && rc != NVML_INSUFFICIENT_SIZE)
+		rc = gp_nvml_process_used(c->nvml, i, pid, &used);
+		if (rc == GP_NVML_OK && used != GP_NVML_UNKNOWN)
+			total += (int64_t)used;
+		else if (rc != GP_NVML_OK && rc != GP_NVML_NOT_FOUND)
 			return -1;
-		for (unsigned j = 0; j < k && j < sizeof(procs) / sizeof(procs[0]); j++)
-			if ((long)procs[j].pid == pid && procs[j].used != NVML_NOT_AVAILABLE)
-				total += (int64_t)procs[j].used;
 	}
 	return total;
 }

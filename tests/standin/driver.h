@@ -32,7 +32,10 @@ struct alloc {
 struct CUctx_st {
 	int device;
 	int retained; /* cuDevicePrimaryCtxRetain minus release: active while > 0 */
+	int own;      /* a context of the program's own (cuCtxCreate), not a primary one */
 };
+
+#define STANDIN_MAX_OWN_CONTEXTS 16
 
 struct CUmemPoolHandle_st {
 	int device;
@@ -74,6 +77,7 @@ struct device {
 	uint64_t async_used;  /* of which from cuMemAllocAsync */
 	uint64_t outstanding; /* work items queued on its streams and not yet complete */
 	uint64_t resets;      /* cuDevicePrimaryCtxReset calls: a per-thread stream made before is gone */
+	int user_contexts;    /* contexts of the program's own on it (cuCtxCreate minus destroy) */
 	struct standin_counters c;
 	struct CUmemPoolHandle_st pool;
 	struct CUctx_st ctx;
@@ -119,6 +123,9 @@ struct state {
 	struct CUstream_st *streams;
 	struct CUstream_st *zombies; /* retired streams whose work or dependants are not done */
 	struct CUevent_st *events;
+	/* The program's own contexts (cuCtxCreate), NULL where none: written under the lock, read
+	 * with __atomic loads by ctx_of, which runs without it. */
+	struct CUctx_st *own_ctx[STANDIN_MAX_OWN_CONTEXTS];
 	pthread_cond_t progress;     /* broadcast when a work item completes (CLOCK_MONOTONIC) */
 	uint64_t ticket;             /* work items ever queued, all streams: the order of the process */
 	char report_path[4096];
@@ -143,6 +150,10 @@ void sum_counters(int device, struct standin_counters *out);
 uint64_t charge(uint64_t bytes);
 uint64_t mono_ns(void);
 void report_if_due(void);              /* st.lock held: rewrites the report once the exit one is */
+
+/* driver_nvml.c: each device's charge and context into /dev/shm/standin-nvml.<pid> for the
+ * stand-in NVML (st.lock held; leave calls it). */
+void nvml_publish(void);
 
 /* driver_ckpt.c: the checkpoint API's serving thread (STANDIN_CHECKPOINT=1), started by cuInit. */
 void ckpt_start(void);
@@ -244,6 +255,7 @@ CUresult new_graph(CUgraph *out, int device);
 #undef cuGetProcAddress /* cuda.h maps it to cuGetProcAddress_v2; the driver has both */
 #undef cuDeviceGetUuid  /* the same with cuDeviceGetUuid_v2 */
 CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev);
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);

@@ -33,15 +33,20 @@ int here(int fallback)
 	return fallback >= 0 ? fallback : 0;
 }
 
-/* The primary context behind a handle, NULL if it is none of ours (after check_call: the
- * devices are set up). */
+/* The context behind a handle, a primary one or a live one of the program's own; NULL if it is
+ * none of ours (after check_call: the devices are set up). */
 static struct CUctx_st *ctx_of(CUcontext ctx)
 {
 	int d;
 
+	if (ctx == NULL)
+		return NULL;
 	for (d = 0; d < st.ndevices; d++)
 		if (ctx == &st.dev[d].ctx)
 			return &st.dev[d].ctx;
+	for (d = 0; d < STANDIN_MAX_OWN_CONTEXTS; d++)
+		if (ctx == __atomic_load_n(&st.own_ctx[d], __ATOMIC_ACQUIRE))
+			return ctx;
 	return NULL;
 }
 
@@ -387,6 +392,86 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 	destroy_device_streams(dev);
 	destroy_device_events(dev);
 	st.dev[dev].resets++;
+out:
+	leave();
+	return rc;
+}
+
+/* ---- contexts of the program's own ---- */
+
+/* A context of the program's own on `dev`, pushed current, as cuCtxCreate does. Its allocations
+ * are the device's like any other (a destroy does not free them here). */
+static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
+{
+	struct CUctx_st *c = NULL;
+	CUresult rc = enter();
+	int i;
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (pctx == NULL) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	if (dev < 0 || dev >= st.ndevices) {
+		rc = CUDA_ERROR_INVALID_DEVICE;
+		goto out;
+	}
+	for (i = 0; i < STANDIN_MAX_OWN_CONTEXTS && st.own_ctx[i] != NULL; i++)
+		;
+	if (i == STANDIN_MAX_OWN_CONTEXTS || ctx_depth == CTX_STACK ||
+	    (c = calloc(1, sizeof(*c))) == NULL) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY; /* a stand-in limit */
+		goto out;
+	}
+	c->device = dev;
+	c->own = 1;
+	__atomic_store_n(&st.own_ctx[i], c, __ATOMIC_RELEASE);
+	st.dev[dev].user_contexts++;
+	ctx_stack[ctx_depth++] = c;
+	*pctx = c;
+out:
+	leave();
+	return rc;
+}
+
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	(void)flags;
+	return ctx_create(pctx, dev);
+}
+
+CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
+			CUdevice dev)
+{
+	(void)flags;
+	if (params != NULL)
+		return CUDA_ERROR_INVALID_VALUE; /* execution affinity, CIG: not modelled */
+	return ctx_create(pctx, dev);
+}
+
+/* Popped from the calling thread's stack wherever it is there; another thread that still has it
+ * current keeps a handle no call accepts. The record is freed: its handle is invalid now. */
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+	CUresult rc = enter();
+	int i, j, k;
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	for (i = 0; i < STANDIN_MAX_OWN_CONTEXTS && st.own_ctx[i] != ctx; i++)
+		;
+	if (ctx == NULL || i == STANDIN_MAX_OWN_CONTEXTS) {
+		rc = CUDA_ERROR_INVALID_CONTEXT; /* a primary context is not destroyed this way */
+		goto out;
+	}
+	__atomic_store_n(&st.own_ctx[i], NULL, __ATOMIC_RELEASE);
+	st.dev[ctx->device].user_contexts--;
+	for (j = 0, k = 0; j < ctx_depth; j++)
+		if (ctx_stack[j] != ctx)
+			ctx_stack[k++] = ctx_stack[j];
+	ctx_depth = k;
+	free(ctx);
 out:
 	leave();
 	return rc;

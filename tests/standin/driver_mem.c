@@ -233,6 +233,59 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 	return rc;
 }
 
+/* Managed memory: host memory here as all of it, charged to the current context's device like
+ * cuMemAlloc_v2 (counted in mallocs; the MALLOC fault kind fails it too). */
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+	CUresult rc;
+	int dev;
+
+	rc = enter_ctx(&dev);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc == CUDA_SUCCESS)
+		rc = inject(STANDIN_FAULT_MALLOC);
+	if (rc != CUDA_SUCCESS)
+		st.dev[dev].c.failed_mallocs++;
+	else
+		rc = do_malloc(dptr, bytesize, dev, 0);
+	leave();
+	return rc;
+}
+
+#define PITCH_ALIGN 512 /* bytes: rows start at multiples of this */
+
+/* Pitched memory: rows of width bytes rounded up to PITCH_ALIGN, one allocation of pitch x
+ * height bytes, charged like cuMemAlloc_v2 of that size. */
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+			    unsigned int element_bytes)
+{
+	CUresult rc;
+	size_t p;
+	int dev;
+
+	rc = enter_ctx(&dev);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	p = (width + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
+	if (pitch == NULL || width == 0 || height == 0 ||
+	    (element_bytes != 4 && element_bytes != 8 && element_bytes != 16) ||
+	    p > SIZE_MAX / height)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc == CUDA_SUCCESS)
+		rc = inject(STANDIN_FAULT_MALLOC);
+	if (rc != CUDA_SUCCESS)
+		st.dev[dev].c.failed_mallocs++;
+	else
+		rc = do_malloc(dptr, p * height, dev, 0);
+	if (rc == CUDA_SUCCESS)
+		*pitch = p;
+	leave();
+	return rc;
+}
+
 static void free_delay(void)
 {
 	unsigned delay = atomic_load(&st_free_delay_us);

@@ -237,6 +237,7 @@ void report_if_due(void)
 void leave(void)
 {
 	report_if_due();
+	nvml_publish();
 	pthread_mutex_unlock(&st.lock);
 }
 

@@ -123,6 +123,30 @@
  *       shareable handles, cuMemRetainAllocationHandle, per-device access for copies, the
  *       capture rules, cudaDeviceReset and checkpoints of VMM memory; a forked child shares
  *       the memfds.
+ * Other allocations: cuMemAllocManaged (flags CU_MEM_ATTACH_GLOBAL or _HOST) and
+ *   cuMemAllocPitch_v2 (rows rounded up to 512 bytes, element size 4, 8 or 16; pitch x height
+ *   bytes) are allocations like cuMemAlloc_v2 on the current context's device: charged the same,
+ *   counted in mallocs, failed by the MALLOC fault kind, freed by cuMemFree_v2.
+ * Contexts of the program's own: cuCtxCreate_v2 and _v4 (no creation parameters) make one on a
+ *   device and push it current; cuCtxDestroy_v2 destroys it (popped from the calling thread's
+ *   stack; a primary context is refused). Allocations made while one is current are the
+ *   device's like any other; its destroy does not free them. At most 16 at once.
+ * The stand-in NVML (nvml.c, libnvidia-ml.so.1, built beside the driver; a process loads it
+ *   through LD_LIBRARY_PATH, as the gpupool command does): the driver of each process that has a
+ *   context publishes, after every call that took its lock, each device's charged bytes
+ *   (cuMemAlloc*, managed, pitched, async, VMM handles) plus STANDIN_CONTEXT_BYTES on every
+ *   device where it has a context (its primary context retained, or one of its own) in
+ *   /dev/shm/standin-nvml.<pid> (nvml_file.h; made at its first context, removed at exit).
+ *   NVML answers nvmlInit_v2, nvmlShutdown, nvmlErrorString, nvmlDeviceGetCount_v2 (from
+ *   STANDIN_DEVICES in the caller's environment), nvmlDeviceGetHandleByIndex_v2 and
+ *   nvmlDeviceGetHandleByUUID, nvmlDeviceGetUUID (the driver's UUIDs, cuDeviceGetUuid_v2,
+ *   written as NVML writes them: "GPU-5354414e-4449-4e2d-4750-5500000000" and the ordinal in
+ *   two hex digits), nvmlDeviceGetMemoryInfo (total: the capacity; used: the sum over live
+ *   processes; free: the difference) and nvmlDeviceGetComputeRunningProcesses_v3 (every live
+ *   process with a context on the device, with its figure); the graphics list is always empty.
+ *   A file whose process is gone is skipped and removed. Device-wide figures count every live
+ *   stand-in process of the machine (tests running beside each other included): only a
+ *   process's own figure is exact for a test.
  * The capture rules (cuThreadExchangeStreamCaptureMode, per thread): during a global-mode
  * capture, allocation, free, event and stream queries and synchronisation from a thread not in
  * relaxed mode fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, touching the legacy stream fails
@@ -136,6 +160,9 @@
  *   STANDIN_LAUNCH_DELAY_US=n  each kernel, host function and asynchronous copy or memset starts
  *                            at least n µs after it was queued (default 0; see
  *                            standin_set_launch_delay_us)
+ *   STANDIN_CONTEXT_BYTES=bytes  what the stand-in NVML counts for the process's context and
+ *                            libraries on each device where it has a context (K/M suffixes;
+ *                            default 300 MiB)
  *   STANDIN_REPORT=path      the counters summed over devices, `name=value` a line, written there
  *                            when the driver is unloaded at exit (and rewritten after any later call)
  *   STANDIN_TRACE=1          name on stderr every call that broke the stream-capture rules
