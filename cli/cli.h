@@ -68,6 +68,8 @@ const char **gp_cli_containers(const struct gp_stats_snapshot *s, size_t n);
 struct gp_cli_scraper;
 struct gp_cli_scraper *gp_cli_scraper_new(void);
 void gp_cli_scraper_free(struct gp_cli_scraper *sc);
+/* NULL when NVML loaded (each device's memory is in every scrape); otherwise why not. */
+const char *gp_cli_scraper_nvml(const struct gp_cli_scraper *sc);
 /* The text of one scrape, malloc'd, its length in *len; NULL when out of memory. */
 char *gp_cli_scrape(struct gp_cli_scraper *sc, size_t *len);
 

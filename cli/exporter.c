@@ -169,6 +169,9 @@ static int serve(int fd, unsigned timeout_s, unsigned max_connections)
 		return GP_CLI_ERROR;
 	}
 	say_where(fd);
+	if (gp_cli_scraper_nvml(conf.arg) != NULL)
+		printf("gpupool exporter: no device memory figures (gpupool_exporter_nvml_up 0): %s\n",
+		       gp_cli_scraper_nvml(conf.arg));
 	fflush(stdout);
 	while (sigwait(&stop, &sig) != 0)
 		;

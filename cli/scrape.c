@@ -1,9 +1,11 @@
 /* scrape.c — one scrape of the node for `gpupool exporter`: every live view in /dev/shm this user
  * may read (every one, as root), rendered in Prometheus' text format (stats/prom.c), after the
- * node's figures and the exporter's own. Read-only: a stale view is skipped and left where it is
- * (its owner's `gpupool stats` removes it), and no process is signalled or asked for anything. */
+ * node's figures (each device's memory from NVML, when it loads: nvml.c) and the exporter's own.
+ * Read-only: a stale view is skipped and left where it is (its owner's `gpupool stats` removes
+ * it), and no process is signalled or asked for anything. */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "nvml.h"
 #include "view.h"
 
 #include <pthread.h>
@@ -23,25 +25,38 @@ _Static_assert(GP_VIEW_OK == 0 && GP_VIEW_NONE == 1 && GP_VIEW_DENIED == 2 && GP
 		       GP_VIEW_ERROR == 7,
 	       "view_states follows enum gp_stats_view_rc");
 
+#define MAX_GPUS 64 /* NVML devices shown; a node has 8 or 16 */
+
 struct gp_cli_scraper {
 	pthread_mutex_t lock; /* held through a scrape: one at a time */
 	uint64_t scrapes;     /* scrapes answered so far; under lock */
 	uint64_t errors;      /* of those, scrapes that could not read everything; under lock */
+	struct gp_nvml *nvml; /* loaded once, at the start; NULL: not here (nvml_why says why) */
+	char nvml_why[256];
+	struct gp_nvml_device gpu[MAX_GPUS]; /* this scrape's figures; under lock */
 };
 
 struct gp_cli_scraper *gp_cli_scraper_new(void)
 {
 	struct gp_cli_scraper *sc = calloc(1, sizeof(*sc));
 
-	if (sc != NULL)
-		pthread_mutex_init(&sc->lock, NULL);
+	if (sc == NULL)
+		return NULL;
+	pthread_mutex_init(&sc->lock, NULL);
+	sc->nvml = gp_nvml_open(sc->nvml_why, sizeof(sc->nvml_why));
 	return sc;
+}
+
+const char *gp_cli_scraper_nvml(const struct gp_cli_scraper *sc)
+{
+	return sc->nvml != NULL ? NULL : sc->nvml_why;
 }
 
 void gp_cli_scraper_free(struct gp_cli_scraper *sc)
 {
 	if (sc == NULL)
 		return;
+	gp_nvml_close(sc->nvml);
 	pthread_mutex_destroy(&sc->lock);
 	free(sc);
 }
@@ -98,13 +113,47 @@ static void node(FILE *f, int up, size_t got, size_t suspended, const size_t *vi
 		fprintf(f, "gpupool_exporter_views{state=\"%s\"} %zu\n", view_states[i], views[i]);
 }
 
+/* Each device's memory as NVML sees it (every process's, the driver's included). 0 when NVML is
+ * here and failed: a scrape error. */
+static int gpus(FILE *f, struct gp_cli_scraper *sc)
+{
+	struct gp_nvml_device *d = sc->gpu;
+	unsigned count = 0, got = 0;
+	int ok = sc->nvml != NULL && gp_nvml_count(sc->nvml, &count) == GP_NVML_OK;
+
+	for (unsigned i = 0; ok && i < count && i < MAX_GPUS; i++, got++) {
+		ok = gp_nvml_device(sc->nvml, i, &d[i]) == GP_NVML_OK;
+		for (char *p = d[i].uuid; *p; p++) /* a label value: no quote, backslash or newline */
+			if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
+			      (*p >= 'A' && *p <= 'Z') || *p == '-'))
+				*p = '?';
+	}
+	family(f, "gpupool_exporter_nvml_up", "gauge",
+	       "Whether NVML (libnvidia-ml.so.1) loaded and answered at this scrape (1) or not (0: "
+	       "no device memory figures; the exporter said why at start).");
+	fprintf(f, "gpupool_exporter_nvml_up %d\n", ok);
+	family(f, "gpupool_gpu_memory_total_bytes", "gauge",
+	       "A device's memory as NVML gives it; gpu is NVML's index (CUDA's may differ: join on "
+	       "uuid).");
+	for (unsigned i = 0; ok && i < got; i++)
+		fprintf(f, "gpupool_gpu_memory_total_bytes{gpu=\"%u\",uuid=\"%s\"} %llu\n", d[i].index,
+			d[i].uuid, (unsigned long long)d[i].total_bytes);
+	family(f, "gpupool_gpu_memory_used_bytes", "gauge",
+	       "A device's memory in use as NVML gives it: every process's and the driver's.");
+	for (unsigned i = 0; ok && i < got; i++)
+		fprintf(f, "gpupool_gpu_memory_used_bytes{gpu=\"%u\",uuid=\"%s\"} %llu\n", d[i].index,
+			d[i].uuid, (unsigned long long)d[i].used_bytes);
+	return ok || sc->nvml == NULL;
+}
+
 static void self(FILE *f, const struct gp_cli_scraper *sc, uint64_t took_ns)
 {
 	family(f, "gpupool_exporter_scrapes_total", "counter", "Scrapes answered since start.");
 	fprintf(f, "gpupool_exporter_scrapes_total %llu\n", (unsigned long long)sc->scrapes);
 	family(f, "gpupool_exporter_scrape_errors_total", "counter",
-	       "Scrapes that could not read everything: the live views could not be listed, or a "
-	       "view that was not stale or gone could not be read (gpupool_exporter_views says why).");
+	       "Scrapes that could not read everything: the live views could not be listed, a view "
+	       "that was not stale or gone could not be read (gpupool_exporter_views says why), or "
+	       "NVML, loaded, failed.");
 	fprintf(f, "gpupool_exporter_scrape_errors_total %llu\n", (unsigned long long)sc->errors);
 	family(f, "gpupool_exporter_scrape_duration_seconds", "gauge",
 	       "How long this scrape took to read the views and render them.");
@@ -121,7 +170,7 @@ char *gp_cli_scrape(struct gp_cli_scraper *sc, size_t *len)
 	char *body = NULL, *procs = NULL, path[64];
 	long *pids = NULL;
 	FILE *f;
-	int up;
+	int up, nvml_ok;
 
 	*len = 0;
 	pthread_mutex_lock(&sc->lock);
@@ -140,12 +189,14 @@ char *gp_cli_scrape(struct gp_cli_scraper *sc, size_t *len)
 	}
 	if ((procs = processes(s, got, &plen)) == NULL || (f = open_memstream(&body, len)) == NULL)
 		goto out;
-	sc->scrapes++;
-	if (!up || views[GP_VIEW_DENIED] + views[GP_VIEW_BAD] + views[GP_VIEW_BUSY] +
-			   views[GP_VIEW_FORGED] + views[GP_VIEW_ERROR] > 0)
-		sc->errors++;
 	node(f, up, got, suspended, views);
+	nvml_ok = gpus(f, sc);
 	fwrite(procs, 1, plen, f);
+	sc->scrapes++;
+	if (!up || !nvml_ok ||
+	    views[GP_VIEW_DENIED] + views[GP_VIEW_BAD] + views[GP_VIEW_BUSY] + views[GP_VIEW_FORGED] +
+			    views[GP_VIEW_ERROR] > 0)
+		sc->errors++;
 	self(f, sc, mono_ns() - start);
 	if (fclose(f) != 0) {
 		free(body);
