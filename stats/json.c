@@ -4,13 +4,15 @@
 #include "out.h"
 #include "stats.h"
 
-/* `known` 0: the value means nothing yet (no release so far): null. */
+/* `known` 0: the value means nothing yet (no release so far, or nobody measured it): null. */
 static void value(struct gp_stats_out *o, enum gp_stats_unit unit, uint64_t v, int known)
 {
-	if (unit == GP_STATS_CAUSE && !known)
+	if (!known)
 		gp_stats_puts(o, "null");
 	else if (unit == GP_STATS_CAUSE)
 		gp_stats_printf(o, "\"%s\"", gp_stats_cause_name(v));
+	else if (unit == GP_STATS_SBYTES)
+		gp_stats_printf(o, "%lld", (long long)(int64_t)v);
 	else
 		gp_stats_printf(o, "%llu", (unsigned long long)v);
 }
@@ -29,7 +31,13 @@ static void device(struct gp_stats_out *o, const struct gp_stats_device *d)
 	gp_stats_puts(o, ",\"" #name "\":");                                                      \
 	value(o, unit, d->name, 1);
 	GP_STATS_DEVICE(GP_STATS_JSON_DEV)
+	GP_STATS_ACCOUNT(GP_STATS_JSON_DEV)
 #undef GP_STATS_JSON_DEV
+#define GP_STATS_JSON_NVML(name, kind, unit, label, help)                                         \
+	gp_stats_puts(o, ",\"" #name "\":");                                                      \
+	value(o, unit, d->name, d->name != GP_STATS_UNKNOWN);
+	GP_STATS_NVML(GP_STATS_JSON_NVML)
+#undef GP_STATS_JSON_NVML
 	gp_stats_printf(o, ",\"hit_rate_percent\":%.2f}", gp_stats_hit_rate(d));
 }
 
@@ -53,7 +61,10 @@ static void object(struct gp_stats_out *o, const struct gp_stats_snapshot *s)
 #undef GP_STATS_JSON_STATE
 #define GP_STATS_JSON_PROC(name, kind, unit, label, help)                                         \
 	gp_stats_puts(o, ",\"" #name "\":");                                                      \
-	value(o, unit, s->name, s->release_count > 0);
+	if (unit == GP_STATS_CAUSE)                                                               \
+		value(o, unit, s->name, s->release_count > 0);                                    \
+	else                                                                                      \
+		value(o, unit, s->name, 1);
 	GP_STATS_PROCESS(GP_STATS_JSON_PROC)
 #undef GP_STATS_JSON_PROC
 #define GP_STATS_JSON_CAUSE(name, kind, unit, label, help)                                        \

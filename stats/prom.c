@@ -34,6 +34,8 @@ static void value(struct gp_stats_out *o, enum gp_stats_unit unit, uint64_t v)
 {
 	if (unit == GP_STATS_NS || unit == GP_STATS_TIME)
 		gp_stats_printf(o, " %.9f\n", (double)v / 1e9);
+	else if (unit == GP_STATS_SBYTES)
+		gp_stats_printf(o, " %lld\n", (long long)(int64_t)v);
 	else
 		gp_stats_printf(o, " %llu\n", (unsigned long long)v);
 }
@@ -92,7 +94,22 @@ size_t gp_stats_prometheus(const struct gp_stats_snapshot *s, size_t n, const ch
 		}                                                                                 \
 	}
 	GP_STATS_DEVICE(GP_STATS_PROM_DEV)
+	GP_STATS_ACCOUNT(GP_STATS_PROM_DEV)
 #undef GP_STATS_PROM_DEV
+	/* NVML's rows only where a reader measured them: no sample rather than a made-up one. */
+#define GP_STATS_PROM_NVML(name, kind, unit, label, help)                                         \
+	family(&o, metric(#name, kind, m, sizeof(m)), kind, help);                                \
+	for (size_t i = 0; i < n; i++) {                                                          \
+		for (uint64_t d = 0; d < s[i].ndev && d < GP_STATS_MAX_DEVICES; d++) {            \
+			if (s[i].dev[d].name == GP_STATS_UNKNOWN)                                 \
+				continue;                                                         \
+			gp_stats_printf(&o, "%s{pid=\"%lld\",device=\"%llu\"}", m,                \
+					(long long)s[i].pid, (unsigned long long)s[i].dev[d].device); \
+			value(&o, unit, s[i].dev[d].name);                                        \
+		}                                                                                 \
+	}
+	GP_STATS_NVML(GP_STATS_PROM_NVML)
+#undef GP_STATS_PROM_NVML
 #define GP_STATS_PROM_CAUSE(name, kind, unit, label, help)                                        \
 	family(&o, metric(#name, kind, m, sizeof(m)), kind, help);                                \
 	for (size_t i = 0; i < n; i++) {                                                          \

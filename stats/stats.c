@@ -38,6 +38,9 @@ struct gp_stats_device *gp_stats_device_entry(struct gp_stats_snapshot *s, int d
 	d = &s->dev[s->ndev++];
 	memset(d, 0, sizeof(*d));
 	d->device = (uint64_t)device;
+#define GP_STATS_UNKNOWN_FIELD(name, ...) d->name = GP_STATS_UNKNOWN;
+	GP_STATS_NVML(GP_STATS_UNKNOWN_FIELD)
+#undef GP_STATS_UNKNOWN_FIELD
 	return d;
 }
 
@@ -58,6 +61,29 @@ void gp_stats_program_name(const char *cmdline, char *out, size_t len)
 	for (char *p = out; *p; p++)
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = '?';
+}
+
+uint64_t gp_stats_accounted_bytes(const struct gp_stats_device *d)
+{
+	uint64_t sum = d->in_use_bytes + d->idle_bytes + d->pending_bytes;
+
+	/* An indented label is a figure inside the line above it, not a line of its own. */
+#define GP_STATS_ADD_LINE(name, kind, unit, label, help)                                         \
+	if (label[0] != ' ')                                                                      \
+		sum += d->name;
+	GP_STATS_ACCOUNT(GP_STATS_ADD_LINE)
+#undef GP_STATS_ADD_LINE
+	return sum;
+}
+
+void gp_stats_account(struct gp_stats_device *d)
+{
+	if (d->nvml_process_bytes == GP_STATS_UNKNOWN) {
+		d->other_bytes = GP_STATS_UNKNOWN;
+		return;
+	}
+	/* Two's complement: a difference below 0 reads back as such through int64_t. */
+	d->other_bytes = d->nvml_process_bytes - gp_stats_accounted_bytes(d);
 }
 
 double gp_stats_hit_rate(const struct gp_stats_device *d)

@@ -20,7 +20,12 @@ enum gp_stats_unit {
 	GP_STATS_NS,    /* a duration, ns */
 	GP_STATS_TIME,  /* a moment, ns since the Unix epoch (0: never) */
 	GP_STATS_CAUSE, /* an index into the release causes */
+	GP_STATS_SBYTES, /* bytes, a signed 64-bit figure stored in the word (may be below 0) */
 };
+
+/* A figure nobody has measured (the NVML rows, until a reader fills them in): JSON null, no
+ * Prometheus sample, "unknown" in the text. */
+#define GP_STATS_UNKNOWN UINT64_MAX
 
 /*
  * Per device. X(name, kind, unit, label, help): `name` is the struct field and the JSON key
@@ -85,6 +90,46 @@ enum gp_stats_unit {
 	X(unseen_frees, GP_STATS_COUNTER, GP_STATS_COUNT, "freed unseen",                         \
 	  "Blocks dropped because the driver handed their address out again: freed by a call gpupool did not see.")
 
+/*
+ * Per device: every byte the process holds on the device, line by line (the accounting table of
+ * `gpupool stats`). With in_use_bytes, idle_bytes and pending_bytes above, these lines and
+ * other_bytes (GP_STATS_NVML) add up to NVML's figure for the process. Filled by the shim:
+ * framework_cached_bytes is inside in_use_bytes (not a line of its own); the passed_* lines are
+ * memory the program got past the pool, counted as it passed the doors (live bytes now), except
+ * passed_async_bytes, which the driver's default memory pool reports. X(name, kind, unit, label,
+ * help) as above.
+ */
+#define GP_STATS_ACCOUNT(X)                                                                       \
+	X(framework_cached_bytes, GP_STATS_GAUGE, GP_STATS_BYTES,                                 \
+	  "  of which PyTorch/CuPy cache, unused",                                                \
+	  "Of in use, bytes PyTorch's or CuPy's own cache holds and has not handed out (PyTorch: reserved minus allocated; CuPy: its default pool's free bytes, read on device 0).") \
+	X(passed_vmm_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "VMM memory it maps itself",        \
+	  "Bytes of physical memory the program made itself with the virtual memory API (cuMemCreate, until cuMemRelease): passed through.") \
+	X(passed_async_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "cudaMallocAsync pool, reserved", \
+	  "Bytes the device's default memory pool (cudaMallocAsync) reserves, as the driver reports them: passed through.") \
+	X(passed_managed_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "managed memory",               \
+	  "Bytes of managed memory live (cuMemAllocManaged), on the device current when allocated: passed through.") \
+	X(passed_pitched_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "pitched memory",               \
+	  "Bytes of pitched memory live (cuMemAllocPitch): passed through.")                     \
+	X(passed_unpooled_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "cuMemAlloc, not pooled",     \
+	  "Bytes of cuMemAlloc allocations live that the pool did not serve: made in a context of the program's own (or while the pool could not serve).")
+
+/*
+ * Per device, from NVML: filled by the reader (the gpupool command, which loads NVML), never by
+ * the preloaded library; GP_STATS_UNKNOWN until then. other_bytes is NVML's figure for the
+ * process minus every line above (gp_stats_account): the CUDA context and the libraries' own
+ * memory (cuBLAS workspaces, kernels' code), and whatever an estimated line missed.
+ */
+#define GP_STATS_NVML(X)                                                                          \
+	X(other_bytes, GP_STATS_GAUGE, GP_STATS_SBYTES, "CUDA context, libraries (rest)",      \
+	  "NVML's figure for the process minus every line gpupool counts: the CUDA context and the libraries' own memory.") \
+	X(nvml_process_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "NVML: held by the process",      \
+	  "Bytes NVML says the process holds on the device (what nvidia-smi shows).")            \
+	X(nvml_used_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "NVML: device in use, all",          \
+	  "Bytes in use on the device, by every process and the driver (NVML).")                \
+	X(nvml_total_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "NVML: device total",               \
+	  "The device's memory, bytes (NVML).")
+
 /* The causes of a release, in the pool's order (enum gp_release_cause). */
 #define GP_STATS_CAUSES(X) X(signal) X(cap) X(idle) X(pressure) X(oom) X(api)
 
@@ -118,12 +163,16 @@ enum gp_stats_unit {
 	X(parked_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "  parked",                               \
 	  "Bytes of device memory the checkpoint moved to host memory (0 while running).")        \
 	X(captures, GP_STATS_GAUGE, GP_STATS_COUNT, "graph captures",                             \
-	  "CUDA graph captures in progress (a suspend waits for none).")
+	  "CUDA graph captures in progress (a suspend waits for none).")                          \
+	X(framework_read_ns, GP_STATS_GAUGE, GP_STATS_TIME, "framework caches read",             \
+	  "When PyTorch's and CuPy's caches were last read for framework_cached_bytes (0, null in JSON: no framework seen).")
 
 #define GP_STATS_COUNT_ONE(...) +1
 enum {
 	GP_STATS_NCAUSES = 0 GP_STATS_CAUSES(GP_STATS_COUNT_ONE),
 	GP_STATS_NDEVICE_FIELDS = 0 GP_STATS_DEVICE(GP_STATS_COUNT_ONE),
+	GP_STATS_NACCOUNT_FIELDS = 0 GP_STATS_ACCOUNT(GP_STATS_COUNT_ONE),
+	GP_STATS_NNVML_FIELDS = 0 GP_STATS_NVML(GP_STATS_COUNT_ONE),
 	GP_STATS_NPROCESS_FIELDS = 0 GP_STATS_PROCESS(GP_STATS_COUNT_ONE),
 	GP_STATS_NSTATE_FIELDS = 0 GP_STATS_STATE(GP_STATS_COUNT_ONE),
 };
@@ -138,6 +187,8 @@ struct gp_stats_device {
 	/* The device's UUID as NVML and nvidia-smi write it ("GPU-..."); empty when unknown. */
 	char uuid[GP_STATS_UUID_MAX];
 	GP_STATS_DEVICE(GP_STATS_FIELD)
+	GP_STATS_ACCOUNT(GP_STATS_FIELD)
+	GP_STATS_NVML(GP_STATS_FIELD) /* GP_STATS_UNKNOWN until a reader fills them */
 };
 
 /* Fixed-size, fixed-layout (all 64-bit words but the command): the live view stores it as is. */
@@ -170,6 +221,13 @@ struct gp_stats_device *gp_stats_device_entry(struct gp_stats_snapshot *s, int d
  * `len` bytes with the NUL, control characters shown as '?'. `gpupool top` shows it, and the
  * Prometheus rendering's gpupool_process_info carries it as `program`. */
 void gp_stats_program_name(const char *cmdline, char *out, size_t len);
+/* The bytes of the device's accounting lines gpupool counts itself: in use, idle, pending and
+ * every passed_* line (framework_cached_bytes is inside in use). */
+uint64_t gp_stats_accounted_bytes(const struct gp_stats_device *d);
+/* After a reader set nvml_process_bytes: other_bytes = NVML's figure minus the lines gpupool
+ * counts (as a signed figure: below 0 when an estimated line is too high), or GP_STATS_UNKNOWN
+ * when NVML's figure is. */
+void gp_stats_account(struct gp_stats_device *d);
 
 /* Hit rate of a device in percent (0 when nothing was allocated). */
 double gp_stats_hit_rate(const struct gp_stats_device *d);
@@ -189,6 +247,11 @@ size_t gp_stats_json(const struct gp_stats_snapshot *s, char *buf, size_t len);
 size_t gp_stats_json_many(const struct gp_stats_snapshot *s, size_t n, char *buf, size_t len);
 size_t gp_stats_prometheus(const struct gp_stats_snapshot *s, size_t n, const char *const *container,
 			   char *buf, size_t len);
+
+/* The accounting table for people: one column per device, the lines that add up to NVML's
+ * figure for the process (GP_STATS_ACCOUNT, GP_STATS_NVML), and what is unknown or estimated
+ * said under it. Like the renderings above. */
+size_t gp_stats_account_text(const struct gp_stats_snapshot *s, char *buf, size_t len);
 
 /* "1.5 GiB", "512 B", "3.0 MiB": bytes for people, into buf. */
 const char *gp_stats_human_bytes(uint64_t bytes, char *buf, size_t len);

@@ -49,6 +49,13 @@ static const char *value_text(enum gp_stats_unit unit, uint64_t v, char *buf, si
 	case GP_STATS_CAUSE:
 		snprintf(buf, len, "%s", gp_stats_cause_name(v));
 		return buf;
+	case GP_STATS_SBYTES:
+		if ((int64_t)v < 0) {
+			char b[32];
+			snprintf(buf, len, "-%s", gp_stats_human_bytes(-(uint64_t)v, b, sizeof(b)));
+			return buf;
+		}
+		return gp_stats_human_bytes(v, buf, len);
 	case GP_STATS_COUNT:
 		break;
 	}

@@ -13,7 +13,7 @@
 #define GP_STATS_VIEW_DIR "/dev/shm"
 #define GP_STATS_VIEW_PREFIX "gpupool."
 #define GP_STATS_VIEW_MAGIC 0x5745495650475047ULL /* "GPGPVIEW" read as a little-endian word */
-#define GP_STATS_VIEW_VERSION 9u                   /* bump on any change below or in stats.h */
+#define GP_STATS_VIEW_VERSION 10u                  /* bump on any change below or in stats.h */
 
 /*
  * The file. Written by one process (its control thread, or a release), read by any number.

@@ -91,6 +91,12 @@ read -r mode owner < <(stat -c '%a %u' "/dev/shm/gpupool.$pid")
 [[ $mode == 600 && $owner == "$(id -u)" ]] || fail "the view has mode $mode, owner $owner"
 ok "the live view /dev/shm/gpupool.$pid has mode 0600 and belongs to uid $owner"
 expect 0 "pid $pid: " "$cli" stats "$pid"
+# The view appears at the first CUDA call; the device's entry with the next publish (200 ms).
+for _ in $(seq 100); do
+	"$cli" stats "$pid" --json | grep -q '"uuid":"GPU-5354414e-4449-4e2d-4750-550000000000"' &&
+		break
+	sleep 0.02
+done
 "$cli" stats "$pid" --json | grep -q '"uuid":"GPU-5354414e-4449-4e2d-4750-550000000000"' ||
 	fail "stats --json lacks the device's UUID (the stand-in's): $("$cli" stats "$pid" --json)"
 ok "stats --json names the device's UUID as NVML would"

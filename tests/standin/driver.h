@@ -117,6 +117,7 @@ struct state {
 	int reported; /* the exit report was written: rewrite it on every later call */
 	int trace;    /* STANDIN_TRACE=1 */
 	int use_mmap; /* device memory from mmap (see driver_mem.c) */
+	int checkpointed; /* driver_ckpt.c: the device memory is parked; NVML sees none, context too */
 	uint64_t record_seq;
 	struct device dev[STANDIN_MAX_DEVICES];
 	struct alloc *map[STANDIN_MAP_BUCKETS];

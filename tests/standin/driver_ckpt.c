@@ -155,6 +155,8 @@ static CUresult do_checkpoint(void)
 		ck.used[d] = st.dev[d].used;
 		st.dev[d].used = 0;
 	}
+	st.checkpointed = 1;
+	nvml_publish();
 	return CUDA_SUCCESS;
 }
 
@@ -163,6 +165,8 @@ static void do_restore(void)
 	unpark_all(1);
 	for (int d = 0; d < st.ndevices; d++)
 		st.dev[d].used = ck.used[d];
+	st.checkpointed = 0;
+	nvml_publish();
 }
 
 static CUresult serve(uint32_t op, unsigned timeout_ms)

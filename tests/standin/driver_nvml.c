@@ -2,7 +2,8 @@
  * took the driver's lock (leave), each device's charged bytes plus a fixed amount for the
  * context (STANDIN_CONTEXT_BYTES, default 300 MiB, on each device where the process has a
  * context: its primary context retained, or one of its own) go into /dev/shm/standin-nvml.<pid>
- * (nvml_file.h), made at the first context and removed at exit. A forked child never writes its
+ * (nvml_file.h), made at the first context and removed at exit. A checkpointed process holds
+ * nothing there (its context neither), as with the real driver. A forked child never writes its
  * parent's file. Test-only. */
 #define _GNU_SOURCE
 #include "driver.h"
@@ -93,7 +94,7 @@ void nvml_publish(void)
 		return;
 	for (d = 0; d < st.ndevices; d++) {
 		const struct device *v = &st.dev[d];
-		int ctx = v->ctx.retained > 0 || v->user_contexts > 0;
+		int ctx = !st.checkpointed && (v->ctx.retained > 0 || v->user_contexts > 0);
 
 		atomic_store_explicit(&nv.file->capacity[d], v->capacity, memory_order_relaxed);
 		atomic_store_explicit(&nv.file->used[d], v->used + (ctx ? nv.context_bytes : 0),

@@ -144,6 +144,7 @@
  *   two hex digits), nvmlDeviceGetMemoryInfo (total: the capacity; used: the sum over live
  *   processes; free: the difference) and nvmlDeviceGetComputeRunningProcesses_v3 (every live
  *   process with a context on the device, with its figure); the graphics list is always empty.
+ *   A checkpointed process (STANDIN_CHECKPOINT) holds nothing there, its context neither.
  *   A file whose process is gone is skipped and removed. Device-wide figures count every live
  *   stand-in process of the machine (tests running beside each other included): only a
  *   process's own figure is exact for a test.

@@ -62,7 +62,18 @@ static void fixture(struct gp_stats_snapshot *s)
 	d->failed_allocs = 2;
 	d->oom_retries = 1;
 	d->bad_frees = 3;
-	d = gp_stats_device_entry(s, 3);
+	d->framework_cached_bytes = 256 * MiB;
+	d->passed_vmm_bytes = 64 * MiB;
+	d->passed_async_bytes = 32 * MiB;
+	d->passed_managed_bytes = 16 * MiB;
+	d->passed_pitched_bytes = 8 * MiB;
+	d->passed_unpooled_bytes = 4 * MiB;
+	d->nvml_process_bytes = 3 * GiB / 2 + 512 * MiB + 64 * MiB + 124 * MiB + 300 * MiB;
+	d->nvml_used_bytes = 5 * GiB;
+	d->nvml_total_bytes = 80 * GiB;
+	gp_stats_account(d);
+	s->framework_read_ns = s->start_ns + 70000000000ULL;
+	d = gp_stats_device_entry(s, 3); /* NVML unknown there */
 	d->in_use_bytes = 4096;
 	d->in_use_blocks = 1;
 	d->allocs = 1;
@@ -288,7 +299,8 @@ static void test_prometheus(void **state)
 	gp_stats_prometheus(s, 2, containers, buf, sizeof(buf));
 	if (formatcheck_prometheus(buf, &families, err, sizeof(err)) != 0)
 		fail_msg("%s\n%s", err, buf);
-	assert_int_equal(families, 3 + GP_STATS_NDEVICE_FIELDS + 2 + GP_STATS_NSTATE_FIELDS +
+	assert_int_equal(families, 3 + GP_STATS_NDEVICE_FIELDS + GP_STATS_NACCOUNT_FIELDS +
+					   GP_STATS_NNVML_FIELDS + 2 + GP_STATS_NSTATE_FIELDS +
 					   GP_STATS_NPROCESS_FIELDS);
 	assert_non_null(strstr(buf, "gpupool_process_info{pid=\"4242\",command=\"python \\\"serve.py\\\" "
 				    "--name a\\\\b?tab caf\xc3\xa9 bad?\",program=\"python\",signal=\"10\","
@@ -296,6 +308,13 @@ static void test_prometheus(void **state)
 	assert_non_null(strstr(buf, "gpupool_process_info{pid=\"4343\",command=\"/usr/bin/python3.11 "
 				    "-m vllm\",program=\"python3.11\",signal=\"10\",container=\"0123456789"
 				    "abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"} 1\n"));
+	assert_non_null(strstr(buf, "gpupool_passed_vmm_bytes{pid=\"4242\",device=\"0\"} 67108864\n"));
+	assert_non_null(strstr(buf, "gpupool_passed_vmm_bytes{pid=\"4242\",device=\"3\"} 0\n"));
+	assert_non_null(strstr(buf, "gpupool_other_bytes{pid=\"4242\",device=\"0\"} 314572800\n"));
+	assert_non_null(strstr(buf, "gpupool_nvml_total_bytes{pid=\"4242\",device=\"0\"} 85899345920\n"));
+	/* NVML unknown on device 3: no sample rather than a made-up one */
+	assert_null(strstr(buf, "gpupool_nvml_process_bytes{pid=\"4242\",device=\"3\"}"));
+	assert_null(strstr(buf, "gpupool_other_bytes{pid=\"4242\",device=\"3\"}"));
 	assert_non_null(strstr(buf, "gpupool_suspended_since_seconds{pid=\"4242\"} 0.000000000\n"));
 	assert_non_null(strstr(buf, "gpupool_suspended_since_seconds{pid=\"4343\"} 1700000000.5"));
 	assert_non_null(strstr(buf, "gpupool_parked_bytes{pid=\"4343\"} 123456789\n"));
@@ -314,6 +333,137 @@ static void test_prometheus(void **state)
 	assert_null(strstr(buf, "gpupool_last_release_cause{pid=\"4343\""));
 	assert_non_null(
 		strstr(buf, "command=\"python \\\"serve.py\\\" --name a\\\\b?tab caf\xc3\xa9 bad?\""));
+}
+
+/* Proves: the accounting lines add up: other_bytes is NVML's figure minus in use, idle, pending
+ * and every passed-through line, never minus the framework's cache (inside in use); below 0 it
+ * stays a signed figure; with NVML unknown it is unknown; a new device entry starts unknown. */
+static void test_account_arithmetic(void **state)
+{
+	struct gp_stats_snapshot s;
+	struct gp_stats_device *d;
+
+	(void)state;
+	fixture(&s);
+	d = &s.dev[0];
+	assert_int_equal(gp_stats_accounted_bytes(d),
+			 3 * GiB / 2 + 512 * MiB + 64 * MiB + 64 * MiB + 32 * MiB + 16 * MiB +
+				 8 * MiB + 4 * MiB);
+	assert_int_equal(d->other_bytes, 300 * MiB);
+	d->passed_managed_bytes += 400 * MiB; /* an estimate too high */
+	gp_stats_account(d);
+	assert_int_equal((int64_t)d->other_bytes, -(int64_t)(100 * MiB));
+	d->nvml_process_bytes = GP_STATS_UNKNOWN;
+	gp_stats_account(d);
+	assert_true(d->other_bytes == GP_STATS_UNKNOWN);
+	d = gp_stats_device_entry(&s, 5);
+	assert_true(d->nvml_process_bytes == GP_STATS_UNKNOWN && d->nvml_used_bytes == GP_STATS_UNKNOWN &&
+		    d->nvml_total_bytes == GP_STATS_UNKNOWN && d->other_bytes == GP_STATS_UNKNOWN);
+	assert_int_equal(d->passed_vmm_bytes, 0);
+}
+
+/* Proves: JSON carries every accounting line per device with exact bytes, the rest as a signed
+ * integer, and null for what NVML did not say (device 3), and stays valid JSON. */
+static void test_account_json(void **state)
+{
+	struct gp_stats_snapshot s;
+	char err[256];
+
+	(void)state;
+	fixture(&s);
+	gp_stats_json(&s, buf, sizeof(buf));
+	if (formatcheck_json(buf, err, sizeof(err)) != 0)
+		fail_msg("%s in %s", err, buf);
+	assert_non_null(strstr(buf, "\"framework_cached_bytes\":268435456,\"passed_vmm_bytes\":67108864,"
+				    "\"passed_async_bytes\":33554432,\"passed_managed_bytes\":16777216,"
+				    "\"passed_pitched_bytes\":8388608,\"passed_unpooled_bytes\":4194304,"
+				    "\"other_bytes\":314572800,\"nvml_process_bytes\":"));
+	assert_non_null(strstr(buf, "\"framework_read_ns\":1700000070000000000"));
+	assert_non_null(strstr(buf, "\"other_bytes\":null,\"nvml_process_bytes\":null,"
+				    "\"nvml_used_bytes\":null,\"nvml_total_bytes\":null"));
+	s.dev[0].passed_managed_bytes += 400 * MiB;
+	gp_stats_account(&s.dev[0]);
+	s.framework_read_ns = 0;
+	gp_stats_json(&s, buf, sizeof(buf));
+	if (formatcheck_json(buf, err, sizeof(err)) != 0)
+		fail_msg("%s in %s", err, buf);
+	assert_non_null(strstr(buf, "\"other_bytes\":-104857600,"));
+	assert_non_null(strstr(buf, "\"framework_read_ns\":null"));
+}
+
+/* The line of `text` that starts with `label`, NULL if none. */
+static const char *line_of(const char *text, const char *label)
+{
+	size_t n = strlen(label);
+
+	for (const char *l = text; *l != '\0'; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] != 0))
+		if (strncmp(l, label, n) == 0)
+			return l;
+	return NULL;
+}
+
+/* Proves: the accounting table shows each line with each device's figure, the framework's share
+ * nested under in use (only once a framework was read), the rest and NVML's figure, "unknown"
+ * where NVML did not say, and says in words what is unknown or estimated; a negative rest is
+ * shown and explained; it fits 100 columns. */
+static void test_account_text(void **state)
+{
+	struct gp_stats_snapshot s;
+	size_t widest;
+	const char *l;
+
+	(void)state;
+	fixture(&s);
+	gp_stats_account_text(&s, buf, sizeof(buf));
+	count_lines(buf, &widest);
+	assert_true(widest < 100);
+	l = line_of(buf, "device memory, every byte");
+	assert_non_null(l);
+	assert_non_null(strstr(l, "device 0"));
+	assert_non_null(strstr(l, "device 3"));
+	assert_non_null(l = line_of(buf, "in use by the program (gpupool blocks)"));
+	assert_non_null(strstr(l, "1.50 GiB"));
+	assert_non_null(strstr(l, "4.00 KiB"));
+	assert_non_null(l = line_of(buf, "  of which PyTorch/CuPy cache, unused"));
+	assert_non_null(strstr(l, "256 MiB"));
+	assert_non_null(l = line_of(buf, "idle in gpupool's cache"));
+	assert_non_null(strstr(l, "512 MiB"));
+	assert_non_null(l = line_of(buf, "pending (freed, the GPU not done yet)"));
+	assert_non_null(strstr(l, "64.0 MiB"));
+	assert_non_null(line_of(buf, "passed through the pool:"));
+	assert_non_null(l = line_of(buf, "  VMM memory it maps itself"));
+	assert_non_null(strstr(l, "64.0 MiB"));
+	assert_non_null(l = line_of(buf, "  cudaMallocAsync pool, reserved"));
+	assert_non_null(strstr(l, "32.0 MiB"));
+	assert_non_null(l = line_of(buf, "  managed memory"));
+	assert_non_null(strstr(l, "16.0 MiB"));
+	assert_non_null(l = line_of(buf, "  pitched memory"));
+	assert_non_null(strstr(l, "8.00 MiB"));
+	assert_non_null(l = line_of(buf, "  cuMemAlloc, not pooled"));
+	assert_non_null(strstr(l, "4.00 MiB"));
+	assert_non_null(l = line_of(buf, "CUDA context, libraries (rest)"));
+	assert_non_null(strstr(l, "300 MiB"));
+	assert_non_null(strstr(l, "unknown"));
+	assert_non_null(l = line_of(buf, "= NVML: held by the process"));
+	assert_non_null(strstr(l, "2.48 GiB"));
+	assert_non_null(l = line_of(buf, "NVML: device total"));
+	assert_non_null(strstr(l, "80.0 GiB"));
+	assert_non_null(strstr(buf, "NVML's figure unknown on a device"));
+	assert_non_null(strstr(buf, "CuPy's pool on device 0 only"));
+	assert_non_null(strstr(buf, "managed memory: what was allocated"));
+	assert_non_null(strstr(buf, "1.00 MiB or less: counted in 512-byte steps"));
+	assert_null(strstr(buf, "a rest below 0"));
+	s.dev[0].passed_managed_bytes += 400 * MiB;
+	gp_stats_account(&s.dev[0]);
+	s.framework_read_ns = 0;
+	gp_stats_account_text(&s, buf, sizeof(buf));
+	assert_non_null(l = line_of(buf, "CUDA context, libraries (rest)"));
+	assert_non_null(strstr(l, "-100 MiB"));
+	assert_non_null(strstr(buf, "a rest below 0"));
+	assert_null(line_of(buf, "  of which PyTorch/CuPy cache, unused"));
+	s.ndev = 0;
+	gp_stats_account_text(&s, buf, sizeof(buf));
+	assert_string_equal(buf, "device memory: no device used yet\n");
 }
 
 /* Proves: the validators themselves reject what they must (so the tests above mean something). */
@@ -591,6 +741,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_json_many),
 		cmocka_unit_test(test_truncation),
 		cmocka_unit_test(test_prometheus),
+		cmocka_unit_test(test_account_arithmetic),
+		cmocka_unit_test(test_account_json),
+		cmocka_unit_test(test_account_text),
 		cmocka_unit_test(test_validators_reject),
 		cmocka_unit_test(test_reset),
 		cmocka_unit_test_setup_teardown(test_view_roundtrip, dir_setup, dir_teardown),
