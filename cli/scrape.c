@@ -1,8 +1,8 @@
 /* scrape.c — one scrape of the node for `gpupool exporter`: every live view in /dev/shm this user
- * may read (every one, as root), rendered in Prometheus' text format (stats/prom.c), after the
- * node's figures (each device's memory from NVML, when it loads: nvml.c) and the exporter's own.
- * Read-only: a stale view is skipped and left where it is (its owner's `gpupool stats` removes
- * it), and no process is signalled or asked for anything. */
+ * may read (every one, as root) in Prometheus' text format (stats/prom.c), with each process's
+ * NVML lines filled in, each device's memory (NVML, when it loads: nvml.c) and the exporter's own
+ * figures. Read-only: a stale view is skipped and left in place (its owner's `gpupool stats`
+ * removes it), and no process is signalled or asked for anything. */
 #define _GNU_SOURCE
 #include "cli.h"
 #include "nvml.h"
@@ -25,7 +25,8 @@ _Static_assert(GP_VIEW_OK == 0 && GP_VIEW_NONE == 1 && GP_VIEW_DENIED == 2 && GP
 		       GP_VIEW_ERROR == 7,
 	       "view_states follows enum gp_stats_view_rc");
 
-#define MAX_GPUS 64 /* NVML devices shown; a node has 8 or 16 */
+#define MAX_GPUS 64      /* NVML devices shown; a node has 8 or 16 */
+#define MAX_LISTED 4096  /* processes NVML lists on one device, read at most */
 
 struct gp_cli_scraper {
 	pthread_mutex_t lock; /* held through a scrape: one at a time */
@@ -33,7 +34,9 @@ struct gp_cli_scraper {
 	uint64_t errors;      /* of those, scrapes that could not read everything; under lock */
 	struct gp_nvml *nvml; /* loaded once, at the start; NULL: not here (nvml_why says why) */
 	char nvml_why[256];
-	struct gp_nvml_device gpu[MAX_GPUS]; /* this scrape's figures; under lock */
+	struct gp_nvml_device gpu[MAX_GPUS]; /* this scrape's devices (ngpu of them); under lock */
+	unsigned ngpu;
+	struct gp_nvml_process listed[MAX_LISTED]; /* one device's processes, this scrape; under lock */
 };
 
 struct gp_cli_scraper *gp_cli_scraper_new(void)
@@ -113,37 +116,74 @@ static void node(FILE *f, int up, size_t got, size_t suspended, const size_t *vi
 		fprintf(f, "gpupool_exporter_views{state=\"%s\"} %zu\n", view_states[i], views[i]);
 }
 
-/* Each device's memory as NVML sees it (every process's, the driver's included). 0 when NVML is
- * here and failed: a scrape error. */
-static int gpus(FILE *f, struct gp_cli_scraper *sc)
+/* The NVML lines of every device of the n processes (GP_STATS_NVML) that is NVML's device `g`
+ * (by UUID), from its process list `p`; gp_stats_account then gives other_bytes. A process NVML
+ * does not list there (in another pid namespace than the exporter) keeps its own figure unknown. */
+static void fill(const struct gp_nvml_device *g, const struct gp_nvml_process *p, size_t np,
+		 struct gp_stats_snapshot *s, size_t n)
 {
-	struct gp_nvml_device *d = sc->gpu;
-	unsigned count = 0, got = 0;
-	int ok = sc->nvml != NULL && gp_nvml_count(sc->nvml, &count) == GP_NVML_OK;
+	for (size_t i = 0; i < n; i++) {
+		for (uint64_t d = 0; d < s[i].ndev && d < GP_STATS_MAX_DEVICES; d++) {
+			struct gp_stats_device *dev = &s[i].dev[d];
 
-	for (unsigned i = 0; ok && i < count && i < MAX_GPUS; i++, got++) {
-		ok = gp_nvml_device(sc->nvml, i, &d[i]) == GP_NVML_OK;
-		for (char *p = d[i].uuid; *p; p++) /* a label value: no quote, backslash or newline */
+			if (dev->uuid[0] == '\0' || strcmp(dev->uuid, g->uuid) != 0)
+				continue;
+			dev->nvml_used_bytes = g->used_bytes;
+			dev->nvml_total_bytes = g->total_bytes;
+			for (size_t k = 0; k < np; k++)
+				if (p[k].pid == s[i].pid && p[k].used_bytes != GP_NVML_UNKNOWN)
+					dev->nvml_process_bytes = p[k].used_bytes;
+			gp_stats_account(dev);
+		}
+	}
+}
+
+/* NVML's devices into sc->gpu, and their figures into the n processes' views (fill): one process
+ * list per device. 1, or 0 when NVML is here and failed (a scrape error). */
+static int query_nvml(struct gp_cli_scraper *sc, struct gp_stats_snapshot *s, size_t n)
+{
+	unsigned count = 0;
+
+	sc->ngpu = 0;
+	if (sc->nvml == NULL)
+		return 1;
+	if (gp_nvml_count(sc->nvml, &count) != GP_NVML_OK)
+		return 0;
+	for (unsigned i = 0; i < count && i < MAX_GPUS; i++) {
+		struct gp_nvml_device *g = &sc->gpu[i];
+		size_t listed = 0;
+
+		if (gp_nvml_device(sc->nvml, i, g) != GP_NVML_OK ||
+		    gp_nvml_processes(sc->nvml, i, sc->listed, MAX_LISTED, &listed) != GP_NVML_OK)
+			return 0;
+		for (char *p = g->uuid; *p; p++) /* a label value: no quote, backslash or newline */
 			if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
 			      (*p >= 'A' && *p <= 'Z') || *p == '-'))
 				*p = '?';
+		sc->ngpu++;
+		fill(g, sc->listed, listed < MAX_LISTED ? listed : MAX_LISTED, s, n);
 	}
+	return 1;
+}
+
+/* Each device's memory as NVML saw it at this scrape (every process's, the driver's included). */
+static void gpus(FILE *f, const struct gp_cli_scraper *sc, int ok)
+{
 	family(f, "gpupool_exporter_nvml_up", "gauge",
 	       "Whether NVML (libnvidia-ml.so.1) loaded and answered at this scrape (1) or not (0: "
 	       "no device memory figures; the exporter said why at start).");
-	fprintf(f, "gpupool_exporter_nvml_up %d\n", ok);
+	fprintf(f, "gpupool_exporter_nvml_up %d\n", ok && sc->nvml != NULL);
 	family(f, "gpupool_gpu_memory_total_bytes", "gauge",
 	       "A device's memory as NVML gives it; gpu is NVML's index (CUDA's may differ: join on "
 	       "uuid).");
-	for (unsigned i = 0; ok && i < got; i++)
-		fprintf(f, "gpupool_gpu_memory_total_bytes{gpu=\"%u\",uuid=\"%s\"} %llu\n", d[i].index,
-			d[i].uuid, (unsigned long long)d[i].total_bytes);
+	for (unsigned i = 0; ok && i < sc->ngpu; i++)
+		fprintf(f, "gpupool_gpu_memory_total_bytes{gpu=\"%u\",uuid=\"%s\"} %llu\n",
+			sc->gpu[i].index, sc->gpu[i].uuid, (unsigned long long)sc->gpu[i].total_bytes);
 	family(f, "gpupool_gpu_memory_used_bytes", "gauge",
 	       "A device's memory in use as NVML gives it: every process's and the driver's.");
-	for (unsigned i = 0; ok && i < got; i++)
-		fprintf(f, "gpupool_gpu_memory_used_bytes{gpu=\"%u\",uuid=\"%s\"} %llu\n", d[i].index,
-			d[i].uuid, (unsigned long long)d[i].used_bytes);
-	return ok || sc->nvml == NULL;
+	for (unsigned i = 0; ok && i < sc->ngpu; i++)
+		fprintf(f, "gpupool_gpu_memory_used_bytes{gpu=\"%u\",uuid=\"%s\"} %llu\n",
+			sc->gpu[i].index, sc->gpu[i].uuid, (unsigned long long)sc->gpu[i].used_bytes);
 }
 
 static void self(FILE *f, const struct gp_cli_scraper *sc, uint64_t took_ns)
@@ -187,10 +227,11 @@ char *gp_cli_scrape(struct gp_cli_scraper *sc, size_t *len)
 		if (rc == GP_VIEW_OK)
 			suspended += s[got++].suspended_since_ns != 0;
 	}
+	nvml_ok = query_nvml(sc, s, got);
 	if ((procs = processes(s, got, &plen)) == NULL || (f = open_memstream(&body, len)) == NULL)
 		goto out;
 	node(f, up, got, suspended, views);
-	nvml_ok = gpus(f, sc);
+	gpus(f, sc, nvml_ok);
 	fwrite(procs, 1, plen, f);
 	sc->scrapes++;
 	if (!up || !nvml_ok ||

@@ -2,16 +2,18 @@
 """exporter.py: `gpupool exporter` against live programs under the shim, on a loopback port.
 
 Proves: curl's /metrics parses with prometheus_client's own text parser and with the project's
-strict validator (formatcheck); each of two programs' series show its exact bytes in use and idle
-(as `gpupool stats --json` gives them), its program name and container in gpupool_process_info,
-its device's UUID in gpupool_device_info; the node's figures (processes, NVML's device memory
-through the stand-in NVML, up, scrapes, duration) are there; scraping asks nothing of a program
-(no release ever runs); HEAD is answered without a body, another method gets 405 with Allow, another
-path 404; a client that sends half a request is closed after --timeout while others are answered;
-200 connections at once are all answered; past --max-connections new ones are closed and the
-exporter serves again once they go; a program that exits drops out of the next scrape; a stale
-view is skipped and left in place; without NVML, gpupool_exporter_nvml_up is 0 and the start-up
-line says why; a port in use and a bad --listen are refused; SIGTERM and SIGINT stop it (exit 0).
+strict validator (formatcheck); each of two programs' series show its exact bytes in use and
+idle (as `gpupool stats --json` gives them), its program name and container in
+gpupool_process_info, its device's UUID in gpupool_device_info, its accounting lines (the view's
+as stats --json gives them, NVML's filled in by the exporter and adding up); the node's figures
+(processes, NVML's device memory through the stand-in NVML, up, scrapes, duration) are there;
+scraping asks nothing of a program (no release ever runs); HEAD is answered without a body,
+another method gets 405 with Allow, another path 404; a client that sends half a request is
+closed after --timeout while others are answered; 200 connections at once are all answered;
+behind --max-connections, idle connections wait their turn and a scrape after them is answered;
+a program that exits drops out of the next scrape; a stale view is skipped and left in place;
+without NVML, gpupool_exporter_nvml_up is 0, no NVML figure is made up, and the start-up line
+says why; a port in use and a bad --listen are refused; SIGTERM and SIGINT stop it (exit 0).
 
 Usage: exporter.py <gpupool> <e2e_cli> <formatcheck> <stand-in lib dir> [sanitizer runtime]
 Run by a python3 that has prometheus_client (Debian's python3-prometheus-client).
@@ -33,6 +35,11 @@ SANITIZER = sys.argv[5] if len(sys.argv) > 5 else ""
 SCALE = int(os.environ.get("GPUPOOL_TEST_TIME_SCALE", "1") or "1")
 STANDIN_UUID = "GPU-5354414e-4449-4e2d-4750-550000000000"
 CURL = os.environ.get("E2E_CURL") or "curl"
+CONTEXT_BYTES = 100 << 20  # what the stand-in NVML counts for each holder's context
+# The accounting lines the shim fills in the view (stats.h, GP_STATS_ACCOUNT), and those the
+# exporter fills from NVML (GP_STATS_NVML).
+ACCOUNT = ("framework_cached_bytes", "passed_vmm_bytes", "passed_async_bytes",
+           "passed_managed_bytes", "passed_pitched_bytes", "passed_unpooled_bytes")
 children = []
 
 
@@ -71,8 +78,10 @@ def stats(pid):
 
 def hold(path, mib):
     """A program under the shim holding 2 blocks of mib MiB and 2 cached; returns (process, pid)."""
+    e = env(nvml=False)
+    e["STANDIN_CONTEXT_BYTES"] = str(CONTEXT_BYTES)
     p = subprocess.Popen([CLI, "run", "--", path, "--hold", str(120 * SCALE), str(mib)],
-                         env=env(nvml=False), stdout=subprocess.DEVNULL)
+                         env=e, stdout=subprocess.DEVNULL)
     children.append(p)
     for _ in range(1000):  # until its view shows the two frees
         r = cli("stats", str(p.pid), "--json", check=False)
@@ -314,7 +323,8 @@ def main():
     rest_line = exp.stdout.readline()
     samples, _ = scrape(port)
     if value(samples, "gpupool_exporter_nvml_up") != 0 or \
-            any(k[0].startswith("gpupool_gpu_memory") for k in samples) or \
+            any(k[0].startswith(("gpupool_gpu_memory", "gpupool_nvml_", "gpupool_other_bytes"))
+                for k in samples) or \
             "no device memory figures" not in rest_line:
         fail(f"without NVML: nvml_up {value(samples, 'gpupool_exporter_nvml_up')}, "
              f"start-up: {rest_line!r}")
@@ -359,8 +369,28 @@ def value_label(samples):
 
 
 def check_accounting(samples, pid):
-    """The per-process accounting families, where this build's views have them."""
-    return
+    """Every accounting line of the view is in the scrape as gpupool stats --json gives it, and
+    the NVML lines the exporter fills add up: NVML's figure for the process is its pool's bytes,
+    the lines passed through and its context (the stand-in's STANDIN_CONTEXT_BYTES), the rest."""
+    dev = stats(pid)["devices"][0]
+    for line in ACCOUNT:
+        got = value(samples, "gpupool_" + line, pid=str(pid), device="0")
+        if line not in dev or got != dev[line]:
+            fail(f"gpupool_{line}{{pid={pid}}} is {got}, gpupool stats --json says "
+                 f"{dev.get(line, '(missing)')}")
+    nvml = value(samples, "gpupool_nvml_process_bytes", pid=str(pid), device="0")
+    other = value(samples, "gpupool_other_bytes", pid=str(pid), device="0")
+    pooled = sum(dev[f] for f in ("in_use_bytes", "idle_bytes", "pending_bytes"))
+    passed = sum(dev[f] for f in ACCOUNT if f.startswith("passed_"))
+    if nvml != pooled + passed + CONTEXT_BYTES or other != CONTEXT_BYTES:
+        fail(f"pid {pid}: NVML's figure {nvml} B, the rest {other} B; the pool holds {pooled} B, "
+             f"{passed} B passed through, the context {CONTEXT_BYTES} B")
+    for line in ("nvml_used_bytes", "nvml_total_bytes"):
+        if value(samples, "gpupool_" + line, pid=str(pid), device="0") != \
+                value(samples, "gpupool_gpu_memory_" + line[5:], gpu="0", uuid=STANDIN_UUID):
+            fail(f"gpupool_{line} of {pid} is not the device's gpupool_gpu_memory_{line[5:]}")
+    ok(f"pid {pid}: the accounting lines as stats --json gives them; NVML's {int(nvml)} B = "
+       f"pool {pooled} + passed {passed} + the rest {int(other)} (its context)")
 
 
 if __name__ == "__main__":
