@@ -37,6 +37,12 @@ struct gp_cli_scraper {
 	struct gp_nvml_device gpu[MAX_GPUS]; /* this scrape's devices (ngpu of them); under lock */
 	unsigned ngpu;
 	struct gp_nvml_process listed[MAX_LISTED]; /* one device's processes, this scrape; under lock */
+	/* Kept from scrape to scrape, grown as needed (under lock): allocated afresh, these large
+	 * buffers would be mapped, faulted in and unmapped at every scrape. */
+	struct gp_stats_snapshot *snaps; /* the views read */
+	size_t snaps_cap;                /* entries */
+	char *text;                      /* the processes' families */
+	size_t text_cap;                 /* bytes */
 };
 
 struct gp_cli_scraper *gp_cli_scraper_new(void)
@@ -61,6 +67,8 @@ void gp_cli_scraper_free(struct gp_cli_scraper *sc)
 		return;
 	gp_nvml_close(sc->nvml);
 	pthread_mutex_destroy(&sc->lock);
+	free(sc->snaps);
+	free(sc->text);
 	free(sc);
 }
 
@@ -77,23 +85,39 @@ static void family(FILE *f, const char *name, const char *type, const char *help
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* The processes' own families (stats/prom.c), malloc'd; NULL when out of memory. */
-static char *processes(const struct gp_stats_snapshot *s, size_t n, size_t *len)
+/* Room for n snapshots in sc->snaps; 0, or -1 when out of memory. */
+static int snaps_room(struct gp_cli_scraper *sc, size_t n)
+{
+	struct gp_stats_snapshot *more;
+
+	if (n <= sc->snaps_cap)
+		return 0;
+	if ((more = realloc(sc->snaps, n * sizeof(*more))) == NULL)
+		return -1;
+	sc->snaps = more;
+	sc->snaps_cap = n;
+	return 0;
+}
+
+/* The processes' own families (stats/prom.c) in sc->text; their length, or -1 when out of memory. */
+static long processes(struct gp_cli_scraper *sc, const struct gp_stats_snapshot *s, size_t n)
 {
 	const char **containers = gp_cli_containers(s, n);
-	size_t cap = 65536 + n * 16384;
-	char *buf = malloc(cap), *bigger;
+	size_t need = gp_stats_prometheus(s, n, containers, sc->text, sc->text_cap);
 
-	if (buf != NULL && (*len = gp_stats_prometheus(s, n, containers, buf, cap)) >= cap) {
-		bigger = realloc(buf, *len + 1);
-		if (bigger != NULL)
-			gp_stats_prometheus(s, n, containers, bigger, *len + 1);
-		else
-			free(buf);
-		buf = bigger;
+	if (need >= sc->text_cap) {
+		char *bigger = realloc(sc->text, need + need / 4 + 1);
+
+		if (bigger == NULL) {
+			free(containers);
+			return -1;
+		}
+		sc->text = bigger;
+		sc->text_cap = need + need / 4 + 1;
+		gp_stats_prometheus(s, n, containers, sc->text, sc->text_cap);
 	}
 	free(containers);
-	return buf;
+	return (long)need;
 }
 
 static void node(FILE *f, int up, size_t got, size_t suspended, const size_t *views)
@@ -205,10 +229,10 @@ static void self(FILE *f, const struct gp_cli_scraper *sc, uint64_t took_ns)
 char *gp_cli_scrape(struct gp_cli_scraper *sc, size_t *len)
 {
 	uint64_t start = mono_ns();
-	struct gp_stats_snapshot *s = NULL;
-	size_t n = 0, got = 0, suspended = 0, plen = 0, views[NSTATES] = { 0 };
-	char *body = NULL, *procs = NULL, path[64];
-	long *pids = NULL;
+	struct gp_stats_snapshot *s;
+	size_t n = 0, got = 0, suspended = 0, views[NSTATES] = { 0 };
+	char *body = NULL, path[64];
+	long *pids = NULL, plen;
 	FILE *f;
 	int up, nvml_ok;
 
@@ -216,8 +240,9 @@ char *gp_cli_scrape(struct gp_cli_scraper *sc, size_t *len)
 	pthread_mutex_lock(&sc->lock);
 	pids = gp_cli_list(&n);
 	up = access(GP_STATS_VIEW_DIR, R_OK | X_OK) == 0;
-	if ((s = calloc(n ? n : 1, sizeof(*s))) == NULL)
+	if (snaps_room(sc, n) != 0)
 		goto out;
+	s = sc->snaps;
 	for (size_t i = 0; i < n; i++) {
 		int rc;
 
@@ -228,11 +253,11 @@ char *gp_cli_scrape(struct gp_cli_scraper *sc, size_t *len)
 			suspended += s[got++].suspended_since_ns != 0;
 	}
 	nvml_ok = query_nvml(sc, s, got);
-	if ((procs = processes(s, got, &plen)) == NULL || (f = open_memstream(&body, len)) == NULL)
+	if ((plen = processes(sc, s, got)) < 0 || (f = open_memstream(&body, len)) == NULL)
 		goto out;
 	node(f, up, got, suspended, views);
 	gpus(f, sc, nvml_ok);
-	fwrite(procs, 1, plen, f);
+	fwrite(sc->text, 1, (size_t)plen, f);
 	sc->scrapes++;
 	if (!up || !nvml_ok ||
 	    views[GP_VIEW_DENIED] + views[GP_VIEW_BAD] + views[GP_VIEW_BUSY] + views[GP_VIEW_FORGED] +
@@ -246,8 +271,6 @@ char *gp_cli_scrape(struct gp_cli_scraper *sc, size_t *len)
 	}
 out:
 	pthread_mutex_unlock(&sc->lock);
-	free(procs);
-	free(s);
 	free(pids);
 	return body;
 }
