@@ -51,6 +51,11 @@ long gp_cli_pid(const char *arg);
  * usage either way. */
 int gp_cli_targets(const char *cmd, int argc, char **argv, int all, long **out, size_t *n);
 
+/* NVML's figures (cli/nvml.c) into the views read: each device found by its UUID, the
+ * process's own figure, and the rest computed (gp_stats_account). Without NVML, or for a device
+ * or process it does not know, those rows stay unknown; `say`: tell why on stderr. */
+void gp_cli_account(struct gp_stats_snapshot *s, size_t n, int say);
+
 /* The container a process runs in (container.c), from /proc/PID/cgroup: the 64 lowercase hex
  * characters of its ID, or "" when none is named there. */
 #define GP_CLI_CONTAINER_ID_LEN 64

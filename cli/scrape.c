@@ -142,7 +142,10 @@ static void node(FILE *f, int up, size_t got, size_t suspended, const size_t *vi
 
 /* The NVML lines of every device of the n processes (GP_STATS_NVML) that is NVML's device `g`
  * (by UUID), from its process list `p`; gp_stats_account then gives other_bytes. A process NVML
- * does not list there (in another pid namespace than the exporter) keeps its own figure unknown. */
+ * does not list there (in another pid namespace than the exporter) keeps its own figure unknown.
+ * The rows `gpupool stats` fills (gp_cli_account), filled for many processes at once: NVML stays
+ * open between scrapes (its initialisation is not something to pay at each one), and each
+ * device's process list is read once per scrape, not once per process. */
 static void fill(const struct gp_nvml_device *g, const struct gp_nvml_process *p, size_t np,
 		 struct gp_stats_snapshot *s, size_t n)
 {

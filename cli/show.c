@@ -34,6 +34,11 @@ static size_t text_many(const struct gp_stats_snapshot *s, size_t n, char *buf, 
 	for (size_t i = 0; i < n; i++) {
 		size_t off = total < len ? total : len;
 		total += gp_stats_text(&s[i], buf + off, len - off);
+		if (total + 1 < len)
+			memcpy(buf + total, "\n", 2);
+		total++;
+		off = total < len ? total : len;
+		total += gp_stats_account_text(&s[i], buf + off, len - off);
 		if (i + 1 < n) {
 			if (total + 1 < len)
 				memcpy(buf + total, "\n", 2);
@@ -101,7 +106,9 @@ static void stats_help(void)
 	printf("usage: gpupool stats PID...|--all [--json|--prometheus]\n\n"
 	       "The statistics of running gpupool processes, read from their live views\n"
 	       "(/dev/shm/gpupool.<pid>): per device what is in use, cached and pending, the\n"
-	       "counters, and the last release.\n"
+	       "counters, and the last release; then every byte the process holds on each\n"
+	       "device, line by line, adding up to NVML's figure for it (what nvidia-smi\n"
+	       "shows): the rest is the CUDA context and the libraries' own memory.\n"
 	       "  --all         every process with a live view (of this user)\n"
 	       "  --json        as JSON\n"
 	       "  --prometheus  in Prometheus' text format\n");
@@ -159,8 +166,11 @@ int gp_cli_stats(int argc, char **argv)
 			rc = r;
 	}
 	if (got > 0 || (all && fmt != TEXT)) {
-		int r = print(fmt == TEXT ? text_many : fmt == JSON ? json_one_or_many
-								     : prometheus_many, s, got);
+		int r;
+
+		gp_cli_account(s, got, fmt == TEXT);
+		r = print(fmt == TEXT ? text_many : fmt == JSON ? json_one_or_many
+							       : prometheus_many, s, got);
 		if (rc == GP_CLI_OK)
 			rc = r;
 	} else if (all) {

@@ -10,6 +10,7 @@
 #include "door/lookup.h"
 #include "fence.h"
 #include "framework.h"
+#include "account.h"
 #include "log.h"
 #include "observe.h"
 #include "policy.h"
@@ -333,6 +334,10 @@ static void *control_main(void *arg)
 		wait_for_work(gp_obs_sleep_ns(sleep_ns));
 		if (atomic_load(&gp_shim.control.stopping))
 			break;
+		/* What only this thread may ask (the driver's pools, the frameworks under the GIL),
+		 * for the view's accounting lines. */
+		if (gp_obs_viewing())
+			gp_account_measure(gp_shim.control.flush_frameworks);
 		gp_obs_tick();
 		check_handler();
 		requests = gp_obs_requests();

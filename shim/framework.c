@@ -10,8 +10,11 @@
 #include "door/lookup.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+_Static_assert(GP_FW_MAX_DEVICES == GP_MAX_DEVICES, "the probe covers every device");
 
 /* exec() in a new dict: no name lands in __main__; errors are swallowed, not printed. */
 static const char flush_code[] =
@@ -150,12 +153,15 @@ int gp_framework_flush(void)
 /* Sums over PyTorch's devices and CuPy's default pool; any error leaves what was summed. The
  * activity figure only has to change when memory is handed out: PyTorch counts its allocations,
  * CuPy's pool has no counter, so its used and total bytes stand in (an allocation freed again
- * before the next probe goes unseen there). */
+ * before the next probe goes unseen there). Per device too (cached_<d>): PyTorch's figures are
+ * per device; CuPy's pool answers for the calling thread's current device only, which for this
+ * thread is the runtime's default (0), and is counted there. */
 static const char probe_code[] =
 	"import sys\n"
 	"present = 0\n"
 	"cached = 0\n"
 	"activity = 0\n"
+	"per_dev = {}\n"
 	"t = sys.modules.get('torch')\n"
 	"try:\n"
 	"    if t is not None and t.cuda.is_initialized():\n"
@@ -163,8 +169,10 @@ static const char probe_code[] =
 	"        for d in range(t.cuda.device_count()):\n"
 	"            s = t.cuda.memory_stats(d)\n"
 	"            activity += s.get('allocation.all.allocated', 0)\n"
-	"            cached += s.get('reserved_bytes.all.current', 0) - "
+	"            u = s.get('reserved_bytes.all.current', 0) - "
 	"s.get('allocated_bytes.all.current', 0)\n"
+	"            cached += u\n"
+	"            per_dev[d] = per_dev.get(d, 0) + u\n"
 	"except Exception:\n"
 	"    pass\n"
 	"c = sys.modules.get('cupy')\n"
@@ -172,11 +180,17 @@ static const char probe_code[] =
 	"    if c is not None:\n"
 	"        present = 1\n"
 	"        p = c.get_default_memory_pool()\n"
-	"        cached += p.total_bytes() - p.used_bytes()\n"
+	"        u = p.total_bytes() - p.used_bytes()\n"
+	"        cached += u\n"
 	"        activity += (p.used_bytes() << 20) ^ p.total_bytes()\n"
+	"        d = c.cuda.runtime.getDevice()\n"
+	"        per_dev[d] = per_dev.get(d, 0) + u\n"
 	"except Exception:\n"
 	"    pass\n"
-	"cached = max(cached, 0)\n";
+	"cached = max(cached, 0)\n"
+	"for d, u in per_dev.items():\n"
+	"    if 0 <= d < %d:\n"
+	"        globals()['cached_%%d' %% d] = max(u, 0)\n";
 
 static uint64_t read_u64(const struct python *py, void *dict, const char *name)
 {
@@ -188,6 +202,7 @@ static uint64_t read_u64(const struct python *py, void *dict, const char *name)
 int gp_framework_probe(struct gp_fw_state *out)
 {
 	struct python py;
+	char code[sizeof(probe_code) + 16], name[24];
 	void *dict, *rc;
 	int state;
 
@@ -200,11 +215,16 @@ int gp_framework_probe(struct gp_fw_state *out)
 		py.decref(dict);
 		dict = NULL;
 	}
-	rc = dict == NULL ? NULL : py.run_string(probe_code, PY_FILE_INPUT, dict, dict);
+	snprintf(code, sizeof(code), probe_code, GP_FW_MAX_DEVICES);
+	rc = dict == NULL ? NULL : py.run_string(code, PY_FILE_INPUT, dict, dict);
 	if (rc != NULL) {
 		out->present = read_u64(&py, dict, "present") != 0;
 		out->cached = read_u64(&py, dict, "cached");
 		out->activity = read_u64(&py, dict, "activity");
+		for (int d = 0; d < GP_FW_MAX_DEVICES; d++) {
+			snprintf(name, sizeof(name), "cached_%d", d);
+			out->cached_device[d] = read_u64(&py, dict, name);
+		}
 		py.decref(rc);
 	}
 	py.err_clear(); /* a failed probe is not the program's error */

@@ -14,10 +14,15 @@ void gp_framework_check_config(int takeover);
 /* On the control thread, no pool lock held: empty the frameworks' caches. Returns 1 if Python
  * ran the flush, 0 if there is no (live) interpreter. */
 int gp_framework_flush(void);
+#define GP_FW_MAX_DEVICES 64 /* = GP_MAX_DEVICES (framework.c checks): the devices covered */
+
 /* What the frameworks' own caches hold, read under the GIL (gp_framework_probe). */
 struct gp_fw_state {
 	int present;       /* a framework with a cache of its own runs in this process */
 	uint64_t cached;   /* bytes: reserved by their caches and not handed out (PyTorch, CuPy) */
+	/* The same per device: PyTorch's per device, CuPy's on the device current for the calling
+	 * thread (its pool answers for that one only: 0 for the control thread). */
+	uint64_t cached_device[GP_FW_MAX_DEVICES];
 	uint64_t activity; /* changes whenever they hand out memory (PyTorch's allocation count,
 			    * CuPy's pool figures); equal values: no allocation between two probes */
 };

@@ -4,6 +4,7 @@
  * control thread, after releases and at exit; never calls CUDA. */
 #define _GNU_SOURCE
 #include "observe.h"
+#include "account.h"
 #include "capture.h"
 #include "clock.h"
 #include "ctx.h"
@@ -72,7 +73,9 @@ static const char *device_uuid(int d)
 /* The figures now; publish_lock held (it guards the last release). */
 static void snapshot(struct gp_stats_snapshot *s)
 {
-	uint64_t mask = gp_pool_devices(gp_shim.obs.pool);
+	/* A device the program uses only past the pool (a context of its own, managed memory)
+	 * has an entry too: its accounting lines. */
+	uint64_t mask = gp_pool_devices(gp_shim.obs.pool) | gp_account_devices();
 
 	memcpy(s, &gp_shim.obs.who,
 	       offsetof(struct gp_stats_snapshot, cmd) + sizeof(gp_shim.obs.who.cmd));
@@ -83,10 +86,12 @@ static void snapshot(struct gp_stats_snapshot *s)
 		struct gp_pool_dev_stats p;
 		struct gp_stats_device *e;
 
-		if (!(mask & 1) || gp_pool_dev_stats(gp_shim.obs.pool, d, &p) != GP_OK ||
-		    (e = gp_stats_device_entry(s, d)) == NULL)
+		if (!(mask & 1) || (e = gp_stats_device_entry(s, d)) == NULL)
 			continue;
 		memcpy(e->uuid, device_uuid(d), GP_STATS_UUID_MAX);
+		gp_account_fill(d, e, &s->framework_read_ns);
+		if (gp_pool_dev_stats(gp_shim.obs.pool, d, &p) != GP_OK)
+			continue;
 		e->in_use_bytes = p.live_bytes;
 		e->in_use_blocks = p.live_blocks;
 		e->requested_bytes = p.requested_bytes;
@@ -155,6 +160,11 @@ int gp_obs_start(struct gp_pool *p, const struct gp_options *o, void (*wake)(voi
 	pthread_mutex_unlock(&gp_shim.obs.publish_lock);
 	gp_shim.obs.period_ns = gp_shim.obs.tracing ? TRACE_PERIOD_NS : VIEW_PERIOD_NS;
 	return gp_shim.obs.viewing || gp_shim.obs.tracing;
+}
+
+int gp_obs_viewing(void)
+{
+	return atomic_load_explicit(&gp_shim.obs.viewing, memory_order_relaxed);
 }
 
 uint64_t gp_obs_sleep_ns(uint64_t ns)

@@ -15,6 +15,8 @@
  * control thread has periodic work to do for them; `wake` wakes it sooner (observing never
  * drives it otherwise). */
 int gp_obs_start(struct gp_pool *pool, const struct gp_options *opts, void (*wake)(void));
+/* The live view is published: someone may look at what is measured for it. */
+int gp_obs_viewing(void);
 /* How long the control thread may sleep, given what it would sleep otherwise (0: forever). */
 uint64_t gp_obs_sleep_ns(uint64_t ns);
 /* On the control thread, every time it wakes: refresh what is due. */

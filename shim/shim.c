@@ -51,6 +51,7 @@ struct gp_shim_state gp_shim = {
 	.real = { .once = PTHREAD_ONCE_INIT },
 	.vmm = { .lock = PTHREAD_MUTEX_INITIALIZER },
 	.defer = { .lock = PTHREAD_MUTEX_INITIALIZER },
+	.account = { .make_lock = PTHREAD_MUTEX_INITIALIZER },
 };
 
 /* What the constructor (or the handler, in a process that never uses CUDA) touches lives apart
@@ -354,6 +355,8 @@ cudaError_t gp_shim_malloc_on(int dev, void **ptr, size_t size)
 		gp_shim_in_real = 1; /* a size the pool does not serve */
 		rc = gp_real.Malloc(ptr, size);
 		gp_shim_in_real = 0;
+		if (rc == cudaSuccess)
+			gp_account_add(GP_ACCOUNT_UNPOOLED, dev, (uint64_t)(uintptr_t)*ptr, size);
 		return rc;
 	}
 }
@@ -386,6 +389,7 @@ __attribute__((flatten)) static int pool_free(void *ptr)
 static inline cudaError_t runtime_free(void *ptr, cudaError_t (*real)(void *, cudaStream_t),
 				       cudaStream_t s)
 {
+	uint64_t token;
 	cudaError_t rc;
 
 	runtime_thread_start();
@@ -394,9 +398,14 @@ static inline cudaError_t runtime_free(void *ptr, cudaError_t (*real)(void *, cu
 	case 1:
 		return cudaSuccess;
 	case GP_ENOTOWNED:
+		/* Counted no more before the real free: once it returns, the address may be another
+		 * thread's new allocation. */
+		token = gp_account_take(0, (uint64_t)(uintptr_t)ptr);
 		gp_shim_in_real = 1;
 		rc = real(ptr, s);
 		gp_shim_in_real = 0;
+		if (rc != cudaSuccess)
+			gp_account_put_back(0, (uint64_t)(uintptr_t)ptr, token);
 		return rc;
 	default:
 		return cudaErrorInvalidValue;
@@ -491,8 +500,35 @@ CUresult gp_shim_cu_alloc(CUdeviceptr *dptr, size_t size)
 	case GP_EBACKEND:
 		return gp_backend_last_error();
 	default:
-		return gp_cu.MemAlloc_v2(dptr, size); /* a size the pool does not serve */
+		rc = gp_cu.MemAlloc_v2(dptr, size); /* a size the pool does not serve */
+		if (rc == CUDA_SUCCESS)
+			gp_account_add(GP_ACCOUNT_UNPOOLED, dev, *dptr, size);
+		return rc;
 	}
+}
+
+CUresult gp_shim_cu_passed(enum gp_account_kind kind, CUdeviceptr *dptr, size_t bytes, CUresult rc)
+{
+	int dev;
+
+	if (rc != CUDA_SUCCESS || dptr == NULL || gp_shim_in_real || !gp_shim_active() ||
+	    cu_current_device(&dev) != CUDA_SUCCESS)
+		return rc;
+	gp_account_add(kind, dev, *dptr, bytes);
+	return rc;
+}
+
+/* The real free of a pointer the pool does not own, on stream s for cuMemFreeAsync: counted no
+ * more before it (once it returns, the address may be another thread's new allocation), again
+ * if the driver refused it. */
+static CUresult passed_free(CUdeviceptr dptr, CUresult (*real)(CUdeviceptr, CUstream), CUstream s)
+{
+	uint64_t token = gp_account_take(0, dptr);
+	CUresult rc = real(dptr, s);
+
+	if (rc != CUDA_SUCCESS)
+		gp_account_put_back(0, dptr, token);
+	return rc;
 }
 
 /* The same at the driver door (a double free: CUDA_ERROR_INVALID_VALUE); `real` is cuMemFree or
@@ -505,7 +541,7 @@ static inline CUresult driver_free(CUdeviceptr dptr, CUresult (*real)(CUdevicept
 	case 1:
 		return CUDA_SUCCESS;
 	case GP_ENOTOWNED:
-		return real(dptr, s);
+		return passed_free(dptr, real, s);
 	default:
 		return CUDA_ERROR_INVALID_VALUE;
 	}
@@ -522,6 +558,43 @@ CUresult gp_shim_cu_free(CUdeviceptr dptr)
 	if (dptr == 0)
 		return gp_cu.MemFree_v2(dptr);
 	return driver_free(dptr, real_cu_free, NULL);
+}
+
+static CUresult real_cu_free_async(CUdeviceptr dptr, CUstream s)
+{
+	return gp_cu.MemFreeAsync(dptr, s);
+}
+
+static CUresult real_cu_free_async_ptsz(CUdeviceptr dptr, CUstream s)
+{
+	return gp_cu.MemFreeAsync_ptsz(dptr, s);
+}
+
+CUresult gp_shim_cu_free_passed(CUdeviceptr dptr, CUstream s, int how)
+{
+	CUresult (*const real[])(CUdeviceptr, CUstream) = { real_cu_free, real_cu_free_async,
+							    real_cu_free_async_ptsz };
+
+	return passed_free(dptr, real[how], s);
+}
+
+CUresult gp_shim_vmm_created(CUmemGenericAllocationHandle *h, size_t bytes,
+			     const CUmemAllocationProp *prop, CUresult rc)
+{
+	if (rc == CUDA_SUCCESS && h != NULL && prop != NULL && gp_shim_active() &&
+	    prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+		gp_account_add(GP_ACCOUNT_VMM, prop->location.id, *h, bytes);
+	return rc;
+}
+
+CUresult gp_shim_vmm_release(CUmemGenericAllocationHandle h)
+{
+	uint64_t token = gp_account_take(1, h);
+	CUresult rc = gp_cu.MemRelease(h);
+
+	if (rc != CUDA_SUCCESS)
+		gp_account_put_back(1, h, token);
+	return rc;
 }
 
 /* As gp_shim_free_async; the entry point made sure the real function exists. */

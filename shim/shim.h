@@ -5,6 +5,7 @@
 #ifndef GPUPOOL_SHIM_H
 #define GPUPOOL_SHIM_H
 
+#include "account.h"
 #include "pool.h"
 #include "state.h"
 
@@ -80,6 +81,18 @@ cudaError_t gp_shim_free_async(void *ptr, cudaStream_t s, int per_thread);
 
 /* ---- the driver door ---- */
 CUresult gp_shim_cu_alloc(CUdeviceptr *dptr, size_t size);
+/* After a real allocation the pool did not serve, with its result rc (returned): counted as
+ * passed through, of `kind` (account.h), `bytes` on the current context's device, unless the
+ * shim made it itself (gp_shim_in_real) or passes everything through. */
+CUresult gp_shim_cu_passed(enum gp_account_kind kind, CUdeviceptr *dptr, size_t bytes, CUresult rc);
+/* The real free of a pointer the pool does not own: cuMemFree_v2 (how 0), cuMemFreeAsync (1) or
+ * its _ptsz flavour (2) on stream s; a pointer counted as passed through is counted no more. */
+CUresult gp_shim_cu_free_passed(CUdeviceptr dptr, CUstream s, int how);
+/* cuMemCreate's result rc (returned): the program's own VMM handle is counted (account.h). */
+CUresult gp_shim_vmm_created(CUmemGenericAllocationHandle *h, size_t bytes,
+			     const CUmemAllocationProp *prop, CUresult rc);
+/* cuMemRelease of a handle: counted no more, then released. */
+CUresult gp_shim_vmm_release(CUmemGenericAllocationHandle h);
 CUresult gp_shim_cu_free(CUdeviceptr dptr);
 /* cuMemFreeAsync and its _ptsz flavour (per_thread), as gp_shim_free_async. */
 CUresult gp_shim_cu_free_async(CUdeviceptr dptr, CUstream s, int per_thread);

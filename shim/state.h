@@ -313,6 +313,30 @@ struct gp_shim_defer {
 	_Atomic uint64_t bytes;         /* bytes in the list (statistics): added, taken off anywhere */
 };
 
+/* account.c: device memory outside the pool's blocks, for the accounting table. The doors'
+ * pass-through calls write the maps and the live bytes; the control thread writes the rest. */
+#define GP_ACCOUNT_NKINDS 4 /* enum gp_account_kind */
+struct gp_shim_account {
+	/* Live pass-through allocations: pointer -> kind, device and bytes (the pool's pointer map
+	 * type, as trace.c's sizes: writers hold the shard's lock, no lock-free reader), and VMM
+	 * handles the same way. Made at the first pass-through allocation under make_lock (release
+	 * store); NULL until then, and every pass-through free skips the map while entries is 0. */
+	_Atomic(struct gp_ptrmap *) ptrs, handles;
+	pthread_mutex_t make_lock;
+	_Atomic int64_t entries; /* in both maps: added and taken off by the doors' threads */
+	_Atomic int said_no_memory; /* a map could not be made or grown: said once (exchange) */
+	/* Bytes live per kind and device: relaxed adds and subtractions by the doors' threads. */
+	_Atomic uint64_t live[GP_ACCOUNT_NKINDS][GP_MAX_DEVICES];
+	/* The control thread's measures (gp_account_measure), read relaxed by the publisher: each
+	 * device's default memory pool's reserved bytes, PyTorch's and CuPy's unused cache bytes,
+	 * when they were read (CLOCK_REALTIME ns, 0: no framework seen) and when each was last
+	 * asked (CLOCK_MONOTONIC ns, control thread only). */
+	_Atomic uint64_t async_reserved[GP_MAX_DEVICES];
+	_Atomic uint64_t fw_cached[GP_MAX_DEVICES];
+	_Atomic uint64_t fw_read_ns;
+	uint64_t async_asked_ns, fw_asked_ns;
+};
+
 /* door/lookup.c: the shared runtime's table (gp_real) is filled once. */
 struct gp_shim_real {
 	pthread_once_t once; /* resolve() runs once, on the first thread that asks */
@@ -334,6 +358,7 @@ struct gp_shim_state {
 	_Alignas(GP_SHIM_LINE) struct gp_shim_real real;
 	_Alignas(GP_SHIM_LINE) struct gp_shim_vmm vmm;
 	_Alignas(GP_SHIM_LINE) struct gp_shim_defer defer;
+	_Alignas(GP_SHIM_LINE) struct gp_shim_account account;
 };
 
 /* What the constructor (gp_shim_load) and the signal handler touch: every process the library

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define LABEL_W 38
+#define LABEL_W 42
 #define CELL_W 14
 
 static const char *cell_text(enum gp_stats_unit unit, uint64_t v, char *buf, size_t len)
@@ -82,7 +82,7 @@ size_t gp_stats_account_text(const struct gp_stats_snapshot *s, char *buf, size_
 		gp_stats_printf(&o, "%*s", CELL_W, cell);
 	}
 	gp_stats_puts(&o, "\n");
-	row(&o, s, n, "in use by the program (gpupool blocks)", GP_STATS_BYTES,
+	row(&o, s, n, "in use by the program (gpupool's blocks)", GP_STATS_BYTES,
 	    offsetof(struct gp_stats_device, in_use_bytes));
 	/* An indented label is inside the line above: shown only once a framework was read. */
 #define GP_STATS_ACCOUNT_ROW(name, kind, unit, label, help)                                      \

@@ -117,8 +117,8 @@ enum gp_stats_unit {
 /*
  * Per device, from NVML: filled by the reader (the gpupool command, which loads NVML), never by
  * the preloaded library; GP_STATS_UNKNOWN until then. other_bytes is NVML's figure for the
- * process minus every line above (gp_stats_account): the CUDA context and the libraries' own
- * memory (cuBLAS workspaces, kernels' code), and whatever an estimated line missed.
+ * process minus every line above (gp_stats_account): the CUDA context (the code of the kernels
+ * loaded, their local memory, the driver's structures), and whatever an estimated line missed.
  */
 #define GP_STATS_NVML(X)                                                                          \
 	X(other_bytes, GP_STATS_GAUGE, GP_STATS_SBYTES, "CUDA context, libraries (rest)",      \

@@ -10,21 +10,24 @@
 
 /* ---- memory ---- */
 
+/* Not pooled: the allocation passed through is counted (account.h). */
 GP_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 {
 	if (GP_MISSING(MemAlloc_v2))
 		return CUDA_ERROR_NOT_FOUND;
 	if (!gp_shim_pooling())
-		return gp_cu.MemAlloc_v2(dptr, bytes);
+		return gp_shim_cu_passed(GP_ACCOUNT_UNPOOLED, dptr, bytes,
+					 gp_cu.MemAlloc_v2(dptr, bytes));
 	return gp_shim_cu_alloc(dptr, bytes);
 }
 
+/* Passing through, a pointer counted as passed through is counted no more. */
 GP_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
 	if (GP_MISSING(MemFree_v2))
 		return CUDA_ERROR_NOT_FOUND;
 	if (!gp_shim_freeing())
-		return gp_cu.MemFree_v2(dptr);
+		return gp_shim_cu_free_passed(dptr, NULL, 0);
 	return gp_shim_cu_free(dptr);
 }
 
@@ -35,7 +38,7 @@ GP_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
 	if (GP_MISSING(MemFreeAsync))
 		return CUDA_ERROR_NOT_FOUND;
 	if (!gp_shim_freeing())
-		return gp_cu.MemFreeAsync(dptr, s);
+		return gp_shim_cu_free_passed(dptr, s, 1);
 	return gp_shim_cu_free_async(dptr, s, 0);
 }
 
@@ -44,8 +47,29 @@ GP_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s)
 	if (GP_MISSING(MemFreeAsync_ptsz))
 		return CUDA_ERROR_NOT_FOUND;
 	if (!gp_shim_freeing())
-		return gp_cu.MemFreeAsync_ptsz(dptr, s);
+		return gp_shim_cu_free_passed(dptr, s, 2);
 	return gp_shim_cu_free_async(dptr, s, 1);
+}
+
+/* Never pooled: counted as it passes (account.h). */
+GP_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned flags)
+{
+	if (GP_MISSING(MemAllocManaged))
+		return CUDA_ERROR_NOT_FOUND;
+	return gp_shim_cu_passed(GP_ACCOUNT_MANAGED, dptr, bytes,
+				 gp_cu.MemAllocManaged(dptr, bytes, flags));
+}
+
+GP_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
+				      size_t height, unsigned elem)
+{
+	CUresult rc;
+
+	if (GP_MISSING(MemAllocPitch_v2))
+		return CUDA_ERROR_NOT_FOUND;
+	rc = gp_cu.MemAllocPitch_v2(dptr, pitch, width, height, elem);
+	return gp_shim_cu_passed(GP_ACCOUNT_PITCHED, dptr,
+				 rc == CUDA_SUCCESS && pitch != NULL ? *pitch * height : 0, rc);
 }
 
 GP_EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
@@ -60,13 +84,22 @@ GP_EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 	return rc;
 }
 
+/* The program's own VMM memory: noted, and counted from create to release (account.h). The
+ * pool's VMM-backed blocks call the driver's own functions, never these. */
 GP_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t bytes,
 			       const CUmemAllocationProp *prop, unsigned long long flags)
 {
 	if (GP_MISSING(MemCreate))
 		return CUDA_ERROR_NOT_FOUND;
 	gp_shim_vmm_seen();
-	return gp_cu.MemCreate(h, bytes, prop, flags);
+	return gp_shim_vmm_created(h, bytes, prop, gp_cu.MemCreate(h, bytes, prop, flags));
+}
+
+GP_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h)
+{
+	if (GP_MISSING(MemRelease))
+		return CUDA_ERROR_NOT_FOUND;
+	return gp_shim_vmm_release(h);
 }
 
 GP_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)

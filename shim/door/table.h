@@ -30,7 +30,7 @@
 enum gp_cu_class {
 	GP_CU_ALLOC,   /* the pool's allocation and free */
 	GP_CU_STREAM,  /* streams made and destroyed: a fence covers every one */
-	GP_CU_MEM,     /* the other memory calls the pool answers for */
+	GP_CU_MEM,     /* the other memory calls the pool answers for, or counts (account.h) */
 	GP_CU_CAPTURE, /* graph captures begun and ended: frees meanwhile are held (capture.c) */
 	GP_CU_GRAPH,   /* graphs made, linked and destroyed: what they hold (graphs.c) */
 	GP_CU_CONTEXT, /* contexts made, destroyed, reset or made current (ctx.c) */
@@ -72,6 +72,12 @@ enum gp_cu_class {
 	  (CUmemGenericAllocationHandle *h, size_t bytes, const CUmemAllocationProp *prop,         \
 	   unsigned long long flags),                                                              \
 	  (h, bytes, prop, flags), -)                                                              \
+	X(MEM, MemRelease, MemRelease, 10020, PLAIN, (CUmemGenericAllocationHandle h), (h), -)     \
+	X(MEM, MemAllocManaged, MemAllocManaged, 6000, PLAIN,                                      \
+	  (CUdeviceptr *dptr, size_t bytes, unsigned flags), (dptr, bytes, flags), -)              \
+	X(MEM, MemAllocPitch_v2, MemAllocPitch, 3020, PLAIN,                                       \
+	  (CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned elem),          \
+	  (dptr, pitch, width, height, elem), -)                                                   \
 	X(CAPTURE, StreamBeginCapture_v2, StreamBeginCapture, 10010, PLAIN,                        \
 	  (CUstream s, CUstreamCaptureMode mode), (s, mode), -)                                    \
 	X(CAPTURE, StreamBeginCapture_v2_ptsz, StreamBeginCapture, 10010, PTSZ,                    \
@@ -524,7 +530,6 @@ enum gp_cu_class {
 	X(OWN, EventSynchronize, EventSynchronize, 2000, PLAIN, (CUevent e), (e), -)               \
 	X(OWN, StreamQuery, StreamQuery, 2000, PLAIN, (CUstream s), (s), -)                        \
 	X(OWN, StreamSynchronize, StreamSynchronize, 2000, PLAIN, (CUstream s), (s), -)            \
-	X(OWN, MemRelease, MemRelease, 10020, PLAIN, (CUmemGenericAllocationHandle h), (h), -)     \
 	X(OWN, MemAddressReserve, MemAddressReserve, 10020, PLAIN,                                 \
 	  (CUdeviceptr *p, size_t bytes, size_t align, CUdeviceptr addr,                           \
 	   unsigned long long flags),                                                              \
@@ -541,7 +546,11 @@ enum gp_cu_class {
 	  (p, bytes, desc, n), -)                                                                  \
 	X(OWN, MemGetAllocationGranularity, MemGetAllocationGranularity, 10020, PLAIN,             \
 	  (size_t *g, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option),   \
-	  (g, prop, option), -)
+	  (g, prop, option), -)                                                                    \
+	X(OWN, DeviceGetDefaultMemPool, DeviceGetDefaultMemPool, 11020, PLAIN,                     \
+	  (CUmemoryPool *pool, CUdevice dev), (pool, dev), -)                                      \
+	X(OWN, MemPoolGetAttribute, MemPoolGetAttribute, 11020, PLAIN,                             \
+	  (CUmemoryPool pool, CUmemPool_attribute attr, void *value), (pool, attr, value), -)
 
 /* Our driver entry points (prototypes, identity list), and every row (the real table). */
 #define GP_DRIVER_OURS(X) GP_DRIVER_HOOKS(X) GP_DRIVER_WORK(X)

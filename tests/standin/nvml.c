@@ -2,8 +2,8 @@
  * the command makes (cli/nvml.c), answered from what each live process's stand-in driver
  * publishes in /dev/shm/standin-nvml.<pid> (driver_nvml.c, nvml_file.h). Devices: STANDIN_DEVICES
  * (default 1), named by the stand-in driver's UUIDs ("STANDIN-GPU" and the ordinal in the UUID's
- * bytes, written as NVML writes them); total = the capacity (a live process's, else
- * STANDIN_CAPACITY, default 1 GiB), used = the sum over live processes, each process listed on a
+ * bytes, written as NVML writes them); total = the capacity (the largest a live process has,
+ * else STANDIN_CAPACITY, default 1 GiB), used = the sum over live processes, each process listed on a
  * device where it has a context, with its figure. No graphics processes. A file whose process is
  * gone is skipped and removed. Test-only; never loaded by the preloaded library. */
 #define _GNU_SOURCE
@@ -217,11 +217,14 @@ struct sum {
 static void add_used(const struct standin_nvml_file *f, void *arg)
 {
 	struct sum *s = arg;
+	unsigned long long c;
 
 	if ((uint64_t)s->index >= f->ndevices)
 		return;
 	s->used += atomic_load_explicit(&f->used[s->index], memory_order_relaxed);
-	s->capacity = atomic_load_explicit(&f->capacity[s->index], memory_order_relaxed);
+	c = atomic_load_explicit(&f->capacity[s->index], memory_order_relaxed);
+	if (c > s->capacity) /* processes may differ (STANDIN_CAPACITY): the largest */
+		s->capacity = c;
 }
 
 int nvmlDeviceGetMemoryInfo(struct device *dev, struct memory *m)

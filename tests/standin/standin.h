@@ -141,8 +141,8 @@
  *   STANDIN_DEVICES in the caller's environment), nvmlDeviceGetHandleByIndex_v2 and
  *   nvmlDeviceGetHandleByUUID, nvmlDeviceGetUUID (the driver's UUIDs, cuDeviceGetUuid_v2,
  *   written as NVML writes them: "GPU-5354414e-4449-4e2d-4750-5500000000" and the ordinal in
- *   two hex digits), nvmlDeviceGetMemoryInfo (total: the capacity; used: the sum over live
- *   processes; free: the difference) and nvmlDeviceGetComputeRunningProcesses_v3 (every live
+ *   two hex digits), nvmlDeviceGetMemoryInfo (total: the largest capacity a live process has,
+ *   else STANDIN_CAPACITY; used: the sum over live processes; free: the difference) and nvmlDeviceGetComputeRunningProcesses_v3 (every live
  *   process with a context on the device, with its figure); the graphics list is always empty.
  *   A checkpointed process (STANDIN_CHECKPOINT) holds nothing there, its context neither.
  *   A file whose process is gone is skipped and removed. Device-wide figures count every live

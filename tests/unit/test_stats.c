@@ -421,7 +421,7 @@ static void test_account_text(void **state)
 	assert_non_null(l);
 	assert_non_null(strstr(l, "device 0"));
 	assert_non_null(strstr(l, "device 3"));
-	assert_non_null(l = line_of(buf, "in use by the program (gpupool blocks)"));
+	assert_non_null(l = line_of(buf, "in use by the program (gpupool's blocks)"));
 	assert_non_null(strstr(l, "1.50 GiB"));
 	assert_non_null(strstr(l, "4.00 KiB"));
 	assert_non_null(l = line_of(buf, "  of which PyTorch/CuPy cache, unused"));
