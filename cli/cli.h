@@ -84,7 +84,7 @@ char *gp_cli_scrape(struct gp_cli_scraper *sc, size_t *len);
 struct gp_cli_http_conf {
 	int fd;                   /* bound and listening; the server closes it when stopped */
 	unsigned timeout_s;       /* a connection that sends or takes nothing this long is closed */
-	unsigned max_connections; /* connections at once; more are closed as they come */
+	unsigned max_connections; /* connections served at once; more wait, unaccepted */
 	char *(*metrics)(void *arg, size_t *len); /* /metrics' body, malloc'd (NULL: answer 500) */
 	void *arg;
 };

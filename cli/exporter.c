@@ -39,7 +39,7 @@ static void help(void)
 	printf("  --listen HOST:PORT     where to listen (default :" DEFAULT_PORT ": every address);\n"
 	       "                         [::1]:PORT: IPv6; port 0: any free one, said at start\n"
 	       "  --timeout SECONDS      close a connection idle this long (default %u)\n"
-	       "  --max-connections N    connections at once; more are closed (default %u)\n",
+	       "  --max-connections N    connections served at once; more wait (default %u)\n",
 	       DEFAULT_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS);
 	if (gp_cli_http_missing() != NULL)
 		gp_cli_wrap("", gp_cli_http_missing());

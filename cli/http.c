@@ -1,7 +1,7 @@
 /* http.c — the exporter's HTTP server, on GNU libmicrohttpd: GET and HEAD of /metrics (and of /,
  * which points there), 404 for any other path, 405 with Allow for any other method. One thread
- * polls every connection (epoll): a slow or silent client holds a socket, never a thread, and is
- * closed after the idle timeout; past the connection limit new ones are closed as they come.
+ * polls every connection (epoll): a slow or silent client holds a socket, never a thread, until
+ * the idle timeout closes it; past the connection limit new ones wait, unaccepted, their turn.
  * Linked by the gpupool command only, never by libgpupool.so. */
 #define _GNU_SOURCE
 #include "cli.h"
