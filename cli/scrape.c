@@ -99,7 +99,7 @@ static int snaps_room(struct gp_cli_scraper *sc, size_t n)
 	return 0;
 }
 
-/* The processes' own families (stats/prom.c) in sc->text; their length, or -1 when out of memory. */
+/* The processes' own families (stats/prom.c) in sc->text: their length, -1 out of memory. */
 static long processes(struct gp_cli_scraper *sc, const struct gp_stats_snapshot *s, size_t n)
 {
 	const char **containers = gp_cli_containers(s, n);
