@@ -7,7 +7,8 @@ idle (as `gpupool stats --json` gives them), its program name and container in
 gpupool_process_info, its device's UUID in gpupool_device_info, its accounting lines (the view's
 as stats --json gives them, NVML's filled in by the exporter and adding up); the node's figures
 (processes, NVML's device memory through the stand-in NVML, up, scrapes, duration) are there;
-scraping asks nothing of a program (no release ever runs); HEAD is answered without a body,
+scraping asks nothing of a program (no release ever runs); an exporter of another user sees
+none of root's processes (their views counted denied; as root, with setpriv, else skipped); HEAD is answered without a body,
 another method gets 405 with Allow, another path 404; a client that sends half a request is
 closed after --timeout while others are answered; 200 connections at once are all answered;
 behind --max-connections, idle connections wait their turn and a scrape after them is answered;
@@ -21,6 +22,7 @@ Run by a python3 that has prometheus_client (Debian's python3-prometheus-client)
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -91,10 +93,10 @@ def hold(path, mib):
     fail(f"{path}: no live view /dev/shm/gpupool.{p.pid} with its frees within {10 * SCALE} s")
 
 
-def exporter(*args, nvml=True):
-    """Start `gpupool exporter ARGS`; returns (process, port, first line)."""
-    p = subprocess.Popen([CLI, "exporter", *args], env=env(nvml=nvml), stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
+def exporter(*args, nvml=True, prefix=()):
+    """Start `gpupool exporter ARGS` (after `prefix`); returns (process, port, first line)."""
+    p = subprocess.Popen([*prefix, CLI, "exporter", *args], env=env(nvml=nvml),
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     children.append(p)
     line = p.stdout.readline()
     m = re.search(r"serving http://127\.0\.0\.1:(\d+)/metrics", line)
@@ -278,6 +280,26 @@ def main():
         if stats(pid)["release_count"] != 0:
             fail(f"pid {pid} made a release while scraped")
     ok("the programs were asked for nothing (no release ran)")
+
+    # Another user's exporter sees none of them: their views are denied to it (counted, and a
+    # scrape error), as root it saw them all.
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() == 0 and setpriv:
+        other_exp, other_port, _ = exporter("--listen", "127.0.0.1:0", prefix=(
+            setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"))
+        samples, _ = scrape(other_port)
+        if series_of(samples, pid_a) or series_of(samples, pid_b) or \
+                value(samples, "gpupool_exporter_views", state="denied") < 2 or \
+                value(samples, "gpupool_exporter_scrape_errors_total") < 1:
+            fail(f"an exporter of uid 65534: series of {pid_a} {len(series_of(samples, pid_a))}, "
+                 f"denied {value(samples, 'gpupool_exporter_views', state='denied')}, errors "
+                 f"{value(samples, 'gpupool_exporter_scrape_errors_total')}")
+        other_exp.send_signal(signal.SIGTERM)
+        other_exp.communicate(timeout=10 * SCALE)
+        ok("an exporter of another user (uid 65534) shows none of root's processes: their views "
+           "are counted denied, a scrape error")
+    else:
+        print("skip another user's exporter: not root, or no setpriv", flush=True)
 
     # A program that exits drops out; a killed one leaves a stale view, skipped and kept.
     a.send_signal(signal.SIGTERM)
