@@ -7,14 +7,15 @@ idle (as `gpupool stats --json` gives them), its program name and container in
 gpupool_process_info, its device's UUID in gpupool_device_info, its accounting lines (the view's
 as stats --json gives them, NVML's filled in by the exporter and adding up); the node's figures
 (processes, NVML's device memory through the stand-in NVML, up, scrapes, duration) are there;
-scraping asks nothing of a program (no release ever runs); an exporter of another user sees
-none of root's processes (their views counted denied; as root, with setpriv, else skipped); HEAD is answered without a body,
-another method gets 405 with Allow, another path 404; a client that sends half a request is
-closed after --timeout while others are answered; 200 connections at once are all answered;
-behind --max-connections, idle connections wait their turn and a scrape after them is answered;
-a program that exits drops out of the next scrape; a stale view is skipped and left in place;
-without NVML, gpupool_exporter_nvml_up is 0, no NVML figure is made up, and the start-up line
-says why; a port in use and a bad --listen are refused; SIGTERM and SIGINT stop it (exit 0).
+scraping asks nothing of a program (no release ever runs); an exporter of another user sees none
+of root's processes (their views counted denied; run as root with setpriv, else skipped); HEAD
+is answered without a body, another method gets 405 with Allow, another path 404; a client that
+sends half a request is closed after --timeout while others are answered; 200 connections at
+once are all answered; behind --max-connections, idle connections wait their turn and a scrape
+after them is answered; a program that exits drops out of the next scrape; a stale view is
+skipped and left in place; without NVML, gpupool_exporter_nvml_up is 0, no NVML figure is made
+up, and the start-up line says why; a port in use and a bad --listen are refused; SIGTERM and
+SIGINT stop it (exit 0).
 
 Usage: exporter.py <gpupool> <e2e_cli> <formatcheck> <stand-in lib dir> [sanitizer runtime]
 Run by a python3 that has prometheus_client (Debian's python3-prometheus-client).
