@@ -28,6 +28,7 @@ int gp_cli_stats(int argc, char **argv);
 int gp_cli_top(int argc, char **argv);
 int gp_cli_suspend(int argc, char **argv);
 int gp_cli_resume(int argc, char **argv);
+int gp_cli_exporter(int argc, char **argv);
 void gp_cli_options_help(void);
 
 /* Ask process `pid`, whose view `s` was just read, for a release: through its view, then the
@@ -54,6 +55,45 @@ int gp_cli_targets(const char *cmd, int argc, char **argv, int all, long **out, 
  * process's own figure, and the rest computed (gp_stats_account). Without NVML, or for a device
  * or process it does not know, those rows stay unknown; `say`: tell why on stderr. */
 void gp_cli_account(struct gp_stats_snapshot *s, size_t n, int say);
+
+/* The container a process runs in (container.c), from /proc/PID/cgroup: the 64 lowercase hex
+ * characters of its ID, or "" when none is named there. */
+#define GP_CLI_CONTAINER_ID_LEN 64
+void gp_cli_container(long pid, char out[GP_CLI_CONTAINER_ID_LEN + 1]);
+/* The same from the text of a cgroup file: 0 and the ID in out, or -1 and "". */
+int gp_cli_container_parse(const char *cgroup, char out[GP_CLI_CONTAINER_ID_LEN + 1]);
+/* The container of each of the n processes, for gp_stats_prometheus: one malloc'd block (free
+ * it), or NULL when out of memory. */
+const char **gp_cli_containers(const struct gp_stats_snapshot *s, size_t n);
+
+/* One scrape of the node for the exporter (scrape.c): every live view this user may read, read
+ * only (a stale view is skipped, never removed), with the node's and the exporter's own figures,
+ * in Prometheus' text format. The scraper keeps the counters between scrapes; scrapes run one at
+ * a time (a lock inside). */
+struct gp_cli_scraper;
+struct gp_cli_scraper *gp_cli_scraper_new(void);
+void gp_cli_scraper_free(struct gp_cli_scraper *sc);
+/* NULL when NVML loaded (each device's memory is in every scrape); otherwise why not. */
+const char *gp_cli_scraper_nvml(const struct gp_cli_scraper *sc);
+/* The text of one scrape, malloc'd, its length in *len; NULL when out of memory. */
+char *gp_cli_scrape(struct gp_cli_scraper *sc, size_t *len);
+
+/* The exporter's HTTP server (http.c, GNU libmicrohttpd; http_none.c in a build without it):
+ * GET and HEAD of /metrics (and of / for a pointer to it); 404 for any other path, 405 for any
+ * other method. */
+struct gp_cli_http_conf {
+	int fd;                   /* bound and listening; the server closes it when stopped */
+	unsigned timeout_s;       /* a connection that sends or takes nothing this long is closed */
+	unsigned max_connections; /* connections served at once; more wait, unaccepted */
+	char *(*metrics)(void *arg, size_t *len); /* /metrics' body, malloc'd (NULL: answer 500) */
+	void *arg;
+};
+struct gp_cli_http;
+/* NULL in a build that serves HTTP; otherwise why it does not, in one sentence. */
+const char *gp_cli_http_missing(void);
+/* Serve from a thread of the server's own until stopped; NULL after saying why on stderr. */
+struct gp_cli_http *gp_cli_http_start(const struct gp_cli_http_conf *c);
+void gp_cli_http_stop(struct gp_cli_http *h);
 
 /* Option values (args.c): 0, or -1 after saying on stderr which option and value are wrong. */
 int gp_cli_seconds(const char *cmd, const char *opt, const char *val, double *out);

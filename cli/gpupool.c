@@ -23,6 +23,8 @@ static void help(void)
 	       "      take a whole CUDA process off the GPU (its memory parked in host memory)\n"
 	       "  gpupool resume PID... [--json]\n"
 	       "      give a suspended process its GPU memory back\n"
+	       "  gpupool exporter [--listen HOST:PORT]\n"
+	       "      serve /metrics (Prometheus) for every gpupool process of this machine\n"
 	       "  gpupool version (also -V, --version)\n"
 	       "      the version\n"
 	       "  gpupool COMMAND --help\n"
@@ -52,6 +54,8 @@ int main(int argc, char **argv)
 		return gp_cli_suspend(argc - 1, argv + 1);
 	if (strcmp(cmd, "resume") == 0)
 		return gp_cli_resume(argc - 1, argv + 1);
+	if (strcmp(cmd, "exporter") == 0)
+		return gp_cli_exporter(argc - 1, argv + 1);
 	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0 || strcmp(cmd, "version") == 0) {
 		printf("gpupool %s\n", GP_CLI_VERSION);
 		return GP_CLI_OK;
@@ -60,7 +64,7 @@ int main(int argc, char **argv)
 		help();
 		return GP_CLI_OK;
 	}
-	fprintf(stderr, "gpupool: %s%s\nusage: gpupool run|release|stats|top|suspend|resume ... (gpupool --help)\n",
+	fprintf(stderr, "gpupool: %s%s\nusage: gpupool run|release|stats|top|suspend|resume|exporter ... (gpupool --help)\n",
 		*cmd ? "unknown command: " : "no command given", cmd);
 	return GP_CLI_ERROR;
 }

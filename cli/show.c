@@ -53,6 +53,16 @@ static size_t json_one_or_many(const struct gp_stats_snapshot *s, size_t n, char
 	return n == 1 ? gp_stats_json(s, buf, len) : gp_stats_json_many(s, n, buf, len);
 }
 
+/* With the container each process runs in (gpupool_process_info's container label). */
+static size_t prometheus_many(const struct gp_stats_snapshot *s, size_t n, char *buf, size_t len)
+{
+	const char **containers = gp_cli_containers(s, n);
+	size_t need = gp_stats_prometheus(s, n, containers, buf, len);
+
+	free(containers);
+	return need;
+}
+
 static int print(render_fn fn, const struct gp_stats_snapshot *s, size_t n)
 {
 	size_t cap = 65536, need;
@@ -160,7 +170,7 @@ int gp_cli_stats(int argc, char **argv)
 
 		gp_cli_account(s, got, fmt == TEXT);
 		r = print(fmt == TEXT ? text_many : fmt == JSON ? json_one_or_many
-								     : gp_stats_prometheus, s, got);
+							       : prometheus_many, s, got);
 		if (rc == GP_CLI_OK)
 			rc = r;
 	} else if (all) {
@@ -182,27 +192,12 @@ static void on_stop(int sig)
 	stop = 1;
 }
 
-/* The program's name: the last part of the command line's first word (its path's base), at most
- * 17 characters, control characters shown as '?'. */
-static void program_name(const char *cmdline, char out[18])
-{
-	size_t n = strcspn(cmdline, " "), start = 0;
-
-	for (size_t i = 0; i < n; i++)
-		if (cmdline[i] == '/')
-			start = i + 1;
-	snprintf(out, 18, "%.*s", (int)(n - start), cmdline + start);
-	for (char *p = out; *p; p++)
-		if ((unsigned char)*p < 0x20)
-			*p = '?';
-}
-
 /* 80 columns: 7 + 1 + 17 + 1 + 3 + 4 x 11 + 1 + 6. */
 static void row(const struct gp_stats_snapshot *s, const struct gp_stats_device *d)
 {
 	char cmd[18], a[16], b[16], c[16], e[16];
 
-	program_name(s->cmd, cmd);
+	gp_stats_program_name(s->cmd, cmd, sizeof(cmd));
 	printf("%7lld %-17s %3llu %10s %10s %10s %10s %6.1f\n", (long long)s->pid, cmd,
 	       (unsigned long long)d->device, gp_stats_human_bytes(d->in_use_bytes, a, sizeof(a)),
 	       gp_stats_human_bytes(d->idle_bytes, b, sizeof(b)),
@@ -249,7 +244,7 @@ static void frame(int clear)
 		if (s.ndev == 0) {
 			char cmd[18];
 
-			program_name(s.cmd, cmd);
+			gp_stats_program_name(s.cmd, cmd, sizeof(cmd));
 			printf("%7lld %-17s   -   (no device used yet)\n", (long long)s.pid, cmd);
 		}
 		for (uint64_t d = 0; d < s.ndev && d < GP_STATS_MAX_DEVICES; d++)

@@ -1,7 +1,8 @@
 /* prom.c — the statistics in the Prometheus text exposition format (0.0.4), for a textfile
- * collector or a scrape wrapper: one family per field of stats.h (counters end in _total,
- * durations and moments are in seconds), samples labelled by pid and device or cause. Never reads
- * the pool or the shim, only a snapshot. */
+ * collector or the exporter (`gpupool exporter`): one family per field of stats.h (counters end in
+ * _total, durations and moments are in seconds), samples labelled by pid and device or cause; who
+ * a process is (command, program, container) and a device's UUID only in info families joined on
+ * pid. Never reads the pool or the shim, only a snapshot. */
 #include "out.h"
 #include "stats.h"
 
@@ -39,14 +40,24 @@ static void value(struct gp_stats_out *o, enum gp_stats_unit unit, uint64_t v)
 		gp_stats_printf(o, " %llu\n", (unsigned long long)v);
 }
 
-static void process_info(struct gp_stats_out *o, const struct gp_stats_snapshot *s, size_t n)
+static void process_info(struct gp_stats_out *o, const struct gp_stats_snapshot *s, size_t n,
+			 const char *const *container)
 {
+	char program[GP_STATS_CMD_MAX];
+
 	family(o, "gpupool_process_info", GP_STATS_GAUGE,
-	       "A process under gpupool: its command line and release signal (always 1).");
+	       "A process under gpupool: its command line, program, release signal and container "
+	       "(always 1).");
 	for (size_t i = 0; i < n; i++) {
+		gp_stats_program_name(s[i].cmd, program, sizeof(program));
 		gp_stats_printf(o, "gpupool_process_info{pid=\"%lld\",command=\"", (long long)s[i].pid);
 		gp_stats_put_escaped(o, s[i].cmd, 'p');
-		gp_stats_printf(o, "\",signal=\"%lld\"} 1\n", (long long)s[i].signo);
+		gp_stats_puts(o, "\",program=\"");
+		gp_stats_put_escaped(o, program, 'p');
+		gp_stats_printf(o, "\",signal=\"%lld\",container=\"", (long long)s[i].signo);
+		gp_stats_put_escaped(o, container != NULL && container[i] != NULL ? container[i] : "",
+				     'p');
+		gp_stats_puts(o, "\"} 1\n");
 	}
 	family(o, "gpupool_device_info", GP_STATS_GAUGE,
 	       "A device a process under gpupool uses: its UUID, as NVML names it (always 1).");
@@ -65,13 +76,14 @@ static void process_info(struct gp_stats_out *o, const struct gp_stats_snapshot 
 				(long long)s[i].pid, (double)s[i].start_ns / 1e9);
 }
 
-size_t gp_stats_prometheus(const struct gp_stats_snapshot *s, size_t n, char *buf, size_t len)
+size_t gp_stats_prometheus(const struct gp_stats_snapshot *s, size_t n, const char *const *container,
+			   char *buf, size_t len)
 {
 	struct gp_stats_out o;
 	char m[128];
 
 	gp_stats_out_init(&o, buf, len);
-	process_info(&o, s, n);
+	process_info(&o, s, n, container);
 #define GP_STATS_PROM_DEV(name, kind, unit, label, help)                                          \
 	family(&o, metric(#name, kind, m, sizeof(m)), kind, help);                                \
 	for (size_t i = 0; i < n; i++) {                                                          \

@@ -44,6 +44,25 @@ struct gp_stats_device *gp_stats_device_entry(struct gp_stats_snapshot *s, int d
 	return d;
 }
 
+void gp_stats_program_name(const char *cmdline, char *out, size_t len)
+{
+	size_t n = strcspn(cmdline, " "), start = 0;
+
+	if (len == 0)
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (cmdline[i] == '/')
+			start = i + 1;
+	n -= start;
+	if (n > len - 1)
+		n = len - 1;
+	memcpy(out, cmdline + start, n);
+	out[n] = '\0';
+	for (char *p = out; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+}
+
 uint64_t gp_stats_accounted_bytes(const struct gp_stats_device *d)
 {
 	uint64_t sum = d->in_use_bytes + d->idle_bytes + d->pending_bytes;

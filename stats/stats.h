@@ -217,6 +217,10 @@ void gp_stats_reset(struct gp_stats_snapshot *s);
 /* The entry of device `device` in s->dev, added (zeroed) when absent and room is left. */
 struct gp_stats_device *gp_stats_device_entry(struct gp_stats_snapshot *s, int device);
 
+/* The program a command line runs: its first word's base name (after the last '/'), cut to fit
+ * `len` bytes with the NUL, control characters shown as '?'. `gpupool top` shows it, and the
+ * Prometheus rendering's gpupool_process_info carries it as `program`. */
+void gp_stats_program_name(const char *cmdline, char *out, size_t len);
 /* The bytes of the device's accounting lines gpupool counts itself: in use, idle, pending and
  * every passed_* line (framework_cached_bytes is inside in use). */
 uint64_t gp_stats_accounted_bytes(const struct gp_stats_device *d);
@@ -233,13 +237,16 @@ double gp_stats_hit_rate(const struct gp_stats_device *d);
  * the full text has (like snprintf): a caller whose buffer was too small retries with more.
  * text: for people, one screen for a process with a few devices.
  * json: one object (gp_stats_json) or an array of them (n snapshots, gp_stats_json_many).
- * prometheus: the text exposition format (0.0.4), n processes, labels pid and device (and the
- * device's uuid).
+ * prometheus: the text exposition format (0.0.4), n processes, labels pid and device or cause;
+ * who each process is in one info family joined on pid (gpupool_process_info: command, program,
+ * signal, container) and each device's UUID in another (gpupool_device_info). `container`: n
+ * container IDs, one per process ("" or NULL: none), or NULL when none is known.
  */
 size_t gp_stats_text(const struct gp_stats_snapshot *s, char *buf, size_t len);
 size_t gp_stats_json(const struct gp_stats_snapshot *s, char *buf, size_t len);
 size_t gp_stats_json_many(const struct gp_stats_snapshot *s, size_t n, char *buf, size_t len);
-size_t gp_stats_prometheus(const struct gp_stats_snapshot *s, size_t n, char *buf, size_t len);
+size_t gp_stats_prometheus(const struct gp_stats_snapshot *s, size_t n, const char *const *container,
+			   char *buf, size_t len);
 
 /* The accounting table for people: one column per device, the lines that add up to NVML's
  * figure for the process (GP_STATS_ACCOUNT, GP_STATS_NVML), and what is unknown or estimated

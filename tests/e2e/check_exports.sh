@@ -101,6 +101,13 @@ else
 	echo "ok   no DT_NEEDED on libcudart"
 fi
 
+if readelf -d "$lib" | grep -q 'NEEDED.*libmicrohttpd'; then
+	echo "FAIL e2e_exports: the library depends on libmicrohttpd (DT_NEEDED); only the gpupool command (its exporter) may" >&2
+	fail=1
+else
+	echo "ok   no DT_NEEDED on libmicrohttpd (the exporter's HTTP server is the command's alone)"
+fi
+
 if [[ $max_loads -gt 0 ]]; then
 	loads=$(readelf -lW "$lib" | grep -c '^ *LOAD ')
 	if [[ $loads -gt $max_loads ]]; then

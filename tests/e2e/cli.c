@@ -4,7 +4,8 @@
  * Prometheus) read while the program runs agrees with the stand-in's own counters; `gpupool
  * release PID --wait` gives back exactly what the stand-in saw freed and says so; afterwards the
  * view shows that release; `gpupool top` lists the process.
- * --hold SECONDS: allocate, keep a few blocks, sleep (SIGTERM ends it cleanly): for the scripts.
+ * --hold SECONDS [MIB]: allocate four blocks of MIB MiB (default 2), free two (cached), sleep
+ * (SIGTERM ends it cleanly): for the scripts.
  * --hold-own SECONDS: the same, with a SIGUSR1 handler of its own installed after start-up.
  * --workload: a second of allocations and frees with a release in the middle: for plot-trace. */
 #define _GNU_SOURCE
@@ -191,17 +192,17 @@ static void on_own_usr1(int sig)
 	own_usr1++;
 }
 
-/* Allocate, keep two blocks, wait for SIGTERM (or the time given), exit normally. `own`: then
- * install a SIGUSR1 handler of the program's own (as servers do, to reopen their logs), and say
- * at exit how often it ran. */
-static int hold(int seconds, int own)
+/* Allocate four blocks of `mib` MiB, keep two, wait for SIGTERM (or the time given), exit
+ * normally. `own`: then install a SIGUSR1 handler of the program's own (as servers do, to reopen
+ * their logs), and say at exit how often it ran. */
+static int hold(int seconds, size_t mib, int own)
 {
 	void *b[4];
 
 	signal(SIGTERM, on_term);
 	signal(SIGINT, on_term);
 	for (int i = 0; i < 4; i++)
-		e2e_cuda(cudaMalloc(&b[i], 2 * E2E_MIB), "cudaMalloc");
+		e2e_cuda(cudaMalloc(&b[i], mib * E2E_MIB), "cudaMalloc");
 	e2e_cuda(cudaFree(b[2]), "cudaFree");
 	e2e_cuda(cudaFree(b[3]), "cudaFree");
 	if (own)
@@ -247,11 +248,12 @@ int main(int argc, char **argv)
 		return cli_flow();
 	}
 	if (argc > 2 && strcmp(argv[1], "--hold") == 0)
-		return hold(atoi(argv[2]), 0);
+		return hold(atoi(argv[2]), argc > 3 ? (size_t)atoi(argv[3]) : 2, 0);
 	if (argc > 2 && strcmp(argv[1], "--hold-own") == 0)
-		return hold(atoi(argv[2]), 1);
+		return hold(atoi(argv[2]), 2, 1);
 	if (argc > 1 && strcmp(argv[1], "--workload") == 0)
 		return workload();
-	fprintf(stderr, "usage: e2e_cli --cli GPUPOOL | --hold[-own] SECONDS | --workload\n");
+	fprintf(stderr, "usage: e2e_cli --cli GPUPOOL | --hold SECONDS [MIB] | --hold-own SECONDS | "
+			"--workload\n");
 	return 2;
 }

@@ -3,8 +3,9 @@
 # and exit status for no such process (2), not a gpupool process (3), a stale view (5, and the
 # file removed; `top` removes them too) and bad usage (1); a live view is /dev/shm/gpupool.<pid>,
 # mode 0600, owned by the user, and leaves with a normal exit; `--help` lists the options;
-# `release` of a process without a release signal says so; every subcommand answers --help, and
-# a bad number, an unknown option or two flags that conflict get a line naming them.
+# `release` of a process without a release signal says so; every subcommand (exporter too)
+# answers --help, and a bad number, an unknown option or two flags that conflict get a line
+# naming them.
 # Usage: cli_errors.sh <gpupool> <e2e_cli> <formatcheck> [sanitizer runtime to preload]
 set -u
 cli=$1 prog=$2 formatcheck=$3
@@ -27,16 +28,17 @@ expect() {
 	ok "$(printf '%q ' "${@:2}")-> $rc: $(head -n 1 <<<"$out")"
 }
 
-# hold [run options]: start e2e_cli --hold under gpupool run; sets $pid once its view exists.
+# hold [run options]: start e2e_cli --hold under gpupool run; sets $pid once its view shows the
+# program's two frees (the view is made at the first CUDA call, before its first device entry).
 hold() {
 	"$cli" run "$@" -- "$prog" --hold 30 >/dev/null &
 	pid=$!
 	holders+=("$pid")
 	for _ in $(seq 500); do
-		"$cli" stats "$pid" >/dev/null 2>&1 && return 0
+		"$cli" stats --json "$pid" 2>/dev/null | grep -q '"frees":2,' && return 0
 		sleep 0.01
 	done
-	fail "no live view /dev/shm/gpupool.$pid appeared within 5 s"
+	fail "no live view /dev/shm/gpupool.$pid showing two frees appeared within 5 s"
 }
 
 expect 2 "no such process: 999999999" "$cli" stats 999999999
@@ -67,7 +69,12 @@ expect 1 "--timeout needs --wait" "$cli" release --timeout 5 1
 expect 1 "--json and --prometheus: give one" "$cli" stats --json --prometheus 1
 expect 1 "--all and pids" "$cli" stats --all 1
 expect 1 "--max-cached needs a value" "$cli" run --max-cached
-for c in "" run release stats top suspend resume; do
+expect 0 "usage: gpupool exporter" "$cli" exporter --help
+expect 1 "unknown option --bogus" "$cli" exporter --bogus
+expect 1 "--timeout 0: not a whole number" "$cli" exporter --timeout 0
+expect 1 "--max-connections 100001: at most 100000" "$cli" exporter --max-connections 100001
+expect 1 "unexpected argument: extra" "$cli" exporter extra
+for c in "" run release stats top suspend resume exporter; do
 	wide=$("$cli" $c --help | awk 'length > 80' | head -n 3)
 	[[ -z $wide ]] || fail "gpupool $c --help has lines wider than 80 columns: $wide"
 done
@@ -75,7 +82,8 @@ ok "gpupool --help and every command's --help fit 80 columns"
 help=$("$cli" --help)
 grep -q -- "--max-cached" <<<"$help" && grep -q "GPUPOOL_TRACE" <<<"$help" &&
 	grep -q "gpupool release PID" <<<"$help" && grep -q "gpupool resume PID... \[--json\]" <<<"$help" &&
-	grep -q "suspend PID.*--json" <<<"$help" || fail "--help lacks the options or the commands: $help"
+	grep -q "suspend PID.*--json" <<<"$help" && grep -q "gpupool exporter \[--listen HOST:PORT\]" <<<"$help" ||
+	fail "--help lacks the options or the commands: $help"
 ok "--help lists the commands and the GPUPOOL_* options"
 
 hold --log error

@@ -226,7 +226,8 @@ struct prom {
 	size_t nfam, cap;
 	char **series;
 	size_t nseries, series_cap;
-	struct family *current; /* family of the last sample */
+	size_t current; /* index in fam of the last sample's family, +1 (0: none yet); an index, as
+			 * fam moves when it grows */
 	int line;
 	char *err;
 	size_t errlen;
@@ -346,9 +347,9 @@ static int sample(struct prom *p, const char *l, size_t len)
 		return pfail(p, "sample of %.*s before its TYPE", (int)n, l);
 	if (f->closed)
 		return pfail(p, "samples of %s are not together", f->name);
-	if (p->current != NULL && p->current != f)
-		p->current->closed = 1;
-	p->current = f;
+	if (p->current != 0 && &p->fam[p->current - 1] != f)
+		p->fam[p->current - 1].closed = 1;
+	p->current = (size_t)(f - p->fam) + 1;
 	f->sampled = 1;
 	i = n;
 	if (l[i] == '{') {

@@ -268,8 +268,8 @@ static void test_truncation(void **state)
 	assert_int_equal(cut, full);
 	assert_int_equal(strlen(small), sizeof(small) - 1);
 	assert_memory_equal(small, buf, sizeof(small) - 1);
-	full = gp_stats_prometheus(&s, 1, buf, sizeof(buf));
-	assert_int_equal(gp_stats_prometheus(&s, 1, small, sizeof(small)), full);
+	full = gp_stats_prometheus(&s, 1, NULL, buf, sizeof(buf));
+	assert_int_equal(gp_stats_prometheus(&s, 1, NULL, small, sizeof(small)), full);
 	assert_int_equal(strlen(buf), full);
 	full = gp_stats_text(&s, buf, sizeof(buf));
 	assert_int_equal(gp_stats_text(&s, small, 0), full);
@@ -277,9 +277,13 @@ static void test_truncation(void **state)
 
 /* Proves: the Prometheus output is valid exposition format (HELP/TYPE before samples, families
  * together, counters in _total, no repeated series) for two processes, with one family per field
- * of the lists, seconds for durations, and escaped label values. */
+ * of the lists, seconds for durations, and escaped label values; who each process is (command,
+ * program, signal, container) once, in gpupool_process_info. */
 static void test_prometheus(void **state)
 {
+	static const char *const containers[] = {
+		"", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	};
 	struct gp_stats_snapshot s[2];
 	char err[256];
 	int families;
@@ -291,12 +295,19 @@ static void test_prometheus(void **state)
 	s[1].release_count = 0;
 	s[1].suspended_since_ns = 1700000000500000000ull;
 	s[1].parked_bytes = 123456789;
-	gp_stats_prometheus(s, 2, buf, sizeof(buf));
+	snprintf(s[1].cmd, sizeof(s[1].cmd), "/usr/bin/python3.11 -m vllm");
+	gp_stats_prometheus(s, 2, containers, buf, sizeof(buf));
 	if (formatcheck_prometheus(buf, &families, err, sizeof(err)) != 0)
 		fail_msg("%s\n%s", err, buf);
 	assert_int_equal(families, 3 + GP_STATS_NDEVICE_FIELDS + GP_STATS_NACCOUNT_FIELDS +
 					   GP_STATS_NNVML_FIELDS + 2 + GP_STATS_NSTATE_FIELDS +
 					   GP_STATS_NPROCESS_FIELDS);
+	assert_non_null(strstr(buf, "gpupool_process_info{pid=\"4242\",command=\"python \\\"serve.py\\\" "
+				    "--name a\\\\b?tab caf\xc3\xa9 bad?\",program=\"python\",signal=\"10\","
+				    "container=\"\"} 1\n"));
+	assert_non_null(strstr(buf, "gpupool_process_info{pid=\"4343\",command=\"/usr/bin/python3.11 "
+				    "-m vllm\",program=\"python3.11\",signal=\"10\",container=\"0123456789"
+				    "abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"} 1\n"));
 	assert_non_null(strstr(buf, "gpupool_passed_vmm_bytes{pid=\"4242\",device=\"0\"} 67108864\n"));
 	assert_non_null(strstr(buf, "gpupool_passed_vmm_bytes{pid=\"4242\",device=\"3\"} 0\n"));
 	assert_non_null(strstr(buf, "gpupool_other_bytes{pid=\"4242\",device=\"0\"} 314572800\n"));
@@ -712,7 +723,7 @@ static int dump(const char *what)
 	if (strcmp(what, "--dump-json") == 0)
 		gp_stats_json(&s, buf, sizeof(buf));
 	else if (strcmp(what, "--dump-prometheus") == 0)
-		gp_stats_prometheus(&s, 1, buf, sizeof(buf));
+		gp_stats_prometheus(&s, 1, NULL, buf, sizeof(buf));
 	else
 		gp_stats_text(&s, buf, sizeof(buf));
 	fputs(buf, stdout);
