@@ -1,0 +1,56 @@
+/* gate.h — one gate in front of every driver entry point the process can reach: the functions
+ * cuGetProcAddress and dlsym hand out, the cu* symbols a program linked to libcuda.so.1 binds, and
+ * our own entry points (driver.c, work.c, the runtime door). While the gate is open a call costs
+ * one load and a predictable branch; while it is closed every call first passes gp_gate_pass,
+ * which the owner of the gate (auto-suspend, shim/suspend.c) uses to see activity, to wake a
+ * suspended process before its call reaches the driver, and to answer the calls that only ask
+ * while the process is suspended. The gate never changes a caller's arguments or return value:
+ * the call goes on to the real function, or to an answer of the same signature. */
+#ifndef GPUPOOL_DOOR_GATE_H
+#define GPUPOOL_DOOR_GATE_H
+
+#include <stdatomic.h>
+
+/* 0: open (every call goes straight on). Anything else: closed, every call passes gp_gate_pass.
+ * Written by the gate's owner only. */
+extern _Atomic unsigned char gp_gate_closed;
+
+enum gp_gate_kind {
+	GP_GATE_WORK,  /* launches, copies, allocations, frees, anything not known to only ask */
+	GP_GATE_QUERY, /* only asks (event and stream queries, attributes, pointer and memory info):
+			* not activity; while suspended answered by `answer` when it has one */
+};
+
+/* A gated function: what a stub or an entry point of ours stands in front of. */
+struct gp_gate_fn {
+	const char *name;       /* the driver's symbol, "cuEventQuery" */
+	void *real;             /* the driver's function */
+	void *answer;           /* NULL, or a function of the same signature that answers for a
+				 * suspended process without calling the driver */
+	enum gp_gate_kind kind;
+};
+
+/* The slow path of a closed gate, called with the caller's arguments saved: returns the function
+ * to run them with, f->real or f->answer. Never NULL. May block (a wake in progress). */
+void *gp_gate_pass(const struct gp_gate_fn *f);
+
+/* For our own entry points written in C: GP_GATE(kind) at their top. A WORK call wakes a
+ * suspended process and counts as activity; a QUERY call returns 1 when the process is suspended
+ * (the entry point then answers it itself, from what was true at the suspend), else 0. */
+int gp_gate_hook(enum gp_gate_kind kind);
+#define GP_GATE(kind)                                                                              \
+	(__builtin_expect(atomic_load_explicit(&gp_gate_closed, memory_order_relaxed) != 0, 0) ?   \
+		 gp_gate_hook(kind) :                                                              \
+		 0)
+
+/* The kind of a driver function by its name, and its answer for a suspended process (NULL: a
+ * suspended process is woken for it). */
+enum gp_gate_kind gp_gate_kind_of(const char *name);
+void *gp_gate_answer_of(const char *name);
+
+/* A stub in front of `real` (a driver function named `name`), for cuGetProcAddress and dlsym to
+ * hand out: the same stub for the same function. `real` itself when no stub can be made (the
+ * stubs ran out, or an architecture without them: then only our own entry points are gated). */
+void *gp_gate_stub(const char *name, void *real);
+
+#endif
