@@ -123,10 +123,15 @@ __attribute__((constructor)) static void gp_shim_load(void)
 }
 
 /* The driver is needed by every path (the runtime door's misses and frees, the fences): a
- * program that has only called the runtime so far has not loaded it yet, and asking the runtime
- * for the device count makes it load the driver, through our dlsym. */
+ * program that has only called the runtime so far has not loaded it yet, or (linked to
+ * libcuda.so.1 itself) has it loaded but not initialised; asking the runtime for the device count
+ * makes it load and initialise the driver, through our dlsym. 0, -1 when there is no driver or
+ * device (pass through for good), 1 when the driver is there but nobody initialised it yet (a
+ * program of the driver alone whose first call came before its cuInit: ask again next call). */
 static int find_driver(int *ndev)
 {
+	CUresult rc;
+
 	if (gp_cu_resolve() != 0 && gp_real.GetDeviceCount != NULL) {
 		gp_real.GetDeviceCount(ndev);
 		gp_real.GetLastError();
@@ -136,7 +141,17 @@ static int find_driver(int *ndev)
 		gp_log(GP_LOG_ERROR, "the CUDA driver (libcuda.so.1) was not found; passing through");
 		return -1;
 	}
-	if (gp_cu.DeviceGetCount(ndev) != CUDA_SUCCESS || *ndev <= 0) {
+	rc = gp_cu.DeviceGetCount(ndev);
+	if (rc == CUDA_ERROR_NOT_INITIALIZED && gp_real.GetDeviceCount != NULL) {
+		gp_real.GetDeviceCount(ndev);
+		gp_real.GetLastError();
+		rc = gp_cu.DeviceGetCount(ndev);
+	}
+	if (rc == CUDA_ERROR_NOT_INITIALIZED) {
+		gp_log(GP_LOG_DEBUG, "the driver is not initialised yet: this call passes through");
+		return 1;
+	}
+	if (rc != CUDA_SUCCESS || *ndev <= 0) {
 		gp_log(GP_LOG_INFO, "no CUDA device: passing through");
 		return -1;
 	}
@@ -165,7 +180,8 @@ static int init_locked(void)
 
 	/* Here, not at load: a fork before the first CUDA call leaves nothing to undo (the child
 	 * starts uninitialised), and a process that never uses CUDA pays nothing for it. */
-	pthread_atfork(NULL, NULL, on_fork_child);
+	if (!atomic_exchange(&gp_shim.life.atfork_set, 1))
+		pthread_atfork(NULL, NULL, on_fork_child);
 	gp_real_resolve(); /* a shared runtime, if the program has one: optional */
 	gp_opt_load(o, NULL);
 	gp_log_set_level(o->log_level);
@@ -175,8 +191,14 @@ static int init_locked(void)
 		return GP_PASSTHROUGH;
 	}
 	o->signo = gp_control_signal(); /* what the handler was installed for at load, if it was */
-	if (find_driver(&ndev) != 0)
+	switch (find_driver(&ndev)) {
+	case 0:
+		break;
+	case 1:
+		return GP_UNINIT; /* not yet: the next call asks again */
+	default:
 		return GP_PASSTHROUGH;
+	}
 	atomic_store_explicit(&gp_shim.life.single_device, ndev == 1, memory_order_relaxed);
 	gp_vmm_init(o->vmm);
 	gp_backend_fill(&be);
