@@ -3,7 +3,10 @@
  * process is first asked for a release (through its view), so that only live memory is copied.
  * A process that cannot be locked in time is left as it was; a resume that fails leaves the
  * process suspended or locked, never lost, and says how to retry. Never signals a process that
- * is not a gpupool process, and never writes a view but the suspension words. */
+ * is not a gpupool process, and never writes a view but the suspension words. A process that
+ * suspended itself (GPUPOOL_AUTO_SUSPEND) is resumed through its view's resume request, by its
+ * own control thread: never by the driver's calls from here, which would leave its own state
+ * wrong. */
 #define _GNU_SOURCE
 #include "ckpt.h"
 #include "cli.h"
@@ -277,13 +280,50 @@ static int suspend_one(struct gp_ckpt *c, long pid, const struct opts *o, struct
 	return GP_CLI_OK;
 }
 
+/* A process that suspended itself resumes itself: asked through its view, its control thread
+ * restores and unlocks it. Waits until its view says it runs. */
+static int resume_self(const char *cmd, long pid, struct report *r)
+{
+	uint64_t t0 = mono_ns(), end = t0 + 60ull * 1000000000u;
+	struct gp_stats_snapshot now;
+	char path[64];
+	int rc;
+
+	gp_stats_view_path(pid, path, sizeof(path));
+	rc = gp_stats_view_request_resume(path);
+	if (rc != GP_VIEW_OK) {
+		fprintf(stderr, "%s: process %ld: %s\n", cmd, pid, gp_stats_view_rc_text(rc));
+		return GP_CLI_ERROR;
+	}
+	r->gpupool = 1;
+	while (mono_ns() < end) {
+		struct timespec ts = { 0, POLL_NS };
+
+		nanosleep(&ts, NULL);
+		if (gp_cli_read(cmd, pid, &now, 0) != GP_CLI_OK)
+			return GP_CLI_ERROR;
+		if (now.suspended_since_ns == 0) {
+			r->restore_ms = ms_since(t0);
+			return GP_CLI_OK;
+		}
+	}
+	fprintf(stderr, "%s: process %ld suspended itself and has not resumed within 60 s of the "
+			"request (its restore may be failing: see its log); it stays suspended, "
+			"nothing lost; its next CUDA call resumes it too\n", cmd, pid);
+	return GP_CLI_ERROR;
+}
+
 static int resume_one(struct gp_ckpt *c, long pid, struct report *r)
 {
 	const char *cmd = "gpupool resume";
+	struct gp_stats_snapshot self;
 	char err[64];
 	int state, rc;
 	uint64_t t0;
 
+	if (gp_cli_read(cmd, pid, &self, 1) == GP_CLI_OK && self.self_suspended &&
+	    self.suspended_since_ns != 0)
+		return resume_self(cmd, pid, r);
 	rc = driver_state(cmd, c, pid, &state);
 	if (rc != GP_CLI_OK)
 		return rc;
