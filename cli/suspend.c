@@ -280,6 +280,15 @@ static int suspend_one(struct gp_ckpt *c, long pid, const struct opts *o, struct
 	return GP_CLI_OK;
 }
 
+/* Whether `pid` is a gpupool process that suspended itself (its view says so). */
+static int suspended_itself(long pid)
+{
+	struct gp_stats_snapshot s;
+
+	return gp_cli_read("gpupool resume", pid, &s, 1) == GP_CLI_OK && s.self_suspended &&
+	       s.suspended_since_ns != 0;
+}
+
 /* A process that suspended itself resumes itself: asked through its view, its control thread
  * restores and unlocks it. Waits until its view says it runs. */
 static int resume_self(const char *cmd, long pid, struct report *r)
@@ -316,14 +325,10 @@ static int resume_self(const char *cmd, long pid, struct report *r)
 static int resume_one(struct gp_ckpt *c, long pid, struct report *r)
 {
 	const char *cmd = "gpupool resume";
-	struct gp_stats_snapshot self;
 	char err[64];
 	int state, rc;
 	uint64_t t0;
 
-	if (gp_cli_read(cmd, pid, &self, 1) == GP_CLI_OK && self.self_suspended &&
-	    self.suspended_since_ns != 0)
-		return resume_self(cmd, pid, r);
 	rc = driver_state(cmd, c, pid, &state);
 	if (rc != GP_CLI_OK)
 		return rc;
@@ -524,6 +529,15 @@ static int run(int argc, char **argv, int suspend)
 
 		/* the process first: no such process or another user's needs no driver to say so */
 		rc = check_process(cmd, r.pid);
+		if (rc == GP_CLI_OK && !suspend && suspended_itself(r.pid)) {
+			rc = resume_self(cmd, r.pid, &r);
+			if (rc == GP_CLI_OK)
+				print_report(&r, suspend, o.json);
+			else if (worst == GP_CLI_OK)
+				worst = rc;
+			fflush(stdout);
+			continue;
+		}
 		if (rc == GP_CLI_OK && c == NULL) {
 			rc = gp_ckpt_open(&c, why, sizeof(why));
 			if (rc != GP_CLI_OK) {

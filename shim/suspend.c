@@ -240,6 +240,16 @@ void gp_suspend_wake_request(void)
 	atomic_store(&S.wake_asked, 1);
 }
 
+/* A fork runs the driver's fork handlers, which wait while the process is locked: resume
+ * first. Registered after the driver's (at init, once the driver is up), so it runs before. */
+static void before_fork(void)
+{
+	unsigned char g = gate();
+
+	if (!exempt && (g == GP_SUSPEND_SUSPENDED || g == GP_SUSPEND_SUSPENDING))
+		wake("fork", 0);
+}
+
 int gp_suspend_init(const struct gp_options *o, void (*release_all)(void), void (*wakeup)(void))
 {
 	release_all_fn = release_all;
@@ -253,6 +263,7 @@ int gp_suspend_init(const struct gp_options *o, void (*release_all)(void), void 
 		atomic_store(&S.off, 1);
 		return 0;
 	}
+	pthread_atfork(before_fork, NULL, NULL);
 	gp_log(GP_LOG_INFO, "auto-suspend after %.3f s idle", (double)S.after_ns / 1e9);
 	return 1;
 }
