@@ -95,8 +95,9 @@ static int restore(unsigned tries)
 			if (state == GP_PARK_RUNNING)
 				return 0;
 			if (state == GP_PARK_FAILED) {
-				gp_log(GP_LOG_ERROR, "auto-suspend: the driver reports the process "
-						     "failed during its restore; it cannot be resumed");
+				gp_log(GP_LOG_ERROR, "auto-suspend: the driver reports the "
+						     "process failed in its restore; it cannot be "
+						     "resumed");
 				return -1;
 			}
 		}
@@ -258,8 +259,9 @@ int gp_suspend_init(const struct gp_options *o, void (*release_all)(void), void 
 	if (S.after_ns == 0)
 		return 0;
 	if (!gp_park_available()) {
-		gp_log_capped(GP_LOG_WARN, &S.said_api, "GPUPOOL_AUTO_SUSPEND: the CUDA driver has no "
-			      "checkpoint API (driver 570 or later, CUDA 12.8): auto-suspend is off");
+		gp_log_capped(GP_LOG_WARN, &S.said_api, "GPUPOOL_AUTO_SUSPEND: the CUDA driver "
+			      "has no checkpoint API (driver 570 or later, CUDA 12.8): "
+			      "auto-suspend is off");
 		atomic_store(&S.off, 1);
 		return 0;
 	}
