@@ -349,7 +349,7 @@ static void try_suspend(void)
 	unsigned char expected = GP_SUSPEND_WATCH;
 	_Atomic int *said = NULL;
 	const char *feature = unsupported(&said);
-	uint64_t need;
+	uint64_t need, t0;
 	int64_t avail;
 	int ndev, only, rc;
 	char buf[32], msg[160];
@@ -368,6 +368,7 @@ static void try_suspend(void)
 		S.said_quiet = 1;
 		return; /* looked at again next tick, still armed */
 	}
+	t0 = gp_clock_ns(CLOCK_MONOTONIC);
 	if (release_all_fn != NULL)
 		release_all_fn();
 	if (gate() != GP_SUSPEND_WATCH)
@@ -409,13 +410,15 @@ static void try_suspend(void)
 		refuse(GP_LOG_WARN, &S.said_lock, msg);
 		return;
 	}
+	atomic_store_explicit(&S.last_suspend_ns, gp_clock_ns(CLOCK_MONOTONIC) - t0,
+			      memory_order_relaxed);
 	atomic_store_explicit(&S.parked_bytes, need, memory_order_relaxed);
 	atomic_store_explicit(&S.since_ns, gp_clock_ns(CLOCK_REALTIME), memory_order_relaxed);
 	atomic_fetch_add_explicit(&S.suspends, 1, memory_order_relaxed);
 	set_gate_locked(GP_SUSPEND_SUSPENDED);
-	gp_log(GP_LOG_INFO, "auto-suspended after %.3f s idle: %.1f MiB parked in host memory "
-			    "(the context besides)", (double)S.after_ns / 1e9,
-	       (double)need / 1048576.0);
+	gp_log(GP_LOG_INFO, "auto-suspended after %.3f s idle, in %.3f s: %.1f MiB parked in host "
+			    "memory (the context besides)", (double)S.after_ns / 1e9,
+	       (double)atomic_load(&S.last_suspend_ns) / 1e9, (double)need / 1048576.0);
 	if (wake_fn != NULL)
 		wake_fn();
 }
@@ -482,6 +485,7 @@ void gp_suspend_fill(struct gp_stats_snapshot *s)
 	s->suspends = atomic_load_explicit(&S.suspends, memory_order_relaxed);
 	s->resumes = atomic_load_explicit(&S.resumes, memory_order_relaxed);
 	s->last_resume_duration_ns = atomic_load_explicit(&S.last_resume_ns, memory_order_relaxed);
+	s->last_suspend_duration_ns = atomic_load_explicit(&S.last_suspend_ns, memory_order_relaxed);
 	s->self_suspended = since != 0;
 	if (since != 0) {
 		s->suspended_since_ns = since;

@@ -175,7 +175,9 @@ enum gp_stats_unit {
 	X(resumes, GP_STATS_COUNTER, GP_STATS_COUNT, "  resumes",                                 \
 	  "Times it resumed itself: at a CUDA call, or asked by gpupool resume.")                 \
 	X(last_resume_duration_ns, GP_STATS_GAUGE, GP_STATS_NS, "  last resume took",            \
-	  "How long its last resume took (restore and unlock; 0 before the first).")
+	  "How long its last resume took (restore and unlock; 0 before the first).")               \
+	X(last_suspend_duration_ns, GP_STATS_GAUGE, GP_STATS_NS, "  last suspend took",          \
+	  "How long its last suspend took, from the release to the end of the checkpoint (0 before the first).")
 
 #define GP_STATS_COUNT_ONE(...) +1
 enum {

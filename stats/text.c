@@ -122,9 +122,13 @@ static void header(struct gp_stats_out *o, const struct gp_stats_snapshot *s)
 				clock_text(s->suspended_since_ns, a, sizeof(a)),
 				gp_stats_human_bytes(s->parked_bytes, b, sizeof(b)));
 	if (s->auto_suspend_ns != 0)
-		gp_stats_printf(o, "  auto-suspend after %s idle: %llu suspends, %llu resumes%s%s\n",
+		gp_stats_printf(o, "  auto-suspend after %s idle: %llu suspends%s%s, %llu resumes%s%s\n",
 				duration_text(s->auto_suspend_ns, a, sizeof(a)),
-				(unsigned long long)s->suspends, (unsigned long long)s->resumes,
+				(unsigned long long)s->suspends,
+				s->suspends != 0 ? ", the last took " : "",
+				s->suspends != 0 ? duration_text(s->last_suspend_duration_ns, b,
+								 sizeof(b)) : "",
+				(unsigned long long)s->resumes,
 				s->resumes != 0 ? ", the last took " : "",
 				s->resumes != 0 ? duration_text(s->last_resume_duration_ns, c,
 								sizeof(c)) : "");

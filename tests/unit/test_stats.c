@@ -193,10 +193,13 @@ static void test_suspended(void **state)
 	s.auto_suspend_ns = 300000000ull;
 	s.suspends = 2;
 	s.resumes = 1;
+	s.last_suspend_duration_ns = 1500000000ull;
+	s.last_resume_duration_ns = 250000000ull;
 	gp_stats_text(&s, buf, sizeof(buf));
 	assert_non_null(strstr(buf, "SUSPENDED by itself (auto-suspend) since 2023-11-"));
 	assert_non_null(strstr(buf, "its next CUDA call resumes it"));
-	assert_non_null(strstr(buf, "auto-suspend after 300.000 ms idle: 2 suspends, 1 resumes"));
+	assert_non_null(strstr(buf, "auto-suspend after 300.000 ms idle: 2 suspends, the last took "
+				    "1500.000 ms, 1 resumes, the last took 250.000 ms"));
 	s.self_suspended = 0;
 	gp_stats_json(&s, buf, sizeof(buf));
 	assert_non_null(strstr(buf, "\"suspended_since_ns\":1700000000000000000,"
