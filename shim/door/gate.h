@@ -10,6 +10,7 @@
 #define GPUPOOL_DOOR_GATE_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 
 /* 0: open (every call goes straight on). Anything else: closed, every call passes gp_gate_pass.
  * Written by the gate's owner only. */
@@ -31,7 +32,11 @@ struct gp_gate_fn {
 };
 
 /* The slow path of a closed gate, called with the caller's arguments saved: returns the function
- * to run them with, f->real or f->answer. Never NULL. May block (a wake in progress). */
+ * to run them with, f->real or f->answer. Never NULL. May block (a wake in progress).
+ * gp_gate_pass, gp_gate_hook and gp_suspend_meminfo are the owner's (shim/suspend.c). The door
+ * (gate.c) defines them weak, as an owner that never closes the gate would (pass: f->real; hook:
+ * 0; meminfo: 0), so that the door builds and is tested alone; the owner's strong definitions
+ * replace them at link time. */
 void *gp_gate_pass(const struct gp_gate_fn *f);
 
 /* For our own entry points written in C: GP_GATE(kind) at their top. A WORK call wakes a
@@ -43,6 +48,11 @@ int gp_gate_hook(enum gp_gate_kind kind);
 		 gp_gate_hook(kind) :                                                              \
 		 0)
 
+/* For a QUERY entry point of ours that asks for memory (cuMemGetInfo_v2, cudaMemGetInfo) after
+ * GP_GATE returned 1: 1 with *free_b and *total_b (bytes) as they were at the suspend, or 0 (not
+ * answered: the entry point goes on to the driver). */
+int gp_suspend_meminfo(size_t *free_b, size_t *total_b);
+
 /* The kind of a driver function by its name, and its answer for a suspended process (NULL: a
  * suspended process is woken for it). */
 enum gp_gate_kind gp_gate_kind_of(const char *name);
@@ -50,7 +60,8 @@ void *gp_gate_answer_of(const char *name);
 
 /* A stub in front of `real` (a driver function named `name`), for cuGetProcAddress and dlsym to
  * hand out: the same stub for the same function. `real` itself when no stub can be made (the
- * stubs ran out, or an architecture without them: then only our own entry points are gated). */
+ * stubs ran out, or an architecture without them: then only our own entry points are gated).
+ * Stubs exist on x86-64 and aarch64 (stubs.c; stub_asm.h says what one does). Thread-safe. */
 void *gp_gate_stub(const char *name, void *real);
 
 #endif

@@ -1,7 +1,8 @@
 /* handout.c — the driver door. Runtimes and libraries find the driver with dlsym on a libcuda
  * handle and then with cuGetProcAddress: ours stand in front of both and answer with our entry
  * points (driver.c, work.c: table.h's GP_DRIVER_OURS) for the calls the pool needs to see, and
- * with the driver's own functions for every other name. A function is matched by identity: what
+ * with the gate's stub in front of the driver's own function for every other name (gate.h: a
+ * suspended process is woken by any call). A function is matched by identity: what
  * the real lookup returned is compared with the driver's exported symbols we wrap, so every
  * version and per-thread-stream flavour a caller asks for gets the wrapper of exactly the function
  * it would have got. Never a global lookup on the caller's behalf: the caller's handle is kept.
@@ -12,6 +13,7 @@
 #include "handout.h"
 #include "lookup.h"
 #include "driver.h"
+#include "gate.h"
 #include "log.h"
 #include "shim.h"
 #include "state.h" /* gp_shim.door */
@@ -71,6 +73,15 @@ static void *ours_for(void *p)
 	return p;
 }
 
+/* What is handed out for the driver's function `p`, looked up as `name`: our entry point, else
+ * the gate's stub in front of it (gate.h), so that every call a caller makes passes the gate. */
+static void *handout_for(const char *name, void *p)
+{
+	void *ours = ours_for(p);
+
+	return ours != p ? ours : gp_gate_stub(name, p);
+}
+
 /* A lookup of `base` at `version` must come to us (table.h, GP_CU_ESSENTIAL): it gets one of
  * our essential rows, or would but for a variant we do not know. Below the first of them, it
  * gets a variant that cannot reach pooled memory (the 32-bit cuMemAlloc of CUDA 2.0). */
@@ -97,13 +108,15 @@ static void *swap(const char *sym, void *p, int version)
 	if (strcmp(sym, "cuGetProcAddress") == 0)
 		return version >= 12000 ? as_ptr((any_fn)door_gpa2) : as_ptr((any_fn)door_gpa1);
 	ours = ours_for(p);
-	if (ours == p && is_essential(sym, version) && !atomic_exchange(&gp_shim.door.blind, 1)) {
+	if (ours != p)
+		return ours;
+	if (is_essential(sym, version) && !atomic_exchange(&gp_shim.door.blind, 1)) {
 		gp_log(GP_LOG_ERROR, "cuGetProcAddress(\"%s\", %d) returned a function that is not "
 				     "the driver's exported one: allocations are passed through, not "
 				     "pooled", sym, version);
 		gp_shim_door_blind();
 	}
-	return ours;
+	return gp_gate_stub(sym, p);
 }
 
 static CUresult door_gpa2(const char *sym, void **pfn, int version, cuuint64_t flags,
@@ -111,6 +124,7 @@ static CUresult door_gpa2(const char *sym, void **pfn, int version, cuuint64_t f
 {
 	CUresult rc;
 
+	(void)GP_GATE(GP_GATE_WORK); /* the real lookup is a driver call like any other */
 	if (gp_cu_resolve() != 0 || gp_cu.GetProcAddress_v2 == NULL)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	atomic_store_explicit(&gp_shim.door.seen, 1, memory_order_relaxed);
@@ -124,6 +138,7 @@ static CUresult door_gpa1(const char *sym, void **pfn, int version, cuuint64_t f
 {
 	CUresult rc;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (gp_cu_resolve() != 0 || gp_cu.GetProcAddress == NULL)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	atomic_store_explicit(&gp_shim.door.seen, 1, memory_order_relaxed);
@@ -160,7 +175,7 @@ static void *door_dlsym(void *handle, const char *name)
 		return as_ptr((any_fn)door_gpa2);
 	if (strcmp(name, "cuGetProcAddress") == 0)
 		return as_ptr((any_fn)door_gpa1);
-	return ours_for(p);
+	return handout_for(name, p);
 }
 
 static void *no_dlsym(void *handle, const char *name)
