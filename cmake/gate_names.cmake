@@ -31,8 +31,9 @@ foreach(mode IN ITEMS "" "-DCUDA_API_PER_THREAD_DEFAULT_STREAM" "-D__CUDA_API_VE
 endforeach()
 
 # The door's entry points: GP_DRIVER_OURS expanded to one marked name each.
-file(WRITE "${WORK_DIR}/gate_names_ours.c"
-  "#include \"table.h\"\n#define OURS(cls, name, base, version, flavour, params, args, stream) gp_ours_ #name ;\nGP_DRIVER_OURS(OURS)\n")
+file(WRITE "${WORK_DIR}/gate_names_ours.c" "#include \"table.h\"\n"
+  "#define OURS(cls, name, base, version, flavour, params, args, stream) gp_ours_ #name ;\n"
+  "GP_DRIVER_OURS(OURS)\n")
 execute_process(COMMAND ${CC} -E -P ${inc_args} "-I${TABLE_DIR}" "${WORK_DIR}/gate_names_ours.c"
                 OUTPUT_VARIABLE text RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)

@@ -13,7 +13,7 @@
 #include <stddef.h>
 
 /* 0: open (every call goes straight on). Anything else: closed, every call passes gp_gate_pass.
- * Written by the gate's owner only. */
+ * Written by the gate's owner only (gate.c defines it, 0). */
 extern _Atomic unsigned char gp_gate_closed;
 
 enum gp_gate_kind {
@@ -39,9 +39,11 @@ struct gp_gate_fn {
  * replace them at link time. */
 void *gp_gate_pass(const struct gp_gate_fn *f);
 
-/* For our own entry points written in C: GP_GATE(kind) at their top. A WORK call wakes a
- * suspended process and counts as activity; a QUERY call returns 1 when the process is suspended
- * (the entry point then answers it itself, from what was true at the suspend), else 0. */
+/* For our own entry points written in C: GP_GATE(kind) at their top (every GP_EXPORT of the door
+ * that reaches the driver; cuMemGetInfo_v2 and cudaMemGetInfo as QUERY, the others WORK). A WORK
+ * call wakes a suspended process and counts as activity; a QUERY call returns 1 when the process
+ * is suspended (the entry point then answers it itself, from what was true at the suspend), else
+ * 0. */
 int gp_gate_hook(enum gp_gate_kind kind);
 #define GP_GATE(kind)                                                                              \
 	(__builtin_expect(atomic_load_explicit(&gp_gate_closed, memory_order_relaxed) != 0, 0) ?   \
@@ -54,7 +56,8 @@ int gp_gate_hook(enum gp_gate_kind kind);
 int gp_suspend_meminfo(size_t *free_b, size_t *total_b);
 
 /* The kind of a driver function by its name, and its answer for a suspended process (NULL: a
- * suspended process is woken for it). */
+ * suspended process is woken for it): gate_table.c, by base name (_v2, _ptsz, ... taken off).
+ * A stub's gp_gate_fn carries both, taken from there when the stub is made. */
 enum gp_gate_kind gp_gate_kind_of(const char *name);
 void *gp_gate_answer_of(const char *name);
 
