@@ -43,7 +43,10 @@ __asm__(".text\n"
 	GP_GATE_NAMED(NAMED_STUB));
 #undef NAMED_STUB
 
-static pthread_mutex_t find_lock = PTHREAD_MUTEX_INITIALIZER; /* one stub found at a time */
+/* Publishes a found stub's function, one stub at a time. Never held across a lookup: dlsym takes
+ * the loader's lock, which a thread running a library's constructor holds while it may call a
+ * stub of ours. */
+static pthread_mutex_t publish_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int said_missing;
 
 static CUresult not_found(void)
@@ -60,30 +63,31 @@ static void *not_found_ptr(void)
 	return p;
 }
 
-/* The stub's driver function, found once. A miss is kept only once the driver is loaded (before,
- * a later call may still find it). */
+/* The stub's driver function, found once (two threads at once find the same one; the first
+ * publishes it). A miss is kept only once the driver is loaded: before, a later call may still
+ * find it. */
 static void *find(struct gp_gate_entry *e)
 {
-	void *real;
+	void *real = gp_cu_find(e->fn.name);
+	enum gp_gate_kind kind = gp_gate_kind_of(e->fn.name);
+	void *answer = gp_gate_answer_of(e->fn.name);
 
-	pthread_mutex_lock(&find_lock);
-	real = e->fn.real;
-	if (real != NULL)
-		goto out;
-	real = gp_cu_find(e->fn.name);
 	if (real == NULL) {
 		gp_log_capped(GP_LOG_WARN, &said_missing, "%s: not found in the driver; the call fails",
 			      e->fn.name);
-		real = not_found_ptr();
 		if (gp_cu_resolve() != 0)
-			goto out;
+			return not_found_ptr();
+		real = not_found_ptr();
 	}
-	e->fn.kind = gp_gate_kind_of(e->fn.name);
-	e->fn.answer = gp_gate_answer_of(e->fn.name);
-	__atomic_store_n(&e->fn.real, real, __ATOMIC_RELEASE);
-	__atomic_store_n(&e->slot, real, __ATOMIC_RELEASE);
-out:
-	pthread_mutex_unlock(&find_lock);
+	pthread_mutex_lock(&publish_lock);
+	if (e->fn.real == NULL) {
+		e->fn.kind = kind;
+		e->fn.answer = answer;
+		__atomic_store_n(&e->fn.real, real, __ATOMIC_RELEASE);
+		__atomic_store_n(&e->slot, real, __ATOMIC_RELEASE);
+	}
+	real = e->fn.real;
+	pthread_mutex_unlock(&publish_lock);
 	return real;
 }
 

@@ -1,10 +1,12 @@
 /* gate_owner.c — the gate's owner as the e2e test of the gate plays it (gate.c), linked into
  * libgpupool_gatetest.so: the shim's own sources built once more with gp_gate_pass, gp_gate_hook
  * and gp_suspend_meminfo wrapped (-Wl,--wrap: every call of them between the shim's objects comes
- * here first, then goes on to the owner the build has, the door's weak defaults or
- * auto-suspend's). It counts the passes by name and the hooks by kind, and exports gatetest_* for
- * the test to close the gate and to play a suspended process (answers run, queries answered).
- * Test-only: libgpupool.so has none of it, and exports nothing of the gate. */
+ * here first). It counts the passes by name and the hooks by kind, and exports gatetest_* for the
+ * test to close the gate and to play a suspended process (answers run, queries answered). While
+ * the test holds the gate closed it alone answers, whatever owner the build has (the door's weak
+ * defaults, or auto-suspend, whose own state machine must not see the test's gate); otherwise
+ * every call goes on to that owner. Test-only: libgpupool.so has none of it, and exports nothing
+ * of the gate. */
 #include "gate.h"
 
 #include <pthread.h>
@@ -30,12 +32,23 @@ static struct {
 	} seen[GATETEST_NAMES];
 	int nseen;
 	unsigned long hooks[2]; /* by enum gp_gate_kind */
+	int closed;             /* the test closed the gate: this file answers */
 	int suspended;          /* played: answers run, GP_GATE(QUERY) says 1 */
 } gt = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+static int test_closed(void)
+{
+	int closed;
+
+	pthread_mutex_lock(&gt.lock);
+	closed = gt.closed;
+	pthread_mutex_unlock(&gt.lock);
+	return closed;
+}
+
 void *__wrap_gp_gate_pass(const struct gp_gate_fn *f)
 {
-	void *to = __real_gp_gate_pass(f);
+	void *to = test_closed() ? f->real : __real_gp_gate_pass(f);
 	int i;
 
 	pthread_mutex_lock(&gt.lock);
@@ -57,7 +70,7 @@ void *__wrap_gp_gate_pass(const struct gp_gate_fn *f)
 
 int __wrap_gp_gate_hook(enum gp_gate_kind kind)
 {
-	int r = __real_gp_gate_hook(kind);
+	int r = test_closed() ? 0 : __real_gp_gate_hook(kind);
 
 	pthread_mutex_lock(&gt.lock);
 	gt.hooks[kind == GP_GATE_QUERY]++;
@@ -84,6 +97,9 @@ int __wrap_gp_suspend_meminfo(size_t *free_b, size_t *total_b)
 
 GATETEST_EXPORT void gatetest_close(int closed)
 {
+	pthread_mutex_lock(&gt.lock);
+	gt.closed = closed;
+	pthread_mutex_unlock(&gt.lock);
 	atomic_store(&gp_gate_closed, closed ? 1 : 0);
 }
 
