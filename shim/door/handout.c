@@ -19,6 +19,7 @@
 #include "state.h" /* gp_shim.door */
 
 #include <dlfcn.h>
+#include <link.h> /* ElfW */
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
@@ -73,13 +74,30 @@ static void *ours_for(void *p)
 	return p;
 }
 
-/* What is handed out for the driver's function `p`, looked up as `name`: our entry point, else
+/* Whether `p`, what dlsym found, is a function by its symbol's type: a stub stands in front of
+ * functions only, never of data a library names cu[A-Z]... */
+static int is_function(void *p)
+{
+	const ElfW(Sym) *sym = NULL;
+	Dl_info info;
+
+	if (dladdr1(p, &info, (void **)&sym, RTLD_DL_SYMENT) == 0 || sym == NULL ||
+	    info.dli_saddr != p)
+		return 0;
+	/* the type is the low four bits of st_info in either class */
+	return ELF64_ST_TYPE(sym->st_info) == STT_FUNC ||
+	       ELF64_ST_TYPE(sym->st_info) == STT_GNU_IFUNC;
+}
+
+/* What dlsym hands out for the driver's function `p`, looked up as `name`: our entry point, else
  * the gate's stub in front of it (gate.h), so that every call a caller makes passes the gate. */
 static void *handout_for(const char *name, void *p)
 {
 	void *ours = ours_for(p);
 
-	return ours != p ? ours : gp_gate_stub(name, p);
+	if (ours != p)
+		return ours;
+	return is_function(p) ? gp_gate_stub(name, p) : p;
 }
 
 /* A lookup of `base` at `version` must come to us (table.h, GP_CU_ESSENTIAL): it gets one of
