@@ -5,8 +5,9 @@
 #include "gate.h"
 #include "stub_asm.h"
 
-/* Hidden like everything of ours: the stubs load it PC-relative, never through the GOT. */
-_Atomic unsigned char gp_gate_closed;
+/* Hidden like everything of ours: the stubs load it PC-relative, never through the GOT. At the
+ * start of a cache line: every call loads it. */
+_Alignas(64) _Atomic unsigned char gp_gate_closed;
 
 void *gp_gate_enter(const struct gp_gate_fn *f)
 {
