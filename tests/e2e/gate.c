@@ -9,11 +9,14 @@
  * suspended process (played) gets the answers of queries without the driver (cuEventQuery,
  * cuStreamQuery, cuMemGetInfo_v2, cudaMemGetInfo); our own entry points (cudaMalloc,
  * cuMemAlloc_v2, ...) pass the owner's hook; the same function gets the same stub; a function the
- * driver lacks answers CUDA_ERROR_NOT_FOUND. With --product, under libgpupool.so itself (which
- * exports nothing of the gate): every route hands out gpupool's stubs, and they work. */
+ * driver lacks answers CUDA_ERROR_NOT_FOUND; threads calling stubs for the first time at once
+ * while the gate opens and closes get every result right. With --product, under libgpupool.so
+ * itself (which exports nothing of the gate): every route hands out gpupool's stubs, and they
+ * work. */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -165,6 +168,65 @@ static void check_missing(void)
 		  "a driver function the driver lacks answers CUDA_ERROR_NOT_FOUND");
 }
 
+/* Threads making their first calls of exported stubs at once (cuDeviceGetCount and
+ * cuDriverGetVersion, not called before) and calling through a handed-out stub, while the gate
+ * opens and closes under them: every result right (under TSan: no race in finding a stub's
+ * function). */
+#define RACE_THREADS 8
+#define RACE_CALLS 2000
+
+struct racer {
+	ctxdev_fn dev_fn;
+	CUcontext ctx;
+	int bad;
+};
+
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+	int n, v;
+	CUdevice d;
+
+	if (cuCtxSetCurrent(r->ctx) != CUDA_SUCCESS)
+		r->bad++;
+	for (int i = 0; i < RACE_CALLS; i++) {
+		n = -1, v = -1, d = -1;
+		if (cuDeviceGetCount(&n) != CUDA_SUCCESS || n != 1)
+			r->bad++;
+		if (cuDriverGetVersion(&v) != CUDA_SUCCESS || v <= 0)
+			r->bad++;
+		if (r->dev_fn(&d) != CUDA_SUCCESS || d != 0)
+			r->bad++;
+	}
+	return NULL;
+}
+
+static void check_race(const struct routes *rt, CUcontext ctx, int toggle)
+{
+	struct racer r[RACE_THREADS];
+	pthread_t t[RACE_THREADS];
+	int bad = 0;
+
+	for (int i = 0; i < RACE_THREADS; i++) {
+		r[i] = (struct racer){ rt->gpa_dev, ctx, 0 };
+		if (pthread_create(&t[i], NULL, race, &r[i]) != 0)
+			e2e_fail("pthread_create");
+	}
+	for (int i = 0; toggle && i < 200; i++) {
+		gt.close(i % 2 == 0);
+		e2e_sleep_ms(1);
+	}
+	for (int i = 0; i < RACE_THREADS; i++) {
+		pthread_join(t[i], NULL);
+		bad += r[i].bad;
+	}
+	if (toggle)
+		gt.close(0);
+	e2e_check(bad == 0, "%d threads, first calls of exported stubs at once%s: every result "
+			    "right (%d wrong)", RACE_THREADS,
+		  toggle ? " while the gate opens and closes" : "", bad);
+}
+
 int main(int argc, char **argv)
 {
 	int product = argc > 1 && strcmp(argv[1], "--product") == 0;
@@ -189,6 +251,7 @@ int main(int argc, char **argv)
 	take_routes(&r);
 	call_routes(&r, dev);
 	check_missing();
+	check_race(&r, ctx, !product);
 	if (product)
 		return 0;
 
