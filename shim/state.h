@@ -11,7 +11,9 @@
  *  - Thread-local variables (gp_shim_in_real, shim.c's in_init and a thread's first runtime call,
  *    the backend's last error, trace.c's ring of the thread): one per thread, not per process.
  *  - gp_cu and gp_real (door/lookup.h) and framework.c's table of Python's functions: tables
- *    of real functions, found once, not state.
+ *    of real functions, found once, not state. So are the gate's stubs and their entries
+ *    (door/stubs.c, door/named.c), which the assembler names; gp_gate_closed (door/gate.h)
+ *    stands alone, for the stubs to load it in one instruction.
  *  - log.c's level: log.c is also linked without the shim (the options' tests and fuzzer, the
  *    README check), where there is no gp_shim. */
 #ifndef GPUPOOL_STATE_H

@@ -1,8 +1,9 @@
 /* driver.c — the driver entry points written by hand (table.h's GP_DRIVER_HOOKS), as the door
  * hands them out (handout.c) and as programs linked to libcuda.so.1 bind them. Each has the same
- * shape: the real function must exist (else the driver's "not found"), pass through when the pool
- * is not in play, else call the logic in shim.c or the real function and note what it did. Never
- * a decision of their own: that is shim.c's. */
+ * shape: the gate first (gate.h: a suspended process is woken, or a query answered), the real
+ * function must exist (else the driver's "not found"), pass through when the pool is not in
+ * play, else call the logic in shim.c or the real function and note what it did. Never a
+ * decision of their own: that is shim.c's. */
 #include "driver.h"
 #include "gate.h"
 #include "lookup.h"
@@ -38,6 +39,7 @@ GP_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
  * the driver on its stream. */
 GP_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(MemFreeAsync))
 		return CUDA_ERROR_NOT_FOUND;
 	if (!gp_shim_freeing())
@@ -47,6 +49,7 @@ GP_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
 
 GP_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(MemFreeAsync_ptsz))
 		return CUDA_ERROR_NOT_FOUND;
 	if (!gp_shim_freeing())
@@ -57,6 +60,7 @@ GP_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s)
 /* Never pooled: counted as it passes (account.h). */
 GP_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned flags)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(MemAllocManaged))
 		return CUDA_ERROR_NOT_FOUND;
 	return gp_shim_cu_passed(GP_ACCOUNT_MANAGED, dptr, bytes,
@@ -68,6 +72,7 @@ GP_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w
 {
 	CUresult rc;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(MemAllocPitch_v2))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.MemAllocPitch_v2(dptr, pitch, width, height, elem);
@@ -75,10 +80,13 @@ GP_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w
 				 rc == CUDA_SUCCESS && pitch != NULL ? *pitch * height : 0, rc);
 }
 
+/* Only asks: while the process is suspended, answered as it was at the suspend. */
 GP_EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 {
 	CUresult rc;
 
+	if (GP_GATE(GP_GATE_QUERY) && gp_suspend_meminfo(free_b, total_b))
+		return CUDA_SUCCESS;
 	if (GP_MISSING(MemGetInfo_v2))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.MemGetInfo_v2(free_b, total_b);
@@ -92,6 +100,7 @@ GP_EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 GP_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t bytes,
 			       const CUmemAllocationProp *prop, unsigned long long flags)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(MemCreate))
 		return CUDA_ERROR_NOT_FOUND;
 	gp_shim_vmm_seen();
@@ -100,6 +109,7 @@ GP_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t bytes,
 
 GP_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(MemRelease))
 		return CUDA_ERROR_NOT_FOUND;
 	return gp_shim_vmm_release(h);
@@ -107,6 +117,7 @@ GP_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h)
 
 GP_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(IpcGetMemHandle))
 		return CUDA_ERROR_NOT_FOUND;
 	if (gp_shim_active())
@@ -120,6 +131,7 @@ GP_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CU
 {
 	CUresult rc;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(MemGetAddressRange_v2))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.MemGetAddressRange_v2(pbase, psize, dptr);
@@ -134,6 +146,7 @@ GP_EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags)
 {
 	CUresult rc;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(StreamCreate))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.StreamCreate(s, flags);
@@ -146,6 +159,7 @@ GP_EXPORT CUresult cuStreamCreateWithPriority(CUstream *s, unsigned flags, int p
 {
 	CUresult rc;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(StreamCreateWithPriority))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.StreamCreateWithPriority(s, flags, priority);
@@ -157,6 +171,7 @@ GP_EXPORT CUresult cuStreamCreateWithPriority(CUstream *s, unsigned flags, int p
 /* The first version of the call, with the same arguments. */
 GP_EXPORT CUresult cuStreamDestroy(CUstream s)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(StreamDestroy))
 		return CUDA_ERROR_NOT_FOUND;
 	if (gp_shim_tracking() && gp_shim_stream_destroying(s))
@@ -166,6 +181,7 @@ GP_EXPORT CUresult cuStreamDestroy(CUstream s)
 
 GP_EXPORT CUresult cuStreamDestroy_v2(CUstream s)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(StreamDestroy_v2))
 		return CUDA_ERROR_NOT_FOUND;
 	if (gp_shim_tracking() && gp_shim_stream_destroying(s))
@@ -179,6 +195,7 @@ GP_EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
 {
 	int tracked;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(StreamBeginCapture_v2))
 		return CUDA_ERROR_NOT_FOUND;
 	tracked = gp_shim_capture_begin(s);
@@ -189,6 +206,7 @@ GP_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode 
 {
 	int tracked;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(StreamBeginCapture_v2_ptsz))
 		return CUDA_ERROR_NOT_FOUND;
 	tracked = gp_shim_capture_begin(s);
@@ -201,6 +219,7 @@ GP_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgr
 {
 	int tracked;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(StreamBeginCaptureToGraph))
 		return CUDA_ERROR_NOT_FOUND;
 	tracked = gp_shim_capture_begin(s);
@@ -215,6 +234,7 @@ GP_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g,
 {
 	int tracked;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(StreamBeginCaptureToGraph_ptsz))
 		return CUDA_ERROR_NOT_FOUND;
 	tracked = gp_shim_capture_begin(s);
@@ -224,6 +244,7 @@ GP_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g,
 
 GP_EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(StreamEndCapture))
 		return CUDA_ERROR_NOT_FOUND;
 	return gp_shim_capture_ended(s, g, gp_cu.StreamEndCapture(s, g));
@@ -231,6 +252,7 @@ GP_EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
 
 GP_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *g)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(StreamEndCapture_ptsz))
 		return CUDA_ERROR_NOT_FOUND;
 	return gp_shim_capture_ended(s, g, gp_cu.StreamEndCapture_ptsz(s, g));
@@ -251,6 +273,7 @@ GP_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph g, CUgraphNo
 {
 	CUresult rc;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(GraphInstantiate_v2))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.GraphInstantiate_v2(exec, g, err, log, len);
@@ -262,6 +285,7 @@ GP_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g,
 {
 	CUresult rc;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(GraphInstantiateWithFlags))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.GraphInstantiateWithFlags(exec, g, flags);
@@ -273,6 +297,7 @@ GP_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *exec, CUgraph g,
 {
 	CUresult rc;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(GraphInstantiateWithParams))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.GraphInstantiateWithParams(exec, g, params);
@@ -284,6 +309,7 @@ GP_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *exec, CUgraph 
 {
 	CUresult rc;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(GraphInstantiateWithParams_ptsz))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.GraphInstantiateWithParams_ptsz(exec, g, params);
@@ -294,6 +320,7 @@ GP_EXPORT CUresult cuGraphClone(CUgraph *clone, CUgraph g)
 {
 	CUresult rc;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(GraphClone))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.GraphClone(clone, g);
@@ -303,6 +330,7 @@ GP_EXPORT CUresult cuGraphClone(CUgraph *clone, CUgraph g)
 /* Forgotten before the real destroy: a new graph may get the same handle right after it. */
 GP_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(GraphExecDestroy))
 		return CUDA_ERROR_NOT_FOUND;
 	gp_shim_graph_gone(exec);
@@ -311,6 +339,7 @@ GP_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec)
 
 GP_EXPORT CUresult cuGraphDestroy(CUgraph g)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(GraphDestroy))
 		return CUDA_ERROR_NOT_FOUND;
 	gp_shim_graph_gone(g);
@@ -321,6 +350,7 @@ GP_EXPORT CUresult cuGraphDestroy(CUgraph g)
 GP_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
 					    size_t n, CUgraph child)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(GraphAddChildGraphNode))
 		return CUDA_ERROR_NOT_FOUND;
 	return linked(gp_cu.GraphAddChildGraphNode(node, g, deps, n, child), child, g);
@@ -329,6 +359,7 @@ GP_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *node, CUgraph g, const 
 GP_EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphNode node,
 						      CUgraph child)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(GraphExecChildGraphNodeSetParams))
 		return CUDA_ERROR_NOT_FOUND;
 	return linked(gp_cu.GraphExecChildGraphNodeSetParams(exec, node, child), child, exec);
@@ -338,6 +369,7 @@ GP_EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphN
 GP_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph g,
 					CUgraphExecUpdateResultInfo *info)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(GraphExecUpdate_v2))
 		return CUDA_ERROR_NOT_FOUND;
 	return linked(gp_cu.GraphExecUpdate_v2(exec, g, info), g, exec);
@@ -348,6 +380,7 @@ GP_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph g,
 /* The pool's blocks of the device go with the reset: forgotten before it. */
 GP_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(DevicePrimaryCtxReset_v2))
 		return CUDA_ERROR_NOT_FOUND;
 	if (gp_shim_tracking())
@@ -360,6 +393,7 @@ GP_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
 	CUresult rc;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(DevicePrimaryCtxRelease_v2))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.DevicePrimaryCtxRelease_v2(dev);
@@ -370,6 +404,7 @@ GP_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 
 GP_EXPORT CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice dev)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(CtxCreate_v2))
 		return CUDA_ERROR_NOT_FOUND;
 	return gp_shim_ctx_created(c, gp_cu.CtxCreate_v2(c, flags, dev));
@@ -378,6 +413,7 @@ GP_EXPORT CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice dev)
 GP_EXPORT CUresult cuCtxCreate_v3(CUcontext *c, CUexecAffinityParam *params, int n,
 				  unsigned flags, CUdevice dev)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(CtxCreate_v3))
 		return CUDA_ERROR_NOT_FOUND;
 	return gp_shim_ctx_created(c, gp_cu.CtxCreate_v3(c, params, n, flags, dev));
@@ -386,6 +422,7 @@ GP_EXPORT CUresult cuCtxCreate_v3(CUcontext *c, CUexecAffinityParam *params, int
 GP_EXPORT CUresult cuCtxCreate_v4(CUcontext *c, CUctxCreateParams *params, unsigned flags,
 				  CUdevice dev)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(CtxCreate_v4))
 		return CUDA_ERROR_NOT_FOUND;
 	return gp_shim_ctx_created(c, gp_cu.CtxCreate_v4(c, params, flags, dev));
@@ -393,6 +430,7 @@ GP_EXPORT CUresult cuCtxCreate_v4(CUcontext *c, CUctxCreateParams *params, unsig
 
 GP_EXPORT CUresult cuCtxDestroy_v2(CUcontext c)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(CtxDestroy_v2))
 		return CUDA_ERROR_NOT_FOUND;
 	gp_shim_ctx_destroying(c);
@@ -403,6 +441,7 @@ GP_EXPORT CUresult cuCtxSetCurrent(CUcontext c)
 {
 	CUresult rc;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(CtxSetCurrent))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.CtxSetCurrent(c);
@@ -415,6 +454,7 @@ GP_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext c)
 {
 	CUresult rc;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(CtxPushCurrent_v2))
 		return CUDA_ERROR_NOT_FOUND;
 	rc = gp_cu.CtxPushCurrent_v2(c);

@@ -10,9 +10,10 @@
 #define GPUPOOL_DOOR_GATE_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 
 /* 0: open (every call goes straight on). Anything else: closed, every call passes gp_gate_pass.
- * Written by the gate's owner only. */
+ * Written by the gate's owner only (gate.c defines it, 0). */
 extern _Atomic unsigned char gp_gate_closed;
 
 enum gp_gate_kind {
@@ -31,26 +32,39 @@ struct gp_gate_fn {
 };
 
 /* The slow path of a closed gate, called with the caller's arguments saved: returns the function
- * to run them with, f->real or f->answer. Never NULL. May block (a wake in progress). */
+ * to run them with, f->real or f->answer. Never NULL. May block (a wake in progress).
+ * gp_gate_pass, gp_gate_hook and gp_suspend_meminfo are the owner's (shim/suspend.c). The door
+ * (gate.c) defines them weak, as an owner that never closes the gate would (pass: f->real; hook:
+ * 0; meminfo: 0), so that the door builds and is tested alone; the owner's strong definitions
+ * replace them at link time. */
 void *gp_gate_pass(const struct gp_gate_fn *f);
 
-/* For our own entry points written in C: GP_GATE(kind) at their top. A WORK call wakes a
- * suspended process and counts as activity; a QUERY call returns 1 when the process is suspended
- * (the entry point then answers it itself, from what was true at the suspend), else 0. */
+/* For our own entry points written in C: GP_GATE(kind) at their top (every GP_EXPORT of the door
+ * that reaches the driver; cuMemGetInfo_v2 and cudaMemGetInfo as QUERY, the others WORK). A WORK
+ * call wakes a suspended process and counts as activity; a QUERY call returns 1 when the process
+ * is suspended (the entry point then answers it itself, from what was true at the suspend), else
+ * 0. */
 int gp_gate_hook(enum gp_gate_kind kind);
 #define GP_GATE(kind)                                                                              \
 	(__builtin_expect(atomic_load_explicit(&gp_gate_closed, memory_order_relaxed) != 0, 0) ?   \
 		 gp_gate_hook(kind) :                                                              \
 		 0)
 
+/* For a QUERY entry point of ours that asks for memory (cuMemGetInfo_v2, cudaMemGetInfo) after
+ * GP_GATE returned 1: 1 with *free_b and *total_b (bytes) as they were at the suspend, or 0 (not
+ * answered: the entry point goes on to the driver). */
+int gp_suspend_meminfo(size_t *free_b, size_t *total_b);
+
 /* The kind of a driver function by its name, and its answer for a suspended process (NULL: a
- * suspended process is woken for it). */
+ * suspended process is woken for it): gate_table.c, by base name (_v2, _ptsz, ... taken off).
+ * A stub's gp_gate_fn carries both, taken from there when the stub is made. */
 enum gp_gate_kind gp_gate_kind_of(const char *name);
 void *gp_gate_answer_of(const char *name);
 
 /* A stub in front of `real` (a driver function named `name`), for cuGetProcAddress and dlsym to
  * hand out: the same stub for the same function. `real` itself when no stub can be made (the
- * stubs ran out, or an architecture without them: then only our own entry points are gated). */
+ * stubs ran out, or an architecture without them: then only our own entry points are gated).
+ * Stubs exist on x86-64 and aarch64 (stubs.c; stub_asm.h says what one does). Thread-safe. */
 void *gp_gate_stub(const char *name, void *real);
 
 #endif

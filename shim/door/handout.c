@@ -1,7 +1,8 @@
 /* handout.c — the driver door. Runtimes and libraries find the driver with dlsym on a libcuda
  * handle and then with cuGetProcAddress: ours stand in front of both and answer with our entry
  * points (driver.c, work.c: table.h's GP_DRIVER_OURS) for the calls the pool needs to see, and
- * with the driver's own functions for every other name. A function is matched by identity: what
+ * with the gate's stub in front of the driver's own function for every other name (gate.h: a
+ * suspended process is woken by any call). A function is matched by identity: what
  * the real lookup returned is compared with the driver's exported symbols we wrap, so every
  * version and per-thread-stream flavour a caller asks for gets the wrapper of exactly the function
  * it would have got. Never a global lookup on the caller's behalf: the caller's handle is kept.
@@ -12,11 +13,13 @@
 #include "handout.h"
 #include "lookup.h"
 #include "driver.h"
+#include "gate.h"
 #include "log.h"
 #include "shim.h"
 #include "state.h" /* gp_shim.door */
 
 #include <dlfcn.h>
+#include <link.h> /* ElfW */
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
@@ -71,6 +74,32 @@ static void *ours_for(void *p)
 	return p;
 }
 
+/* Whether `p`, what dlsym found, is a function by its symbol's type: a stub stands in front of
+ * functions only, never of data a library names cu[A-Z]... */
+static int is_function(void *p)
+{
+	const ElfW(Sym) *sym = NULL;
+	Dl_info info;
+
+	if (dladdr1(p, &info, (void **)&sym, RTLD_DL_SYMENT) == 0 || sym == NULL ||
+	    info.dli_saddr != p)
+		return 0;
+	/* the type is the low four bits of st_info in either class */
+	return ELF64_ST_TYPE(sym->st_info) == STT_FUNC ||
+	       ELF64_ST_TYPE(sym->st_info) == STT_GNU_IFUNC;
+}
+
+/* What dlsym hands out for the driver's function `p`, looked up as `name`: our entry point, else
+ * the gate's stub in front of it (gate.h), so that every call a caller makes passes the gate. */
+static void *handout_for(const char *name, void *p)
+{
+	void *ours = ours_for(p);
+
+	if (ours != p)
+		return ours;
+	return is_function(p) ? gp_gate_stub(name, p) : p;
+}
+
 /* A lookup of `base` at `version` must come to us (table.h, GP_CU_ESSENTIAL): it gets one of
  * our essential rows, or would but for a variant we do not know. Below the first of them, it
  * gets a variant that cannot reach pooled memory (the 32-bit cuMemAlloc of CUDA 2.0). */
@@ -97,13 +126,15 @@ static void *swap(const char *sym, void *p, int version)
 	if (strcmp(sym, "cuGetProcAddress") == 0)
 		return version >= 12000 ? as_ptr((any_fn)door_gpa2) : as_ptr((any_fn)door_gpa1);
 	ours = ours_for(p);
-	if (ours == p && is_essential(sym, version) && !atomic_exchange(&gp_shim.door.blind, 1)) {
+	if (ours != p)
+		return ours;
+	if (is_essential(sym, version) && !atomic_exchange(&gp_shim.door.blind, 1)) {
 		gp_log(GP_LOG_ERROR, "cuGetProcAddress(\"%s\", %d) returned a function that is not "
 				     "the driver's exported one: allocations are passed through, not "
 				     "pooled", sym, version);
 		gp_shim_door_blind();
 	}
-	return ours;
+	return gp_gate_stub(sym, p);
 }
 
 static CUresult door_gpa2(const char *sym, void **pfn, int version, cuuint64_t flags,
@@ -111,6 +142,7 @@ static CUresult door_gpa2(const char *sym, void **pfn, int version, cuuint64_t f
 {
 	CUresult rc;
 
+	(void)GP_GATE(GP_GATE_WORK); /* the real lookup is a driver call like any other */
 	if (gp_cu_resolve() != 0 || gp_cu.GetProcAddress_v2 == NULL)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	atomic_store_explicit(&gp_shim.door.seen, 1, memory_order_relaxed);
@@ -124,6 +156,7 @@ static CUresult door_gpa1(const char *sym, void **pfn, int version, cuuint64_t f
 {
 	CUresult rc;
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (gp_cu_resolve() != 0 || gp_cu.GetProcAddress == NULL)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	atomic_store_explicit(&gp_shim.door.seen, 1, memory_order_relaxed);
@@ -160,7 +193,7 @@ static void *door_dlsym(void *handle, const char *name)
 		return as_ptr((any_fn)door_gpa2);
 	if (strcmp(name, "cuGetProcAddress") == 0)
 		return as_ptr((any_fn)door_gpa1);
-	return ours_for(p);
+	return handout_for(name, p);
 }
 
 static void *no_dlsym(void *handle, const char *name)

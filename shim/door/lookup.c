@@ -191,6 +191,24 @@ out:
 	return atomic_load(&gp_shim.door.resolved) ? 0 : -1;
 }
 
+void *gp_cu_find(const char *sym)
+{
+	void *p = gp_real_dlsym(RTLD_NEXT, sym); /* relative to this library: what comes after it */
+	void *h;
+
+	if (p != NULL && !gp_is_ours(p))
+		return p;
+	h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+	if (h != NULL) {
+		p = gp_real_dlsym(h, sym);
+		dlclose(h); /* NOLOAD took a reference; the driver stays loaded by its owner */
+		if (p != NULL && !gp_is_ours(p))
+			return p;
+	}
+	gp_dl_forget_error();
+	return NULL;
+}
+
 int gp_cu_missing(void **slot, const char *name)
 {
 	void *p;

@@ -25,6 +25,12 @@ extern struct gp_cu gp_cu;
  * after the first success). 0, or -1 when no libcuda.so.1 is loaded yet. */
 int gp_cu_resolve(void);
 
+/* One driver function by its exact symbol, for an exported stub (named.c): where the program's
+ * own binding would have found it without us (RTLD_NEXT: after this library), else in the
+ * libcuda.so.1 the process loaded. Never ours, never a lookup that starts before us. NULL when
+ * neither has it. */
+void *gp_cu_find(const char *sym);
+
 /* 1 (after saying so once) when the real function in `slot` (a field of gp_cu, for the driver
  * symbol `name`) cannot be found: the caller returns CUDA_ERROR_NOT_FOUND, as a lookup would. */
 int gp_cu_missing(void **slot, const char *name);

@@ -2,8 +2,8 @@
  * GP_RUNTIME_DOOR), the fastest way in for PyTorch and every program built with -cudart shared,
  * and the public gpupool_* API. Everything else the pool needs (streams, captures, graphs,
  * contexts, work) reaches the driver door (handout.c), through which every runtime goes. Each
- * entry point has the same shape: make sure the shim is initialised, pass through when it is not
- * active, else call the logic in shim.c; never a decision of its own. */
+ * entry point has the same shape: the gate (gate.h), make sure the shim is initialised, pass
+ * through when it is not active, else call the logic in shim.c; never a decision of its own. */
 #include "shim.h"
 #include "backend.h"
 #include "capture.h"
@@ -40,6 +40,7 @@ GP_EXPORT cudaError_t cudaFree(void *devPtr)
  * the runtime on its stream. */
 GP_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (!ready())
 		return gp_real.FreeAsync ? gp_real.FreeAsync(devPtr, stream) :
 					   cudaErrorInitializationError;
@@ -48,6 +49,7 @@ GP_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream)
 
 GP_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t stream)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (!ready())
 		return gp_real.FreeAsync_ptsz ? gp_real.FreeAsync_ptsz(devPtr, stream) :
 						cudaErrorInitializationError;
@@ -57,11 +59,23 @@ GP_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t stream)
 /* Passed through unchanged; noted for the takeover mode's warning (gp_shim_ipc_seen). */
 GP_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (ready())
 		gp_shim_ipc_seen(devPtr);
 	if (gp_real.IpcGetMemHandle == NULL)
 		return cudaErrorInitializationError;
 	return gp_real.IpcGetMemHandle(handle, devPtr);
+}
+
+/* Only asks: while the process is suspended, answered as it was at the suspend (gate.h); else
+ * the runtime's own, which reaches the driver door's cuMemGetInfo_v2. */
+GP_EXPORT cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b)
+{
+	if (GP_GATE(GP_GATE_QUERY) && gp_suspend_meminfo(free_b, total_b))
+		return cudaSuccess;
+	if (gp_real_resolve() != 0 || gp_real.MemGetInfo == NULL)
+		return cudaErrorInitializationError;
+	return gp_real.MemGetInfo(free_b, total_b);
 }
 
 /* PyTorch's pluggable allocator (torch.cuda.memory.CUDAPluggableAllocator). The stream is not
@@ -71,6 +85,7 @@ GP_EXPORT void *gpupool_torch_alloc(ssize_t size, int device, cudaStream_t strea
 	void *p = NULL;
 
 	(void)stream;
+	(void)GP_GATE(GP_GATE_WORK);
 	if (size <= 0)
 		return NULL;
 	if (!ready())
@@ -83,6 +98,7 @@ GP_EXPORT void gpupool_torch_free(void *ptr, ssize_t size, int device, cudaStrea
 	(void)size;
 	(void)device;
 	(void)stream;
+	(void)GP_GATE(GP_GATE_WORK);
 	if (!ready()) {
 		gp_real.Free(ptr);
 		return;
@@ -96,6 +112,7 @@ GP_EXPORT int gpupool_release(int device, unsigned long long *bytes)
 {
 	struct gp_release_result r = { 0, 0, 0, 0 };
 
+	(void)GP_GATE(GP_GATE_WORK);
 	if (bytes)
 		*bytes = 0;
 	if (!ready())

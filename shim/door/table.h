@@ -585,13 +585,13 @@ enum gp_cu_class {
 	X(Free, (void *ptr))                                                                       \
 	X(FreeAsync, (void *ptr, cudaStream_t s))                                                  \
 	X(FreeAsync_ptsz, (void *ptr, cudaStream_t s))                                             \
-	X(IpcGetMemHandle, (cudaIpcMemHandle_t *handle, void *ptr))
+	X(IpcGetMemHandle, (cudaIpcMemHandle_t *handle, void *ptr))                                \
+	X(MemGetInfo, (size_t *free_b, size_t *total_b))
 #define GP_RUNTIME_OWN(X)                                                                          \
 	X(GetDevice, (int *dev))                                                                   \
 	X(SetDevice, (int dev))                                                                    \
 	X(GetDeviceCount, (int *n))                                                                \
 	X(GetLastError, (void))                                                                    \
-	X(MemGetInfo, (size_t *free_b, size_t *total_b))                                           \
 	X(DeviceSynchronize, (void))
 #define GP_RUNTIME_ALL(X) GP_RUNTIME_DOOR(X) GP_RUNTIME_OWN(X)
 

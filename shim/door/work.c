@@ -1,8 +1,9 @@
 /* work.c — the driver entry points of the calls that queue GPU work on a stream (table.h's
- * GP_DRIVER_WORK), one per row, all alike and made from the row: the real function must exist
- * (else the driver's "not found"), the real call with the caller's arguments, and after it
- * succeeded the shim is told where the work went. Never anything before the real call, and
- * never a second look at the arguments: what the driver answered is what the caller gets. */
+ * GP_DRIVER_WORK), one per row, all alike and made from the row: the gate (gate.h), the real
+ * function must exist (else the driver's "not found"), the real call with the caller's
+ * arguments, and after it succeeded the shim is told where the work went. Nothing of the shim
+ * before the real call but the gate, and never a second look at the arguments: what the driver
+ * answered is what the caller gets. */
 #include "driver.h"
 #include "gate.h"
 #include "lookup.h"

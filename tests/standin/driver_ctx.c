@@ -4,6 +4,7 @@
  * Test-only. */
 #include "driver.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -174,6 +175,21 @@ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 {
 	return cuDeviceGetUuid_v2(uuid, dev);
+}
+
+/* "gpupool stand-in <ordinal>", cut to `len` bytes with its NUL, as the driver cuts a name. */
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+	CUresult rc = check_call();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (name == NULL || len <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= st.ndevices)
+		return CUDA_ERROR_INVALID_DEVICE;
+	snprintf(name, (size_t)len, "gpupool stand-in %d", (int)dev);
+	return CUDA_SUCCESS;
 }
 
 /* ---- the current context ---- */

@@ -35,6 +35,7 @@ static const struct proc_entry table[] = {
 	{ "cuDeviceGet", { { 2000, FN(cuDeviceGet), NULL } } },
 	{ "cuDeviceGetCount", { { 2000, FN(cuDeviceGetCount), NULL } } },
 	{ "cuDeviceGetAttribute", { { 2000, FN(cuDeviceGetAttribute), NULL } } },
+	{ "cuDeviceGetName", { { 2000, FN(cuDeviceGetName), NULL } } },
 	{ "cuDeviceCanAccessPeer", { { 4000, FN(cuDeviceCanAccessPeer), NULL } } },
 	{ "cuDeviceTotalMem", { { 3020, FN(cuDeviceTotalMem_v2), NULL } } },
 	{ "cuDeviceGetUuid", { { 9020, FN(cuDeviceGetUuid), NULL },
