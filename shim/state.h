@@ -365,6 +365,8 @@ struct gp_shim_suspend {
 	_Atomic uint64_t suspends, resumes;
 	_Atomic uint64_t last_resume_ns; /* ns the last restore and unlock took */
 	_Atomic uint64_t last_suspend_ns; /* ns the last suspend took, release to checkpoint */
+	_Atomic unsigned long epoch;      /* arms so far: what a thread recalls is of one watch */
+	_Atomic unsigned long suspend_epoch; /* the watch that ended in the suspend */
 	_Atomic uint64_t since_ns;       /* CLOCK_REALTIME ns of the suspend; 0 running */
 	_Atomic uint64_t parked_bytes;   /* bytes held on the device at the suspend (context aside) */
 	/* cuMemGetInfo's answer at the suspend for the one device in use (meminfo_ok), for

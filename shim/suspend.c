@@ -171,8 +171,11 @@ void *gp_gate_pass(const struct gp_gate_fn *f)
 
 		if (exempt || g == GP_SUSPEND_OPEN)
 			return f->real;
+		if (f->kind == GP_GATE_RECALL &&
+		    (g == GP_SUSPEND_WATCH || g == GP_SUSPEND_SUSPENDED))
+			return f->answer != NULL ? f->answer : f->real; /* it asks or answers */
 		if (g == GP_SUSPEND_WATCH) {
-			if (f->kind == GP_GATE_QUERY ||
+			if (f->kind != GP_GATE_WORK ||
 			    atomic_compare_exchange_strong(&gp_gate_closed, &expected,
 							   GP_SUSPEND_OPEN) ||
 			    expected == GP_SUSPEND_OPEN)
@@ -180,7 +183,7 @@ void *gp_gate_pass(const struct gp_gate_fn *f)
 			continue; /* the control thread moved it on meanwhile */
 		}
 		if (g == GP_SUSPEND_SUSPENDED) {
-			if (f->kind == GP_GATE_QUERY && f->answer != NULL)
+			if (f->kind != GP_GATE_WORK && f->answer != NULL)
 				return f->answer;
 			wake(f->name != NULL ? f->name : "a CUDA call", 0);
 			continue;
@@ -208,6 +211,29 @@ int gp_gate_hook(enum gp_gate_kind kind)
 			return 0;
 		wait_while_busy();
 	}
+}
+
+int gp_gate_recall(unsigned long *epoch)
+{
+	for (;;) {
+		unsigned char g = gate();
+
+		if (g == GP_SUSPEND_SUSPENDED && !exempt) {
+			*epoch = atomic_load(&S.suspend_epoch);
+			return 1;
+		}
+		if (exempt || (g != GP_SUSPEND_SUSPENDING && g != GP_SUSPEND_RESUMING)) {
+			*epoch = atomic_load(&S.epoch);
+			return 0;
+		}
+		wait_while_busy();
+	}
+}
+
+void gp_gate_wake(const char *why)
+{
+	if (!exempt && gate() == GP_SUSPEND_SUSPENDED)
+		wake(why, 0);
 }
 
 int gp_suspend_meminfo(size_t *free_b, size_t *total_b)
@@ -412,6 +438,7 @@ static void try_suspend(void)
 	}
 	atomic_store_explicit(&S.last_suspend_ns, gp_clock_ns(CLOCK_MONOTONIC) - t0,
 			      memory_order_relaxed);
+	atomic_store(&S.suspend_epoch, atomic_load(&S.epoch)); /* the watch that ended here */
 	atomic_store_explicit(&S.parked_bytes, need, memory_order_relaxed);
 	atomic_store_explicit(&S.since_ns, gp_clock_ns(CLOCK_REALTIME), memory_order_relaxed);
 	atomic_fetch_add_explicit(&S.suspends, 1, memory_order_relaxed);
@@ -444,6 +471,7 @@ uint64_t gp_suspend_tick(void)
 		S.blocked = 0;
 		S.said_quiet = 0;
 		S.armed_ns = now;
+		atomic_fetch_add(&S.epoch, 1); /* what threads remember of the last watch is void */
 		atomic_store(&gp_gate_closed, GP_SUSPEND_WATCH);
 		return tick;
 	}

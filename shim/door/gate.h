@@ -20,6 +20,10 @@ enum gp_gate_kind {
 	GP_GATE_WORK,  /* launches, copies, allocations, frees, anything not known to only ask */
 	GP_GATE_QUERY, /* only asks (event and stream queries, attributes, pointer and memory info):
 			* not activity; while suspended answered by `answer` when it has one */
+	GP_GATE_RECALL, /* only asks, and what it answers changes only by the calling thread's own
+			 * work (its current context): `answer` runs whenever the gate is closed, asks
+			 * the driver and remembers while the process runs, and answers from that
+			 * memory while it is suspended (gp_gate_recall) */
 };
 
 /* A gated function: what a stub or an entry point of ours stands in front of. */
@@ -54,6 +58,15 @@ int gp_gate_hook(enum gp_gate_kind kind);
  * GP_GATE returned 1: 1 with *free_b and *total_b (bytes) as they were at the suspend, or 0 (not
  * answered: the entry point goes on to the driver). */
 int gp_suspend_meminfo(size_t *free_b, size_t *total_b);
+
+/* For the answers of GP_GATE_RECALL functions (gate_table.c), from the gate's owner. While the
+ * process runs (the gate closed but not suspended): 0, and *epoch the watch under way (a count
+ * of the owner's arms; a thread's remembered answer is valid for that watch only, since any work
+ * of the thread ends it). While suspended: 1, and *epoch the watch that ended in the suspend;
+ * when the thread remembers nothing of that watch the answer calls gp_gate_wake first and then
+ * the driver. */
+int gp_gate_recall(unsigned long *epoch);
+void gp_gate_wake(const char *why);
 
 /* The kind of a driver function by its name, and its answer for a suspended process (NULL: a
  * suspended process is woken for it): gate_table.c, by base name (_v2, _ptsz, ... taken off).

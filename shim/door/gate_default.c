@@ -22,3 +22,14 @@ __attribute__((weak)) int gp_suspend_meminfo(size_t *free_b, size_t *total_b)
 	(void)total_b;
 	return 0;
 }
+
+__attribute__((weak)) int gp_gate_recall(unsigned long *epoch)
+{
+	*epoch = 0;
+	return 0;
+}
+
+__attribute__((weak)) void gp_gate_wake(const char *why)
+{
+	(void)why;
+}

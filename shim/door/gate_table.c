@@ -18,8 +18,11 @@
  *  - cuMemGetInfo has two signatures (the 32-bit one of CUDA 2.0): no answer here. Our own
  *    cuMemGetInfo_v2 and cudaMemGetInfo answer through gp_suspend_meminfo (driver.c, runtime.c).
  *  - Functions that may load code or make handles (cuKernelGetFunction, cuModuleGetFunction,
- *    cuMemGetHandleForAddressRange) are WORK. */
+ *    cuMemGetHandleForAddressRange) are WORK.
+ *  - cuCtxGetCurrent and cuCtxGetDevice are RECALL: a runtime asks one before nearly every call,
+ *    so a polling thread's every event query would otherwise wake the process. */
 #include "gate.h"
+#include "lookup.h"
 
 #include <cuda.h>
 #include <string.h>
@@ -36,7 +39,83 @@ static CUresult answer_stream_query(CUstream s)
 	return CUDA_SUCCESS;
 }
 
+/* What the calling thread last asked of its context while the gate was closed, and in which
+ * watch (gp_gate_recall): a runtime asks for the current context before nearly every call, the
+ * event and stream queries of a polling thread included, and what it gets back changes only by
+ * the thread's own calls, each of which is work and ends the watch. */
+static _Thread_local struct {
+	unsigned long ctx_epoch, dev_epoch;
+	CUcontext ctx;
+	CUdevice dev;
+	unsigned char has_ctx, has_dev;
+} recall __attribute__((tls_model("initial-exec")));
+
+static CUresult recall_ctx_get_current(CUcontext *c)
+{
+	unsigned long epoch;
+	CUresult rc;
+
+	if (gp_cu.CtxGetCurrent == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	if (gp_gate_recall(&epoch)) {
+		if (c != NULL && recall.has_ctx && recall.ctx_epoch == epoch) {
+			*c = recall.ctx;
+			return CUDA_SUCCESS;
+		}
+		gp_gate_wake("cuCtxGetCurrent");
+		return gp_cu.CtxGetCurrent(c);
+	}
+	rc = gp_cu.CtxGetCurrent(c);
+	if (rc == CUDA_SUCCESS && c != NULL) {
+		recall.ctx = *c;
+		recall.ctx_epoch = epoch;
+		recall.has_ctx = 1;
+	}
+	return rc;
+}
+
+static CUresult recall_ctx_get_device(CUdevice *d)
+{
+	unsigned long epoch;
+	CUresult rc;
+
+	if (gp_cu.CtxGetDevice == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	if (gp_gate_recall(&epoch)) {
+		if (d != NULL && recall.has_dev && recall.dev_epoch == epoch) {
+			*d = recall.dev;
+			return CUDA_SUCCESS;
+		}
+		gp_gate_wake("cuCtxGetDevice");
+		return gp_cu.CtxGetDevice(d);
+	}
+	rc = gp_cu.CtxGetDevice(d);
+	if (rc == CUDA_SUCCESS && d != NULL) {
+		recall.dev = *d;
+		recall.dev_epoch = epoch;
+		recall.has_dev = 1;
+	}
+	return rc;
+}
+
 typedef void (*any_fn)(void);
+
+/* GP_GATE_RECALL, by exact symbol (cuCtxGetDevice_v2 takes a context: not this). */
+static const struct {
+	const char *name;
+	any_fn answer;
+} recalls[] = {
+	{ "cuCtxGetCurrent", (any_fn)recall_ctx_get_current },
+	{ "cuCtxGetDevice", (any_fn)recall_ctx_get_device },
+};
+
+static int recall_of(const char *name)
+{
+	for (size_t i = 0; name != NULL && i < sizeof(recalls) / sizeof(recalls[0]); i++)
+		if (strcmp(name, recalls[i].name) == 0)
+			return (int)i;
+	return -1;
+}
 
 static const struct {
 	const char *base; /* the base name, or a prefix ending in '*' */
@@ -122,14 +201,21 @@ static int row_of(const char *name)
 
 enum gp_gate_kind gp_gate_kind_of(const char *name)
 {
+	if (recall_of(name) >= 0)
+		return GP_GATE_RECALL;
 	return row_of(name) >= 0 ? GP_GATE_QUERY : GP_GATE_WORK;
 }
 
 void *gp_gate_answer_of(const char *name)
 {
-	int i = row_of(name);
+	int i = recall_of(name);
 	void *p = NULL;
 
+	if (i >= 0) {
+		memcpy(&p, &recalls[i].answer, sizeof(p));
+		return p;
+	}
+	i = row_of(name);
 	if (i >= 0 && queries[i].answer != NULL)
 		memcpy(&p, &queries[i].answer, sizeof(p)); /* a function's address as the gate keeps it */
 	return p;
