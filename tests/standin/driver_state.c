@@ -50,6 +50,8 @@ static const struct {
 	[STANDIN_FAULT_EVENT_RECORD] = { "EVENT_RECORD", 999 }, /* cudaErrorUnknown */
 	[STANDIN_FAULT_EVENT_QUERY] = { "EVENT_QUERY", 999 },
 	[STANDIN_FAULT_GETDEVICE] = { "GETDEVICE", 999 },
+	[STANDIN_FAULT_VMM_MAP] = { "VMM_MAP", 2 },
+	[STANDIN_FAULT_VMM_UNMAP] = { "VMM_UNMAP", 999 },
 };
 
 static struct fault faults[STANDIN_FAULT_COUNT];
