@@ -319,6 +319,8 @@ static const struct {
 	{ "work_done", offsetof(struct standin_counters, work_done) },
 	{ "kernels_run", offsetof(struct standin_counters, kernels_run) },
 	{ "host_funcs_run", offsetof(struct standin_counters, host_funcs_run) },
+	{ "pinned_allocs", offsetof(struct standin_counters, pinned_allocs) },
+	{ "pinned_frees", offsetof(struct standin_counters, pinned_frees) },
 };
 
 #define NFIELDS (sizeof(counter_fields) / sizeof(counter_fields[0]))
