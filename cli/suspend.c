@@ -3,7 +3,10 @@
  * process is first asked for a release (through its view), so that only live memory is copied.
  * A process that cannot be locked in time is left as it was; a resume that fails leaves the
  * process suspended or locked, never lost, and says how to retry. Never signals a process that
- * is not a gpupool process, and never writes a view but the suspension words. */
+ * is not a gpupool process, and never writes a view but the suspension words. A process that
+ * suspended itself (GPUPOOL_AUTO_SUSPEND) is resumed through its view's resume request, by its
+ * own control thread: never by the driver's calls from here, which would leave its own state
+ * wrong. */
 #define _GNU_SOURCE
 #include "ckpt.h"
 #include "cli.h"
@@ -277,6 +280,48 @@ static int suspend_one(struct gp_ckpt *c, long pid, const struct opts *o, struct
 	return GP_CLI_OK;
 }
 
+/* Whether `pid` is a gpupool process that suspended itself (its view says so). */
+static int suspended_itself(long pid)
+{
+	struct gp_stats_snapshot s;
+
+	return gp_cli_read("gpupool resume", pid, &s, 1) == GP_CLI_OK && s.self_suspended &&
+	       s.suspended_since_ns != 0;
+}
+
+/* A process that suspended itself resumes itself: asked through its view, its control thread
+ * restores and unlocks it. Waits until its view says it runs. */
+static int resume_self(const char *cmd, long pid, struct report *r)
+{
+	uint64_t t0 = mono_ns(), end = t0 + 60ull * 1000000000u;
+	struct gp_stats_snapshot now;
+	char path[64];
+	int rc;
+
+	gp_stats_view_path(pid, path, sizeof(path));
+	rc = gp_stats_view_request_resume(path);
+	if (rc != GP_VIEW_OK) {
+		fprintf(stderr, "%s: process %ld: %s\n", cmd, pid, gp_stats_view_rc_text(rc));
+		return GP_CLI_ERROR;
+	}
+	r->gpupool = 1;
+	while (mono_ns() < end) {
+		struct timespec ts = { 0, POLL_NS };
+
+		nanosleep(&ts, NULL);
+		if (gp_cli_read(cmd, pid, &now, 0) != GP_CLI_OK)
+			return GP_CLI_ERROR;
+		if (now.suspended_since_ns == 0) {
+			r->restore_ms = ms_since(t0);
+			return GP_CLI_OK;
+		}
+	}
+	fprintf(stderr, "%s: process %ld suspended itself and has not resumed within 60 s of the "
+			"request (its restore may be failing: see its log); it stays suspended, "
+			"nothing lost; its next CUDA call resumes it too\n", cmd, pid);
+	return GP_CLI_ERROR;
+}
+
 static int resume_one(struct gp_ckpt *c, long pid, struct report *r)
 {
 	const char *cmd = "gpupool resume";
@@ -484,6 +529,15 @@ static int run(int argc, char **argv, int suspend)
 
 		/* the process first: no such process or another user's needs no driver to say so */
 		rc = check_process(cmd, r.pid);
+		if (rc == GP_CLI_OK && !suspend && suspended_itself(r.pid)) {
+			rc = resume_self(cmd, r.pid, &r);
+			if (rc == GP_CLI_OK)
+				print_report(&r, suspend, o.json);
+			else if (worst == GP_CLI_OK)
+				worst = rc;
+			fflush(stdout);
+			continue;
+		}
 		if (rc == GP_CLI_OK && c == NULL) {
 			rc = gp_ckpt_open(&c, why, sizeof(why));
 			if (rc != GP_CLI_OK) {

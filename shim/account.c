@@ -214,6 +214,22 @@ uint64_t gp_account_devices(void)
 	return mask;
 }
 
+uint64_t gp_account_live_bytes(int kind)
+{
+	uint64_t n = 0;
+
+	for (int d = 0; d < GP_MAX_DEVICES; d++) {
+		if (kind >= 0 && kind < GP_ACCOUNT_NKINDS) {
+			n += atomic_load_explicit(&A.live[kind][d], memory_order_relaxed);
+			continue;
+		}
+		n += atomic_load_explicit(&A.async_reserved[d], memory_order_relaxed);
+		for (int k = 0; k < GP_ACCOUNT_NKINDS; k++)
+			n += atomic_load_explicit(&A.live[k][d], memory_order_relaxed);
+	}
+	return n;
+}
+
 void gp_account_fill(int device, struct gp_stats_device *e, uint64_t *read_ns)
 {
 	*read_ns = atomic_load_explicit(&A.fw_read_ns, memory_order_relaxed);

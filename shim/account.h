@@ -33,6 +33,9 @@ void gp_account_put_back(int handle, uint64_t key, uint64_t token);
 void gp_account_measure(int frameworks);
 /* The devices with anything counted here, a bit each (any thread). */
 uint64_t gp_account_devices(void);
+/* Bytes live of one kind (enum gp_account_kind) on every device; kind -1: everything passed
+ * through, the default memory pools' reserved bytes as last measured included (any thread). */
+uint64_t gp_account_live_bytes(int kind);
 /* The GP_STATS_ACCOUNT figures of `device` into e, and framework_read_ns into *read_ns. */
 void gp_account_fill(int device, struct gp_stats_device *e, uint64_t *read_ns);
 

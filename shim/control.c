@@ -15,6 +15,7 @@
 #include "observe.h"
 #include "policy.h"
 #include "state.h"
+#include "suspend.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -315,28 +316,53 @@ static void check_handler(void)
 	gp_obs_signal_lost();
 }
 
+/* Auto-suspend's release (suspend.c asks it of this file): the frameworks' caches first, then
+ * every idle block and the driver's own pools, so that only what is in use is parked. On the
+ * control thread only. */
+static void release_before_suspend(void)
+{
+	if (gp_shim.control.flush_frameworks && gp_framework_flush())
+		gp_log(GP_LOG_DEBUG, "framework caches flushed before a suspend");
+	release(gp_shim.control.pool, -1, 0, GP_CAUSE_IDLE, NULL);
+	gp_framework_trim_async_pools();
+}
+
+int gp_control_auto_suspend(const struct gp_options *o)
+{
+	return gp_suspend_init(o, release_before_suspend, gp_control_wake);
+}
+
+static uint64_t shorter(uint64_t a, uint64_t b)
+{
+	return a == 0 ? b : (b == 0 || a < b ? a : b);
+}
+
 static void *control_main(void *arg)
 {
 	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
 	uint64_t period = gp_policy_period_ns(), requests_seen = gp_obs_requests(), requests;
+	uint64_t wakes_seen = gp_obs_resume_requests(), wakes, suspend_ns = 0;
 	int release_due = 0;
 
 	(void)arg;
+	gp_suspend_exempt_thread();
 	/* Nothing this thread does may invalidate a capture of another thread's. */
 	if (gp_cu.ThreadExchangeStreamCaptureMode != NULL)
 		gp_cu.ThreadExchangeStreamCaptureMode(&mode);
 	for (;;) {
-		int deferred = release_due || atomic_load(&gp_shim.control.policy_due);
+		int deferred = (release_due || atomic_load(&gp_shim.control.policy_due)) &&
+			       gp_suspend_running();
 		uint64_t sleep_ns = period;
 
 		if (deferred && (sleep_ns == 0 || sleep_ns > DEFER_NS))
 			sleep_ns = DEFER_NS;
-		wait_for_work(gp_obs_sleep_ns(sleep_ns));
+		wait_for_work(gp_obs_sleep_ns(shorter(sleep_ns, suspend_ns)));
 		if (atomic_load(&gp_shim.control.stopping))
 			break;
 		/* What only this thread may ask (the driver's pools, the frameworks under the GIL),
-		 * for the view's accounting lines. */
-		if (gp_obs_viewing())
+		 * for the view's accounting lines; never while auto-suspend has the process off the
+		 * driver (every driver call would wait for the resume). */
+		if (gp_obs_viewing() && gp_suspend_running())
 			gp_account_measure(gp_shim.control.flush_frameworks);
 		gp_obs_tick();
 		check_handler();
@@ -345,18 +371,30 @@ static void *control_main(void *arg)
 			requests_seen = requests;
 			release_due = 1;
 		}
+		wakes = gp_obs_resume_requests();
+		if (wakes != wakes_seen) {
+			wakes_seen = wakes;
+			gp_suspend_wake_request();
+		}
 		if (atomic_exchange(&gp_shim_early.control.signalled, 0))
 			release_due = 1;
 		if (atomic_exchange(&gp_shim.control.requested, 0))
 			release_due = 1;
-		if (gp_capture_active())
+		if (!gp_suspend_running()) {
+			suspend_ns = gp_suspend_tick(); /* releases wait for the resume */
+			continue;
+		}
+		if (gp_capture_active()) {
+			suspend_ns = gp_suspend_tick(); /* which says why it does not suspend */
 			continue; /* a graph capture is underway: no real frees; try again shortly */
+		}
 		if (release_due) {
 			release_due = 0;
 			release(gp_shim.control.pool, -1, 0, GP_CAUSE_SIGNAL, NULL);
 		}
 		atomic_store(&gp_shim.control.policy_due, 0);
 		run_policy();
+		suspend_ns = gp_suspend_tick();
 	}
 	return NULL;
 }

@@ -4,6 +4,7 @@
 #ifndef GPUPOOL_CONTROL_H
 #define GPUPOOL_CONTROL_H
 
+#include "options.h"
 #include "pool.h"
 
 /* At load time: install the handler for `signo` (0: none), unless the signal already has a
@@ -14,6 +15,9 @@ int gp_control_install_signal(int signo);
 int gp_control_signal(void);
 /* Before start: whether releases on the control thread first flush framework caches. */
 void gp_control_configure(int framework_flush);
+/* At init, before start: set auto-suspend up (suspend.h), with this file's release before a
+ * suspend. 1 when it needs the control thread. */
+int gp_control_auto_suspend(const struct gp_options *o);
 /* At first CUDA use: start the control thread for `pool`. */
 int gp_control_start(struct gp_pool *pool);
 /* Ask for a release from ordinary code (not a signal handler). */

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "state.h" /* gp_shim.obs */
 #include "summary.h"
+#include "suspend.h"
 #include "trace.h"
 #include "publish.h"
 #include "view.h" /* gp_stats_cmdline (stats/view.h) */
@@ -63,7 +64,7 @@ static const char *device_uuid(int d)
 {
 	char *u = gp_shim.obs.uuid[d];
 
-	if (u[0] == '\0' && !gp_shim.obs.uuid_tried[d]) {
+	if (u[0] == '\0' && !gp_shim.obs.uuid_tried[d] && gp_suspend_running()) {
 		gp_shim.obs.uuid_tried[d] = 1;
 		gp_ctx_device_uuid(d, u, GP_STATS_UUID_MAX);
 	}
@@ -130,6 +131,7 @@ static void snapshot(struct gp_stats_snapshot *s)
 	s->last_release_blocks = gp_shim.obs.last_blocks;
 	s->last_release_duration_ns = gp_shim.obs.last_ns;
 	s->last_release_time_ns = gp_shim.obs.last_at;
+	gp_suspend_fill(s);
 }
 
 int gp_obs_start(struct gp_pool *p, const struct gp_options *o, void (*wake)(void))
@@ -223,6 +225,16 @@ uint64_t gp_obs_requests(void)
 
 	pthread_mutex_lock(&gp_shim.obs.publish_lock);
 	n = atomic_load(&gp_shim.obs.viewing) ? gp_view_requests() : 0;
+	pthread_mutex_unlock(&gp_shim.obs.publish_lock);
+	return n;
+}
+
+uint64_t gp_obs_resume_requests(void)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&gp_shim.obs.publish_lock);
+	n = atomic_load(&gp_shim.obs.viewing) ? gp_view_resume_requests() : 0;
 	pthread_mutex_unlock(&gp_shim.obs.publish_lock);
 	return n;
 }

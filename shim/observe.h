@@ -27,6 +27,9 @@ void gp_obs_released(enum gp_release_cause cause, const struct gp_release_result
 void gp_obs_oom_retry(int device);
 /* The release requests made through the live view so far (gpupool release; 0 without one). */
 uint64_t gp_obs_requests(void);
+/* The resume requests made through the live view so far (gpupool resume of a process that
+ * suspended itself; 0 without a view). */
+uint64_t gp_obs_resume_requests(void);
 /* The program took the release signal over: the view names no signal from now on, so that
  * `gpupool release` does not send it one it did not ask for. */
 void gp_obs_signal_lost(void);

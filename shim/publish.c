@@ -47,3 +47,8 @@ uint64_t gp_view_requests(void)
 {
 	return gp_shim.obs.view != NULL ? gp_stats_view_requests(gp_shim.obs.view) : 0;
 }
+
+uint64_t gp_view_resume_requests(void)
+{
+	return gp_shim.obs.view != NULL ? gp_stats_view_resume_requests(gp_shim.obs.view) : 0;
+}

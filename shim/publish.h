@@ -12,5 +12,7 @@ void gp_view_publish(const struct gp_stats_snapshot *s);
 void gp_view_stop(void);
 /* The release requests made through the view so far (0 without a view). */
 uint64_t gp_view_requests(void);
+/* The resume requests made through the view so far (0 without a view). */
+uint64_t gp_view_resume_requests(void);
 
 #endif

@@ -16,6 +16,7 @@
 #include "observe.h"
 #include "options.h"
 #include "policy.h"
+#include "suspend.h"
 #include "trace.h"
 #include "vmm.h"
 
@@ -47,6 +48,7 @@ struct gp_shim_state gp_shim = {
 	.graphs = { .lock = PTHREAD_MUTEX_INITIALIZER },
 	.control = { .release_lock = PTHREAD_MUTEX_INITIALIZER },
 	.obs = { .publish_lock = PTHREAD_MUTEX_INITIALIZER },
+	.suspend = { .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER },
 	.real = { .once = PTHREAD_ONCE_INIT },
 	.vmm = { .lock = PTHREAD_MUTEX_INITIALIZER },
 	.park = { .lock = PTHREAD_MUTEX_INITIALIZER },
@@ -77,10 +79,12 @@ static void on_fork_child(void)
 	/* CUDA does not survive fork: the child passes everything through. */
 	atomic_store(&gp_shim.life.state, GP_PASSTHROUGH);
 	gp_control_forget();
+	gp_suspend_forget();
 }
 
 static void on_exit_handler(void)
 {
+	gp_suspend_stop(); /* the runtime's teardown after us calls the driver */
 	gp_control_stop();
 	gp_obs_exit();
 }
@@ -226,7 +230,7 @@ static int init_locked(void)
 	gp_policy_init(pool, o);
 	gp_control_configure(o->framework_flush == GP_FLUSH_AUTO);
 	observed = gp_obs_start(pool, o, gp_control_wake);
-	if (observed || o->signo != 0 || gp_policy_needs_thread())
+	if (gp_control_auto_suspend(o) | observed || o->signo != 0 || gp_policy_needs_thread())
 		gp_control_start(pool);
 	atexit(on_exit_handler);
 	gp_log(GP_LOG_INFO, "active: %d device(s), release signal %d, %s", ndev, o->signo,
@@ -654,6 +658,7 @@ void gp_shim_vmm_seen(void)
 void gp_shim_ipc_seen(const void *ptr)
 {
 	gp_vmm_ipc_seen(ptr);
+	gp_suspend_note_ipc();
 	if (gp_shim.life.opts.torch == GP_TORCH_TAKEOVER && !atomic_exchange(&gp_shim.life.said_ipc, 1))
 		gp_log(GP_LOG_WARN, "an IPC memory handle was asked for in takeover mode "
 				    "(GPUPOOL_TORCH=takeover): PyTorch with its cache off "

@@ -376,6 +376,37 @@ struct gp_shim_account {
 	uint64_t async_asked_ns, fw_asked_ns;
 };
 
+/* suspend.c: auto-suspend (GPUPOOL_AUTO_SUSPEND). Its state word is the door's gate
+ * (gp_gate_closed, door/gate.h: enum gp_suspend_gate): the control thread arms it and suspends,
+ * any thread's call opens it, waits on it, or resumes. */
+struct gp_shim_suspend {
+	uint64_t after_ns; /* GPUPOOL_AUTO_SUSPEND (ns, 0 off): set by gp_suspend_init, then read */
+	/* Never again (no checkpoint API, exit, a fork's child): stored by anyone, read relaxed. */
+	_Atomic int off;
+	/* Leaving SUSPENDING or RESUMING happens under lock and is broadcast on changed: the gate's
+	 * slow path waits there. Never held across a driver call. */
+	pthread_mutex_t lock;
+	pthread_cond_t changed; /* CLOCK_MONOTONIC */
+	/* The control thread's own: */
+	uint64_t armed_ns; /* CLOCK_MONOTONIC ns: when the gate was last armed (WATCH) */
+	int blocked;       /* a suspend was refused: not tried again before the next busy period */
+	int said_quiet;    /* "work in flight" said (debug) in this busy period */
+	/* Asked for by `gpupool resume` (the view's word, through the control thread): exchange. */
+	_Atomic int wake_asked;
+	_Atomic int ipc_exported; /* an IPC memory handle was handed out (any thread, set once) */
+	/* What `stats` shows: relaxed stores by the suspending and the resuming thread. */
+	_Atomic uint64_t suspends, resumes;
+	_Atomic uint64_t last_resume_ns; /* ns the last restore and unlock took */
+	_Atomic uint64_t since_ns;       /* CLOCK_REALTIME ns of the suspend; 0 running */
+	_Atomic uint64_t parked_bytes;   /* bytes held on the device at the suspend (context aside) */
+	/* cuMemGetInfo's answer at the suspend for the one device in use (meminfo_ok), for
+	 * gp_suspend_meminfo; written by the control thread before the gate says SUSPENDED. */
+	size_t meminfo_free, meminfo_total;
+	int meminfo_ok;
+	/* Said once (gp_log_capped): no API, a refused feature, short host memory, restores. */
+	_Atomic int said_api, said_ipc, said_managed, said_host, said_lock, said_restore;
+};
+
 /* door/lookup.c: the shared runtime's table (gp_real) is filled once. */
 struct gp_shim_real {
 	pthread_once_t once; /* resolve() runs once, on the first thread that asks */
@@ -399,6 +430,7 @@ struct gp_shim_state {
 	_Alignas(GP_SHIM_LINE) struct gp_shim_park park;
 	_Alignas(GP_SHIM_LINE) struct gp_shim_defer defer;
 	_Alignas(GP_SHIM_LINE) struct gp_shim_account account;
+	_Alignas(GP_SHIM_LINE) struct gp_shim_suspend suspend;
 };
 
 /* What the constructor (gp_shim_load) and the signal handler touch: every process the library

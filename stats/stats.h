@@ -159,13 +159,23 @@ enum gp_stats_unit {
  * X(name, kind, unit, label, help). */
 #define GP_STATS_STATE(X)                                                                         \
 	X(suspended_since_ns, GP_STATS_GAUGE, GP_STATS_TIME, "suspended since",                   \
-	  "When gpupool suspend checkpointed the process (0, null in JSON: running).")            \
+	  "When gpupool suspend, or the process itself (auto-suspend), checkpointed the process (0, null in JSON: running).") \
 	X(parked_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "  parked",                               \
-	  "Bytes of device memory the checkpoint moved to host memory (0 while running).")        \
+	  "Bytes of device memory the checkpoint moved to host memory (0 while running); suspended by itself: what it held on the device at the suspend (the pool's blocks and what passed the pool), its context not counted.") \
 	X(captures, GP_STATS_GAUGE, GP_STATS_COUNT, "graph captures",                             \
 	  "CUDA graph captures in progress (a suspend waits for none).")                          \
 	X(framework_read_ns, GP_STATS_GAUGE, GP_STATS_TIME, "framework caches read",             \
-	  "When PyTorch's and CuPy's caches were last read for framework_cached_bytes (0, null in JSON: no framework seen).")
+	  "When PyTorch's and CuPy's caches were last read for framework_cached_bytes (0, null in JSON: no framework seen).") \
+	X(self_suspended, GP_STATS_GAUGE, GP_STATS_COUNT, "  by itself",                         \
+	  "1 while the process is suspended by itself (GPUPOOL_AUTO_SUSPEND): its next CUDA call resumes it; else 0.") \
+	X(auto_suspend_ns, GP_STATS_GAUGE, GP_STATS_NS, "auto-suspend after",                     \
+	  "GPUPOOL_AUTO_SUSPEND: how long the process stays idle before it suspends itself (0: off).") \
+	X(suspends, GP_STATS_COUNTER, GP_STATS_COUNT, "  suspends",                               \
+	  "Times the process suspended itself (GPUPOOL_AUTO_SUSPEND).")                           \
+	X(resumes, GP_STATS_COUNTER, GP_STATS_COUNT, "  resumes",                                 \
+	  "Times it resumed itself: at a CUDA call, or asked by gpupool resume.")                 \
+	X(last_resume_duration_ns, GP_STATS_GAUGE, GP_STATS_NS, "  last resume took",            \
+	  "How long its last resume took (restore and unlock; 0 before the first).")
 
 #define GP_STATS_COUNT_ONE(...) +1
 enum {

@@ -110,11 +110,24 @@ static void header(struct gp_stats_out *o, const struct gp_stats_snapshot *s)
 			clock_text(s->start_ns, a, sizeof(a)),
 			uptime_text(s->start_ns, s->taken_ns, b, sizeof(b)),
 			signal_text(s->signo, c, sizeof(c)));
-	if (s->suspended_since_ns != 0)
+	if (s->suspended_since_ns != 0 && s->self_suspended)
+		gp_stats_printf(o, "  SUSPENDED by itself (auto-suspend) since %s: %s parked in host "
+				"memory (its blocks and what passed the pool; the context not "
+				"counted); its next CUDA call resumes it\n",
+				clock_text(s->suspended_since_ns, a, sizeof(a)),
+				gp_stats_human_bytes(s->parked_bytes, b, sizeof(b)));
+	else if (s->suspended_since_ns != 0)
 		gp_stats_printf(o, "  SUSPENDED since %s: %s parked in host memory; its CUDA calls "
 				"wait for gpupool resume\n",
 				clock_text(s->suspended_since_ns, a, sizeof(a)),
 				gp_stats_human_bytes(s->parked_bytes, b, sizeof(b)));
+	if (s->auto_suspend_ns != 0)
+		gp_stats_printf(o, "  auto-suspend after %s idle: %llu suspends, %llu resumes%s%s\n",
+				duration_text(s->auto_suspend_ns, a, sizeof(a)),
+				(unsigned long long)s->suspends, (unsigned long long)s->resumes,
+				s->resumes != 0 ? ", the last took " : "",
+				s->resumes != 0 ? duration_text(s->last_resume_duration_ns, c,
+								sizeof(c)) : "");
 	if (s->captures != 0)
 		gp_stats_printf(o, "  CUDA graph captures in progress: %llu\n",
 				(unsigned long long)s->captures);

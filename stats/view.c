@@ -303,10 +303,17 @@ int gp_stats_view_read(const char *path, struct gp_stats_snapshot *out)
 		out->cmd[sizeof(out->cmd) - 1] = '\0';
 		for (size_t d = 0; d < GP_STATS_MAX_DEVICES; d++)
 			out->dev[d].uuid[GP_STATS_UUID_MAX - 1] = '\0';
-		out->suspended_since_ns = __atomic_load_n(&v->suspended_ns, __ATOMIC_ACQUIRE);
-		out->parked_bytes = out->suspended_since_ns != 0
-					    ? __atomic_load_n(&v->parked_bytes, __ATOMIC_ACQUIRE)
-					    : 0;
+		uint64_t since = __atomic_load_n(&v->suspended_ns, __ATOMIC_ACQUIRE);
+
+		/* `gpupool suspend` writes the header (the process cannot); a process that
+		 * suspended itself writes its own snapshot. */
+		if (since != 0 || !out->self_suspended) {
+			out->suspended_since_ns = since;
+			out->parked_bytes = since != 0 ? __atomic_load_n(&v->parked_bytes,
+									__ATOMIC_ACQUIRE)
+						       : 0;
+			out->self_suspended = 0;
+		}
 	}
 	if (rc == GP_VIEW_OK && out->pid != pid_of_path(path))
 		rc = GP_VIEW_FORGED;
@@ -324,9 +331,15 @@ uint64_t gp_stats_view_requests(const struct gp_stats_view *v)
 	return __atomic_load_n(&v->requests, __ATOMIC_ACQUIRE);
 }
 
-/* What a reader of the same user may write: one more release request, or the suspension. */
+uint64_t gp_stats_view_resume_requests(const struct gp_stats_view *v)
+{
+	return __atomic_load_n(&v->resume_requests, __ATOMIC_ACQUIRE);
+}
+
+/* What a reader of the same user may write: one more release or resume request, or the
+ * suspension. */
 struct view_write {
-	int mark;          /* 0: a request; 1: the suspension words */
+	int mark;          /* 0: a release request; 1: the suspension words; 2: a resume request */
 	uint64_t since_ns; /* Unix time, ns; 0: running */
 	uint64_t parked;   /* bytes */
 };
@@ -340,8 +353,10 @@ static int write_view(const char *path, const struct view_write *w)
 	if (rc != GP_VIEW_OK)
 		return rc;
 	rc = check_writer(pid_of_path(path), v->proc_start, st.st_uid);
-	if (rc == GP_VIEW_OK && !w->mark) {
+	if (rc == GP_VIEW_OK && w->mark == 0) {
 		__atomic_fetch_add(&v->requests, 1, __ATOMIC_RELEASE);
+	} else if (rc == GP_VIEW_OK && w->mark == 2) {
+		__atomic_fetch_add(&v->resume_requests, 1, __ATOMIC_RELEASE);
 	} else if (rc == GP_VIEW_OK) {
 		/* parked first: a reader that sees the moment sees its bytes (or the last one's) */
 		__atomic_store_n(&v->parked_bytes, w->parked, __ATOMIC_RELEASE);
@@ -354,6 +369,13 @@ static int write_view(const char *path, const struct view_write *w)
 int gp_stats_view_request(const char *path)
 {
 	const struct view_write w = { .mark = 0 };
+
+	return write_view(path, &w);
+}
+
+int gp_stats_view_request_resume(const char *path)
+{
+	const struct view_write w = { .mark = 2 };
 
 	return write_view(path, &w);
 }

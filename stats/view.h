@@ -13,7 +13,7 @@
 #define GP_STATS_VIEW_DIR "/dev/shm"
 #define GP_STATS_VIEW_PREFIX "gpupool."
 #define GP_STATS_VIEW_MAGIC 0x5745495650475047ULL /* "GPGPVIEW" read as a little-endian word */
-#define GP_STATS_VIEW_VERSION 10u                  /* bump on any change below or in stats.h */
+#define GP_STATS_VIEW_VERSION 11u                  /* bump on any change below or in stats.h */
 
 /*
  * The file. Written by one process (its control thread, or a release), read by any number.
@@ -35,6 +35,9 @@ struct gp_stats_view {
 				* write), cleared by `gpupool resume`; readers see it in
 				* snap.suspended_since_ns */
 	uint64_t parked_bytes; /* bytes the checkpoint moved to host memory (snap.parked_bytes) */
+	uint64_t resume_requests; /* `gpupool resume` of a process that suspended itself
+				   * (GPUPOOL_AUTO_SUSPEND): any reader of the same user adds one;
+				   * the writer's control thread resumes it at its next look */
 	/* pid, uid, release signal, start time and command line first, then the counters, the
 	 * last release and the per-device entries (struct gp_stats_snapshot). */
 	struct gp_stats_snapshot snap;
@@ -79,6 +82,12 @@ uint64_t gp_stats_view_requests(const struct gp_stats_view *v);
  * as gp_stats_view_read (a stale or forged view is not written to). Returns enum
  * gp_stats_view_rc. */
 int gp_stats_view_request(const char *path);
+
+/* Writer: the resume requests made so far. */
+uint64_t gp_stats_view_resume_requests(const struct gp_stats_view *v);
+/* Reader: ask the live process behind `path`, which suspended itself, to resume: the same checks
+ * as gp_stats_view_request. Returns enum gp_stats_view_rc. */
+int gp_stats_view_request_resume(const char *path);
 
 /* Reader: mark the live process behind `path` suspended since `since_ns` (Unix time, ns) with
  * `parked` bytes in host memory, or running again (since_ns 0). The same checks as

@@ -4,6 +4,7 @@
  * is not in play, else call the logic in shim.c or the real function and note what it did. Never
  * a decision of their own: that is shim.c's. */
 #include "driver.h"
+#include "gate.h"
 #include "lookup.h"
 #include "shim.h"
 #include "vmm.h"
@@ -13,6 +14,7 @@
 /* Not pooled: the allocation passed through is counted (account.h). */
 GP_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(MemAlloc_v2))
 		return CUDA_ERROR_NOT_FOUND;
 	if (!gp_shim_pooling())
@@ -24,6 +26,7 @@ GP_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 /* Passing through, a pointer counted as passed through is counted no more. */
 GP_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (GP_MISSING(MemFree_v2))
 		return CUDA_ERROR_NOT_FOUND;
 	if (!gp_shim_freeing())

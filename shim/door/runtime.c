@@ -9,6 +9,7 @@
 #include "capture.h"
 #include "control.h"
 #include "driver.h"
+#include "gate.h"
 #include "lookup.h"
 #include "../../include/gpupool.h"
 
@@ -21,6 +22,7 @@ static int ready(void)
 
 GP_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (!ready())
 		return gp_real.Malloc ? gp_real.Malloc(devPtr, size) : cudaErrorInitializationError;
 	return gp_shim_malloc(devPtr, size);
@@ -28,6 +30,7 @@ GP_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 
 GP_EXPORT cudaError_t cudaFree(void *devPtr)
 {
+	(void)GP_GATE(GP_GATE_WORK);
 	if (!ready())
 		return gp_real.Free ? gp_real.Free(devPtr) : cudaErrorInitializationError;
 	return gp_shim_free(devPtr);

@@ -496,6 +496,26 @@ enum gp_cu_class {
 #define GP_DRIVER_WORK_13000(X)
 #endif
 
+/* The driver's checkpoint API (CUDA 12.8, driver 570): auto-suspend parks the process itself
+ * with it, on its own pid (park.c). A driver without it leaves these NULL. */
+#if CUDA_VERSION >= 12080
+#define GP_DRIVER_OWN_12080(X)                                                                     \
+	X(OWN, CheckpointProcessGetState, CheckpointProcessGetState, 12080, PLAIN,                 \
+	  (int pid, CUprocessState *state), (pid, state), -)                                       \
+	X(OWN, CheckpointProcessGetRestoreThreadId, CheckpointProcessGetRestoreThreadId, 12080,    \
+	  PLAIN, (int pid, int *tid), (pid, tid), -)                                               \
+	X(OWN, CheckpointProcessLock, CheckpointProcessLock, 12080, PLAIN,                         \
+	  (int pid, CUcheckpointLockArgs *args), (pid, args), -)                                   \
+	X(OWN, CheckpointProcessCheckpoint, CheckpointProcessCheckpoint, 12080, PLAIN,             \
+	  (int pid, CUcheckpointCheckpointArgs *args), (pid, args), -)                             \
+	X(OWN, CheckpointProcessRestore, CheckpointProcessRestore, 12080, PLAIN,                   \
+	  (int pid, CUcheckpointRestoreArgs *args), (pid, args), -)                                \
+	X(OWN, CheckpointProcessUnlock, CheckpointProcessUnlock, 12080, PLAIN,                     \
+	  (int pid, CUcheckpointUnlockArgs *args), (pid, args), -)
+#else
+#define GP_DRIVER_OWN_12080(X)
+#endif
+
 /* The calls the shim makes itself (fences, contexts, VMM-backed blocks, the door's lookups). */
 #define GP_DRIVER_OWN(X)                                                                           \
 	X(OWN, GetProcAddress_v2, GetProcAddress, 12000, PLAIN,                                    \
@@ -553,7 +573,8 @@ enum gp_cu_class {
 	X(OWN, DeviceGetDefaultMemPool, DeviceGetDefaultMemPool, 11020, PLAIN,                     \
 	  (CUmemoryPool *pool, CUdevice dev), (pool, dev), -)                                      \
 	X(OWN, MemPoolGetAttribute, MemPoolGetAttribute, 11020, PLAIN,                             \
-	  (CUmemoryPool pool, CUmemPool_attribute attr, void *value), (pool, attr, value), -)
+	  (CUmemoryPool pool, CUmemPool_attribute attr, void *value), (pool, attr, value), -)      \
+	GP_DRIVER_OWN_12080(X)
 
 /* Our driver entry points (prototypes, identity list), and every row (the real table). */
 #define GP_DRIVER_OURS(X) GP_DRIVER_HOOKS(X) GP_DRIVER_WORK(X)

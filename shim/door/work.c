@@ -4,6 +4,7 @@
  * succeeded the shim is told where the work went. Never anything before the real call, and
  * never a second look at the arguments: what the driver answered is what the caller gets. */
 #include "driver.h"
+#include "gate.h"
 #include "lookup.h"
 #include "shim.h"
 
@@ -12,6 +13,7 @@
 	{                                                                                         \
 		CUresult rc;                                                                      \
                                                                                                   \
+		(void)GP_GATE(GP_GATE_WORK);                                                      \
 		if (GP_MISSING(name))                                                             \
 			return CUDA_ERROR_NOT_FOUND;                                              \
 		rc = gp_cu.name args;                                                             \

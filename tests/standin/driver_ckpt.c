@@ -5,7 +5,10 @@
  * request into. Lock takes the driver's lock (st.lock) once every stream's queued work is
  * complete (driver_work.c), so every later call of the target waits, and so does new work;
  * checkpoint parks every allocation's bytes in host memory, poisons the "device" bytes and frees
- * the device's capacity; restore copies them back; unlock drops the lock. Test-only. */
+ * the device's capacity; restore copies them back; unlock drops the lock. A process may name
+ * itself, as on the real driver (auto-suspend): the same serving thread answers it, so that the
+ * lock is taken and dropped by one thread whichever of its threads asks, and it is started at the
+ * first such call even without STANDIN_CHECKPOINT. Test-only. */
 #define _GNU_SOURCE
 #include "driver.h"
 
@@ -48,7 +51,7 @@ struct park {
 
 /* The target's side; only its serving thread writes it. */
 static struct {
-	pthread_once_t once;
+	pthread_once_t once, self_once;
 	pid_t owner; /* the process that made the box (a forked child is not it) */
 	struct box *box;
 	char path[64];
@@ -56,7 +59,7 @@ static struct {
 	struct park *parked;
 	uint64_t used[STANDIN_MAX_DEVICES]; /* each device's charged bytes before the checkpoint */
 	unsigned restore_fails; /* STANDIN_CHECKPOINT_RESTORE_FAILS: restores still to refuse */
-} ck = { .once = PTHREAD_ONCE_INIT };
+} ck = { .once = PTHREAD_ONCE_INIT, .self_once = PTHREAD_ONCE_INIT };
 
 static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
 {
@@ -233,7 +236,7 @@ static void *server(void *arg)
 	return NULL;
 }
 
-static void start(void)
+static void start_box(int forced)
 {
 	const char *on = getenv("STANDIN_CHECKPOINT");
 	pthread_attr_t attr;
@@ -242,7 +245,7 @@ static void start(void)
 
 	const char *fails = getenv("STANDIN_CHECKPOINT_RESTORE_FAILS");
 
-	if (on == NULL || strcmp(on, "1") != 0)
+	if (ck.box != NULL || (!forced && (on == NULL || strcmp(on, "1") != 0)))
 		return;
 	if (fails != NULL)
 		ck.restore_fails = (unsigned)strtoul(fails, NULL, 10);
@@ -266,6 +269,18 @@ static void start(void)
 		ck.box = NULL;
 	}
 	pthread_attr_destroy(&attr);
+}
+
+static void start(void)
+{
+	start_box(0);
+}
+
+/* A call of the process on its own pid: served as another process's call would be. */
+static void start_self(void)
+{
+	pthread_once(&ck.once, start); /* not both at once */
+	start_box(1);
 }
 
 void ckpt_start(void)
@@ -295,6 +310,8 @@ static CUresult ask(int pid, uint32_t op, unsigned timeout_ms, CUprocessState *s
 	rc = CUDA_ERROR_INVALID_VALUE;
 	if (pid <= 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (pid == (int)getpid() && (ck.owner == 0 || ck.owner == getpid()))
+		pthread_once(&ck.self_once, start_self);
 	snprintf(path, sizeof(path), "/dev/shm/standin-ckpt.%d", pid);
 	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)

@@ -122,6 +122,12 @@ static const struct proc_entry table[] = {
 	/* launches */
 	{ "cuLaunchKernel", { { 4000, FN(cuLaunchKernel), FN(cuLaunchKernel_ptsz) } } },
 	{ "cuLaunchHostFunc", { { 10000, FN(cuLaunchHostFunc), FN(cuLaunchHostFunc_ptsz) } } },
+	/* the checkpoint API (driver_ckpt.c) */
+	{ "cuCheckpointProcessGetState", { { 12080, FN(cuCheckpointProcessGetState), NULL } } },
+	{ "cuCheckpointProcessLock", { { 12080, FN(cuCheckpointProcessLock), NULL } } },
+	{ "cuCheckpointProcessCheckpoint", { { 12080, FN(cuCheckpointProcessCheckpoint), NULL } } },
+	{ "cuCheckpointProcessRestore", { { 12080, FN(cuCheckpointProcessRestore), NULL } } },
+	{ "cuCheckpointProcessUnlock", { { 12080, FN(cuCheckpointProcessUnlock), NULL } } },
 };
 
 static const struct proc_entry *find(const char *name)

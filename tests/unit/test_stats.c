@@ -188,6 +188,16 @@ static void test_suspended(void **state)
 	assert_non_null(strstr(buf, "SUSPENDED since 2023-11-"));
 	assert_non_null(strstr(buf, "3.00 GiB parked in host memory"));
 	assert_non_null(strstr(buf, "CUDA graph captures in progress: 2"));
+	/* Suspended by itself (auto-suspend): named so, with its next call as the way back. */
+	s.self_suspended = 1;
+	s.auto_suspend_ns = 300000000ull;
+	s.suspends = 2;
+	s.resumes = 1;
+	gp_stats_text(&s, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "SUSPENDED by itself (auto-suspend) since 2023-11-"));
+	assert_non_null(strstr(buf, "its next CUDA call resumes it"));
+	assert_non_null(strstr(buf, "auto-suspend after 300.000 ms idle: 2 suspends, 1 resumes"));
+	s.self_suspended = 0;
 	gp_stats_json(&s, buf, sizeof(buf));
 	assert_non_null(strstr(buf, "\"suspended_since_ns\":1700000000000000000,"
 				    "\"parked_bytes\":3221225472,\"captures\":2"));
