@@ -419,10 +419,16 @@ static CUresult bring_back(struct crew *c, uint64_t *bytes, uint64_t *blocks)
 		for (size_t i = 0; i < P.nheld && e == CUDA_SUCCESS; i++) {
 			struct gp_park_held *h = &P.held[i];
 
-			if (h->device == d && h->where == ON_HOST) {
-				e = gp_vmm_refill(h->va);
-				if (e == CUDA_SUCCESS)
-					h->where = MAPPED;
+			if (h->device != d || h->where != ON_HOST)
+				continue;
+			e = gp_vmm_refill(h->va);
+			if (e == CUDA_SUCCESS) {
+				h->where = MAPPED;
+			} else if (!gp_vmm_owns((const void *)(uintptr_t)h->va)) {
+				/* Freed while parked (against the contract): nothing to bring
+				 * back, and never a reason to fail every retry. */
+				h->where = ON_DEVICE;
+				e = CUDA_SUCCESS;
 			}
 		}
 		/* Whatever was mapped gets its bytes, even after a failed refill: fewer to do
