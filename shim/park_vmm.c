@@ -511,7 +511,8 @@ static CUresult gather(size_t *total)
 		P.held[P.nheld++] = (struct gp_park_held){ seen[i].va, seen[i].bytes, 0,
 							   seen[i].device, ON_DEVICE };
 	}
-	qsort(P.held, P.nheld, sizeof(*P.held), by_device_then_address);
+	if (P.nheld > 1)
+		qsort(P.held, P.nheld, sizeof(*P.held), by_device_then_address);
 	for (size_t i = 0; i < P.nheld; i++) {
 		P.held[i].host_off = *total;
 		*total += P.held[i].bytes;

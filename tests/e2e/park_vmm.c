@@ -42,6 +42,14 @@ struct gp_shim_state gp_shim = {
 struct gp_shim_early gp_shim_early;
 struct gp_cu gp_cu;
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define UNDER_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define UNDER_SANITIZER 1
+#endif
+#endif
+
 #define MIB E2E_MIB
 #define NBLOCKS 7
 
@@ -219,7 +227,7 @@ static void unpark_ok(const char *when)
 /* Host memory short: an address-space limit the host copy cannot fit in. */
 static void host_short(void)
 {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef UNDER_SANITIZER
 	e2e_note("host memory short: not tried under a sanitizer (its shadow memory)");
 #else
 	struct rlimit was, lim;
