@@ -51,6 +51,7 @@ struct gp_shim_state gp_shim = {
 	.suspend = { .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER },
 	.real = { .once = PTHREAD_ONCE_INIT },
 	.vmm = { .lock = PTHREAD_MUTEX_INITIALIZER },
+	.park = { .lock = PTHREAD_MUTEX_INITIALIZER },
 	.defer = { .lock = PTHREAD_MUTEX_INITIALIZER },
 	.account = { .make_lock = PTHREAD_MUTEX_INITIALIZER },
 };

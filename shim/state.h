@@ -297,12 +297,47 @@ struct gp_shim_vmm {
 	 * is harmless). */
 	_Atomic int on;
 	_Atomic int said_broken, said_ipc; /* exchange, once each */
+	_Atomic int said_release; /* gp_vmm_evict said a release failed: exchange, once */
 	pthread_mutex_t lock; /* the registry and dev[]; never held across a driver call */
 	/* base address -> block, chained; allocated by the first block (release store under lock;
 	 * an acquire load of NULL without it: no block was ever made) */
 	struct gp_vmm_block **bucket;
 	size_t count;
 	struct gp_vmm_dev dev[GP_MAX_DEVICES];
+};
+
+/* park_vmm.c: the fast park of VMM-backed blocks, for auto-suspend: their bytes through a pinned
+ * staging ring to host memory and back. */
+#define GP_PARK_MAX_SLOTS 4   /* slots of the ring */
+#define GP_PARK_MAX_THREADS 8 /* memcpy workers of a park */
+struct gp_park_held; /* park_vmm.c */
+struct gp_shim_park {
+	/* One park or unpark at a time, held throughout, across driver calls (no pool lock is held
+	 * then; under it only vmm.c's lock and the park's own workers' are taken). Every field
+	 * below is written under it. */
+	pthread_mutex_t lock;
+	/* The ring: `slots` slots of slot_bytes of pinned host memory at ring (NULL: not made),
+	 * made in ring_device's context at the first park that moves anything (that device's resets
+	 * then: ring_resets, a reset frees it) and kept for the process's life. threads: memcpy
+	 * workers per park (0: the parking thread copies). Set by gp_park_vmm_tune, or defaults. */
+	void *ring;
+	size_t slot_bytes; /* bytes */
+	unsigned slots, threads;
+	int ring_device;
+	unsigned ring_resets;
+	/* Per device: a private non-blocking stream and an event per slot, made at the first park
+	 * there and kept; made_at: the device's resets then, plus 1 (0: none made). */
+	CUstream stream[GP_MAX_DEVICES];
+	CUevent ev[GP_MAX_DEVICES][GP_PARK_MAX_SLOTS];
+	unsigned made_at[GP_MAX_DEVICES];
+	/* The blocks of the last park until every one is back on its device, and their bytes in
+	 * one host mapping (host, host_bytes). */
+	struct gp_park_held *held;
+	size_t nheld;
+	char *host;
+	size_t host_bytes;
+	/* Bytes of blocks off their device now: stored under lock, read without it. */
+	_Atomic uint64_t off_device;
 };
 
 /* backend.c: real frees that a capture begun during a release made wait (capture.h's gate). */
@@ -397,6 +432,7 @@ struct gp_shim_state {
 	_Alignas(GP_SHIM_LINE) struct gp_shim_obs obs;
 	_Alignas(GP_SHIM_LINE) struct gp_shim_real real;
 	_Alignas(GP_SHIM_LINE) struct gp_shim_vmm vmm;
+	_Alignas(GP_SHIM_LINE) struct gp_shim_park park;
 	_Alignas(GP_SHIM_LINE) struct gp_shim_defer defer;
 	_Alignas(GP_SHIM_LINE) struct gp_shim_account account;
 	_Alignas(GP_SHIM_LINE) struct gp_shim_suspend suspend;

@@ -38,6 +38,10 @@ struct gp_vmm_block {
 	size_t bytes;
 	struct gp_vmm_range *range;
 	int device;
+	/* Its physical memory given back by a park (gp_vmm_evict), its range kept: the pieces keep
+	 * their sizes, their handles are 0 until gp_vmm_refill. No pool call sees such a block
+	 * (the park holds the process still); the calls below that would move pieces refuse it. */
+	int parked;
 	unsigned n;
 	struct gp_vmm_piece piece[];
 };
@@ -454,12 +458,14 @@ CUresult gp_vmm_free(const void *ptr, int settled)
 	pthread_mutex_unlock(&V.lock);
 	if (b == NULL)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!settled && gp_cu.CtxSynchronize != NULL)
+	if (!settled && !b->parked && gp_cu.CtxSynchronize != NULL)
 		gp_cu.CtxSynchronize(); /* what cudaFree would wait for */
-	unmap_pieces(b, 0, 0);
-	for (unsigned i = 0; i < b->n; i++)
-		if (gp_cu.MemRelease(b->piece[i].h) != CUDA_SUCCESS)
-			e = CUDA_ERROR_INVALID_VALUE;
+	if (!b->parked) {
+		unmap_pieces(b, 0, 0);
+		for (unsigned i = 0; i < b->n; i++)
+			if (gp_cu.MemRelease(b->piece[i].h) != CUDA_SUCCESS)
+				e = CUDA_ERROR_INVALID_VALUE;
+	}
 	range_put(b->range);
 	free(b);
 	return e;
@@ -477,7 +483,7 @@ CUresult gp_vmm_split(const void *ptr, size_t bytes, size_t take, size_t *tail)
 		return e;
 	pthread_mutex_lock(&V.lock);
 	b = find_locked((CUdeviceptr)(uintptr_t)ptr);
-	if (b == NULL || b->bytes != bytes || take == 0)
+	if (b == NULL || b->bytes != bytes || take == 0 || b->parked)
 		goto out;
 	k = tail_pieces(b, take, &t);
 	if (k == 0)
@@ -532,7 +538,7 @@ CUresult gp_vmm_merge(void *const *ptr, const size_t *bytes, unsigned n)
 	pthread_mutex_lock(&V.lock);
 	for (unsigned i = 0; i < n; i++) {
 		b[i] = find_locked((CUdeviceptr)(uintptr_t)ptr[i]);
-		if (b[i] == NULL || b[i]->bytes != bytes[i] ||
+		if (b[i] == NULL || b[i]->bytes != bytes[i] || b[i]->parked ||
 		    (i > 0 && (b[i]->range != b[0]->range || b[i]->device != b[0]->device ||
 			       b[i - 1]->va + b[i - 1]->bytes != b[i]->va)))
 			goto out;
@@ -576,7 +582,8 @@ static int sources(int device, const struct gp_piece *src, unsigned n, struct so
 	for (unsigned i = 0; i < n && ok; i++) {
 		struct gp_vmm_block *b = find_locked((CUdeviceptr)(uintptr_t)src[i].ptr);
 
-		ok = b != NULL && b->device == device && b->bytes == src[i].bytes && src[i].take > 0;
+		ok = b != NULL && b->device == device && b->bytes == src[i].bytes && src[i].take > 0 &&
+		     !b->parked;
 		if (!ok)
 			break;
 		sb[i].b = b;
@@ -686,4 +693,133 @@ void gp_vmm_ipc_seen(const void *ptr)
 				     "the driver refuses (the call fails); run with GPUPOOL_VMM=off, or "
 				     "auto (ordinary blocks in a PyTorch process with its own cache, and "
 				     "everywhere after the first IPC call), to share memory this way");
+}
+
+/* ---- the park (park_vmm.c) ---- */
+
+size_t gp_vmm_list(struct gp_vmm_seen *out, size_t max)
+{
+	size_t n = 0;
+
+	if (never_made())
+		return 0;
+	pthread_mutex_lock(&V.lock);
+	for (size_t i = 0; i < NBUCKETS; i++) {
+		for (struct gp_vmm_block *b = V.bucket[i]; b != NULL; b = b->next) {
+			if (n < max)
+				out[n] = (struct gp_vmm_seen){ b->va, b->bytes, b->device, b->parked };
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&V.lock);
+	return n;
+}
+
+/* A copy of the block at va, pieces included, when its parked state is `parked`: the driver
+ * calls work on the copy, without the lock. NULL: no such block, or no memory. */
+static struct gp_vmm_block *copy_of(CUdeviceptr va, int parked)
+{
+	struct gp_vmm_block *b, *c = NULL;
+	size_t sz;
+
+	pthread_mutex_lock(&V.lock);
+	b = find_locked(va);
+	if (b != NULL && b->parked == parked) {
+		sz = sizeof(*b) + b->n * sizeof(b->piece[0]);
+		c = malloc(sz);
+		if (c != NULL)
+			memcpy(c, b, sz);
+	}
+	pthread_mutex_unlock(&V.lock);
+	return c;
+}
+
+/* The registry's block at c->va takes c's handles (parked 0) or none (parked 1). */
+static void settle(const struct gp_vmm_block *c, int parked)
+{
+	struct gp_vmm_block *b;
+
+	pthread_mutex_lock(&V.lock);
+	b = find_locked(c->va);
+	if (b != NULL && b->n == c->n) {
+		for (unsigned i = 0; i < b->n; i++)
+			b->piece[i].h = parked ? 0 : c->piece[i].h;
+		b->parked = parked;
+	}
+	pthread_mutex_unlock(&V.lock);
+}
+
+CUresult gp_vmm_evict(CUdeviceptr va)
+{
+	struct gp_vmm_block *c;
+	size_t off = 0;
+	unsigned i;
+	CUresult e = CUDA_SUCCESS;
+
+	if (never_made() || (c = copy_of(va, 0)) == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (i = 0; i < c->n; i++) {
+		e = gp_cu.MemUnmap(c->va + off, c->piece[i].bytes);
+		if (e != CUDA_SUCCESS)
+			break;
+		off += c->piece[i].bytes;
+	}
+	if (e != CUDA_SUCCESS) {
+		/* The pieces unmapped so far go back where they were (their handles still hold the
+		 * bytes), and the whole block gets its access again. */
+		CUresult back = CUDA_SUCCESS;
+
+		off = 0;
+		for (unsigned j = 0; j < i && back == CUDA_SUCCESS; j++) {
+			back = gp_cu.MemMap(c->va + off, c->piece[j].bytes, 0, c->piece[j].h, 0);
+			off += c->piece[j].bytes;
+		}
+		if (back == CUDA_SUCCESS && i > 0)
+			back = grant(c->va, c->bytes, c->device);
+		if (back != CUDA_SUCCESS)
+			gp_log(GP_LOG_ERROR, "a VMM-backed block could not be mapped again after a "
+					     "failed unmap (CUDA error %d): its memory at %#llx is "
+					     "unreachable", (int)back, (unsigned long long)c->va);
+		free(c);
+		return e;
+	}
+	/* Unmapped: a release the driver refuses leaves a handle that nothing maps (its memory
+	 * stays charged), never bytes lost (the caller copied them out first). */
+	for (i = 0; i < c->n; i++)
+		if (gp_cu.MemRelease(c->piece[i].h) != CUDA_SUCCESS &&
+		    !atomic_exchange(&V.said_release, 1))
+			gp_log(GP_LOG_WARN, "cuMemRelease failed while parking a VMM-backed block: its "
+					    "device memory stays allocated");
+	settle(c, 1);
+	free(c);
+	return CUDA_SUCCESS;
+}
+
+CUresult gp_vmm_refill(CUdeviceptr va)
+{
+	struct gp_vmm_block *c;
+	CUmemAllocationProp p;
+	const char *what = "cuMemCreate";
+	unsigned k;
+	CUresult e = CUDA_SUCCESS;
+
+	if (never_made() || (c = copy_of(va, 1)) == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	p = prop_of(c->device, dev_facts(c->device)->rdma);
+	for (k = 0; k < c->n; k++) {
+		e = gp_cu.MemCreate(&c->piece[k].h, c->piece[k].bytes, &p, 0);
+		if (e != CUDA_SUCCESS)
+			break;
+	}
+	if (e == CUDA_SUCCESS)
+		e = map_all(c, &what);
+	if (e != CUDA_SUCCESS) {
+		while (k-- > 0)
+			gp_cu.MemRelease(c->piece[k].h);
+		free(c);
+		return e;
+	}
+	settle(c, 0);
+	free(c);
+	return CUDA_SUCCESS;
 }

@@ -77,4 +77,35 @@ void gp_vmm_address_range(CUdeviceptr dptr, CUdeviceptr *base, size_t *size);
 /* Bytes of VMM-backed blocks and their handles now (for tests and the log). */
 size_t gp_vmm_blocks(void);
 
+/* ---- the park (park_vmm.c) ----
+ * A block's physical memory given back and made again at the same addresses, its range kept
+ * reserved throughout. The caller copies the bytes out before an evict and in after a refill,
+ * in the block's device's context, and makes sure no pool call and no GPU work touches the
+ * blocks meanwhile; while parked, split, merge and remap refuse the block, and a free gives back
+ * its range only. */
+
+/* A block as the park sees it. */
+struct gp_vmm_seen {
+	CUdeviceptr va;
+	size_t bytes;
+	int device;
+	int parked; /* evicted, not yet refilled */
+};
+
+/* The blocks now, the first `max` of them into out[]; returns how many there are (more than
+ * max: ask again with more room). In no particular order. */
+size_t gp_vmm_list(struct gp_vmm_seen *out, size_t max);
+
+/* The block at va unmapped and its handles released; its pieces' sizes are kept for the refill.
+ * Invalid value for no block there or one already parked. A failed unmap leaves it mapped as it
+ * was (the pieces unmapped so far mapped again, access granted) and returns the error; a release
+ * the driver refuses only leaves that memory allocated (said once). */
+CUresult gp_vmm_evict(CUdeviceptr va);
+
+/* New handles for a parked block at va, of its pieces' sizes and with the properties of its
+ * making (device, GPUDirect RDMA), mapped where the old ones were, with the same access (the
+ * device and its peers). The new memory holds garbage until the caller copies the bytes in. A
+ * failure leaves it parked, nothing of the attempt kept. */
+CUresult gp_vmm_refill(CUdeviceptr va);
+
 #endif

@@ -550,6 +550,9 @@ enum gp_cu_class {
 	X(OWN, EventSynchronize, EventSynchronize, 2000, PLAIN, (CUevent e), (e), -)               \
 	X(OWN, StreamQuery, StreamQuery, 2000, PLAIN, (CUstream s), (s), -)                        \
 	X(OWN, StreamSynchronize, StreamSynchronize, 2000, PLAIN, (CUstream s), (s), -)            \
+	X(OWN, MemHostAlloc, MemHostAlloc, 2020, PLAIN, (void **p, size_t bytes, unsigned flags),  \
+	  (p, bytes, flags), -)                                                                    \
+	X(OWN, MemFreeHost, MemFreeHost, 2000, PLAIN, (void *p), (p), -)                           \
 	X(OWN, MemAddressReserve, MemAddressReserve, 10020, PLAIN,                                 \
 	  (CUdeviceptr *p, size_t bytes, size_t align, CUdeviceptr addr,                           \
 	   unsigned long long flags),                                                              \

@@ -694,6 +694,8 @@ static struct {
 	CUresult (*memcpy)(CUdeviceptr, CUdeviceptr, size_t);
 	CUresult (*memset)(CUdeviceptr, unsigned char, size_t);
 	CUresult (*attrs)(unsigned, CUpointer_attribute *, void **, CUdeviceptr);
+	CUresult (*host_alloc)(void **, size_t, unsigned);
+	CUresult (*free_host)(void *);
 } vm;
 
 static void resolve_vmm(void)
@@ -711,6 +713,8 @@ static void resolve_vmm(void)
 	get(&vm.memcpy, "cuMemcpy", 0);
 	get(&vm.memset, "cuMemsetD8", 0);
 	get(&vm.attrs, "cuPointerGetAttributes", 0);
+	get(&vm.host_alloc, "cuMemHostAlloc", 0);
+	get(&vm.free_host, "cuMemFreeHost", 0);
 }
 
 static void *at(CUdeviceptr d)
@@ -888,6 +892,39 @@ static void vmm(void)
 	e2e_check(memcmp(back, buf, E2E_MIB) == 0, "the bytes written at the old address are there");
 	e2e_check(standin_vmm_mapped(at(base2 + M2), &rs, &rz, &hb) && rs == base2 && rz == M4 && hb == M2,
 		  "standin_vmm_mapped: the new reservation");
+
+	/* the injected faults of the calls that map and unmap: nothing changes */
+	standin_set_fault(STANDIN_FAULT_VMM_UNMAP, 1, 0);
+	expect_cu(vm.unmap(base2 + M2, M2), CUDA_ERROR_UNKNOWN, "cuMemUnmap fails by injection");
+	standin_set_fault(STANDIN_FAULT_VMM_UNMAP, 0, 0);
+	standin_set_fault(STANDIN_FAULT_VMM_MAP, 1, 0);
+	expect_cu(vm.map(base2, M2, 0, h1, 0), CUDA_ERROR_OUT_OF_MEMORY, "cuMemMap fails by injection");
+	standin_set_fault(STANDIN_FAULT_VMM_MAP, 0, 0);
+	e2e_check(standin_vmm_mapped(at(base2 + M2), NULL, NULL, NULL) &&
+			  !standin_vmm_mapped(at(base2), NULL, NULL, NULL) &&
+			  standin_faults(STANDIN_FAULT_VMM_UNMAP) == 1 &&
+			  standin_faults(STANDIN_FAULT_VMM_MAP) == 1,
+		  "still mapped where it was, not mapped where the failed map asked");
+
+	/* pinned host memory: host memory that copies reach, given back once */
+	{
+		void *pin = NULL;
+
+		c = e2e_counters();
+		e2e_check(vm.host_alloc(&pin, 3 * E2E_MIB, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS &&
+				  pin != NULL && ((uintptr_t)pin & 4095) == 0,
+			  "cuMemHostAlloc: page-aligned host memory");
+		e2e_check(vm.memcpy((CUdeviceptr)(uintptr_t)pin, base2 + M2 + E2E_MIB, E2E_MIB) ==
+					  CUDA_SUCCESS &&
+				  memcmp(pin, buf, E2E_MIB) == 0,
+			  "a copy from the device into it");
+		expect_cu(vm.free_host(pin), CUDA_SUCCESS, "cuMemFreeHost");
+		expect_cu(vm.free_host(pin), CUDA_ERROR_INVALID_VALUE, "cuMemFreeHost twice");
+		e2e_check(e2e_counters().pinned_allocs == c.pinned_allocs + 1 &&
+				  e2e_counters().pinned_frees == c.pinned_frees + 1 &&
+				  e2e_counters().live_bytes == c.live_bytes,
+			  "counted, and charged to no device");
+	}
 	e2e_check(vm.unmap(base2 + M2, M2) == CUDA_SUCCESS && vm.release(h1) == CUDA_SUCCESS &&
 			  vm.address_free(base, M6) == CUDA_SUCCESS,
 		  "unmap, release, cuMemAddressFree");

@@ -575,6 +575,72 @@ CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, 
 			hStream != NULL ? hStream : CU_STREAM_PER_THREAD);
 }
 
+/* ---- pinned host memory ---- */
+
+/* What cuMemHostAlloc gave out and cuMemFreeHost has not taken back (st.lock). */
+struct pinned {
+	struct pinned *next;
+	void *p;
+	size_t span; /* bytes mapped */
+};
+static struct pinned *pinned;
+
+/* Host memory like any other here (nothing to pin): mapped, so that it is page-aligned. */
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+	struct pinned *k;
+	CUresult rc;
+	int dev;
+
+	(void)Flags;
+	rc = enter_ctx(&dev);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (pp == NULL || bytesize == 0) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	k = malloc(sizeof(*k));
+	if (k != NULL) {
+		k->span = (bytesize + 4095) / 4096 * 4096;
+		k->p = mmap(NULL, k->span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	}
+	if (k == NULL || k->p == MAP_FAILED) {
+		free(k);
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	k->next = pinned;
+	pinned = k;
+	*pp = k->p;
+	st.dev[dev].c.pinned_allocs++;
+out:
+	leave();
+	return rc;
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+	struct pinned **link, *k;
+	CUresult rc = enter();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	rc = CUDA_ERROR_INVALID_VALUE;
+	for (link = &pinned; (k = *link) != NULL; link = &k->next) {
+		if (k->p == p) {
+			*link = k->next;
+			munmap(k->p, k->span);
+			free(k);
+			st.dev[here(0)].c.pinned_frees++;
+			rc = CUDA_SUCCESS;
+			break;
+		}
+	}
+	leave();
+	return rc;
+}
+
 /* ---- pointers ---- */
 
 /* A legacy IPC handle: the address itself, for tests that check the caller gets the driver's

@@ -67,6 +67,8 @@ static const struct proc_entry table[] = {
 	{ "cuMemsetD8Async", { { 3020, FN(cuMemsetD8Async), FN(cuMemsetD8Async_ptsz) } } },
 	{ "cuMemcpy", { { 4000, FN(cuMemcpy), FN(cuMemcpy_ptds) } } },
 	{ "cuMemcpyAsync", { { 4000, FN(cuMemcpyAsync), FN(cuMemcpyAsync_ptsz) } } },
+	{ "cuMemHostAlloc", { { 2020, FN(cuMemHostAlloc), NULL } } },
+	{ "cuMemFreeHost", { { 2000, FN(cuMemFreeHost), NULL } } },
 	{ "cuMemGetAddressRange", { { 3020, FN(cuMemGetAddressRange_v2), NULL } } },
 	{ "cuIpcGetMemHandle", { { 4010, FN(cuIpcGetMemHandle), NULL } } },
 	{ "cuPointerGetAttribute", { { 4000, FN(cuPointerGetAttribute), NULL } } },

@@ -50,6 +50,8 @@ static const struct {
 	[STANDIN_FAULT_EVENT_RECORD] = { "EVENT_RECORD", 999 }, /* cudaErrorUnknown */
 	[STANDIN_FAULT_EVENT_QUERY] = { "EVENT_QUERY", 999 },
 	[STANDIN_FAULT_GETDEVICE] = { "GETDEVICE", 999 },
+	[STANDIN_FAULT_VMM_MAP] = { "VMM_MAP", 2 },
+	[STANDIN_FAULT_VMM_UNMAP] = { "VMM_UNMAP", 999 },
 };
 
 static struct fault faults[STANDIN_FAULT_COUNT];
@@ -317,6 +319,8 @@ static const struct {
 	{ "work_done", offsetof(struct standin_counters, work_done) },
 	{ "kernels_run", offsetof(struct standin_counters, kernels_run) },
 	{ "host_funcs_run", offsetof(struct standin_counters, host_funcs_run) },
+	{ "pinned_allocs", offsetof(struct standin_counters, pinned_allocs) },
+	{ "pinned_frees", offsetof(struct standin_counters, pinned_frees) },
 };
 
 #define NFIELDS (sizeof(counter_fields) / sizeof(counter_fields[0]))

@@ -321,6 +321,9 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 		rc = CUDA_ERROR_INVALID_VALUE;
 		goto out;
 	}
+	rc = inject(STANDIN_FAULT_VMM_MAP);
+	if (rc != CUDA_SUCCESS)
+		goto out;
 	m = calloc(1, sizeof(*m));
 	if (m == NULL) {
 		rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -376,6 +379,9 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 		rc = CUDA_ERROR_INVALID_VALUE;
 		goto out;
 	}
+	rc = inject(STANDIN_FAULT_VMM_UNMAP);
+	if (rc != CUDA_SUCCESS)
+		goto out;
 	mmap((void *)v, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
 	link = &mappings;
 	while (*link != NULL) {

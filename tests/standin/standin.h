@@ -127,6 +127,10 @@
  *   cuMemAllocPitch_v2 (rows rounded up to 512 bytes, element size 4, 8 or 16; pitch x height
  *   bytes) are allocations like cuMemAlloc_v2 on the current context's device: charged the same,
  *   counted in mallocs, failed by the MALLOC fault kind, freed by cuMemFree_v2.
+ * Pinned host memory: cuMemHostAlloc (any flags; a context current) gives page-aligned host
+ *   memory, cuMemFreeHost gives it back (anything else fails with CUDA_ERROR_INVALID_VALUE);
+ *   neither is charged to a device, both are counted (pinned_allocs, pinned_frees). Copies treat
+ *   it as any host memory.
  * Contexts of the program's own: cuCtxCreate_v2 and _v4 (no creation parameters) make one on a
  *   device and push it current; cuCtxDestroy_v2 destroys it (popped from the calling thread's
  *   stack; a primary context is refused). Allocations made while one is current are the
@@ -170,7 +174,8 @@
  * Fault injection (see standin_set_fault; read once, changeable at run time):
  *   STANDIN_FAIL_<KIND>_EVERY=n  every n-th call of that kind fails (1: all), KIND one of MALLOC
  *                                (cuMemAlloc_v2 and a valid cuMemCreate), FREE (cuMemFree_v2 of a live allocation),
- *                                EVENT_RECORD (cuEventRecord), EVENT_QUERY (cuEventQuery), all in
+ *                                EVENT_RECORD (cuEventRecord), EVENT_QUERY (cuEventQuery),
+ *                                VMM_MAP (cuMemMap), VMM_UNMAP (cuMemUnmap), all in
  *                                the driver, so runtime and direct driver callers both see them;
  *                                GETDEVICE (cudaGetDevice) in the runtime
  *   STANDIN_FAIL_<KIND>_ERROR=e  the cudaError_t number it fails with (default: see the enum); the
@@ -254,6 +259,10 @@ struct standin_counters {
 	uint64_t work_done;         /* of those, complete (not those dropped in a forked child) */
 	uint64_t kernels_run;       /* kernels that ran to their end */
 	uint64_t host_funcs_run;    /* host functions (cuLaunchHostFunc) that ran to their end */
+	/* Pinned host memory (cuMemHostAlloc, cuMemFreeHost: plain host memory here), appended; on
+	 * the current context's device. */
+	uint64_t pinned_allocs;     /* successful cuMemHostAlloc calls */
+	uint64_t pinned_frees;      /* successful cuMemFreeHost calls */
 };
 
 /* A copy of the counters of `device`; device -1 sums all devices. An invalid device gives zeros. */
@@ -319,6 +328,10 @@ enum standin_fault {
 	STANDIN_FAULT_EVENT_RECORD, /* cuEventRecord (nothing recorded): cudaErrorUnknown */
 	STANDIN_FAULT_EVENT_QUERY, /* cuEventQuery (the event is unchanged): cudaErrorUnknown */
 	STANDIN_FAULT_GETDEVICE,   /* cudaGetDevice (*device untouched): cudaErrorUnknown */
+	STANDIN_FAULT_VMM_MAP,     /* cuMemMap of valid arguments (nothing mapped):
+				    * cudaErrorMemoryAllocation */
+	STANDIN_FAULT_VMM_UNMAP,   /* cuMemUnmap of whole mappings (nothing unmapped):
+				    * cudaErrorUnknown */
 	STANDIN_FAULT_COUNT
 };
 
