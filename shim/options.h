@@ -40,6 +40,7 @@ struct gp_options {
 	struct gp_size min_free;        /* per device; 0 = off */
 	uint64_t poll_interval_ns;
 	uint64_t auto_suspend_ns;       /* GPUPOOL_AUTO_SUSPEND; 0 = off */
+	int auto_suspend_copy;          /* GPUPOOL_AUTO_SUSPEND_COPY */
 	uint64_t reuse_wait_ns;       /* GPUPOOL_REUSE_WAIT */
 	uint64_t reuse_poll_ns;       /* GPUPOOL_REUSE_POLL */
 	uint64_t reuse_age_ns;        /* GPUPOOL_REUSE_AGE */

@@ -401,6 +401,9 @@ struct gp_shim_suspend {
 	_Atomic uint64_t last_resume_ns; /* ns the last restore and unlock took */
 	_Atomic uint64_t last_suspend_ns; /* ns the last suspend took, release to checkpoint */
 	_Atomic unsigned long epoch;      /* arms so far: what a thread recalls is of one watch */
+	_Atomic uint64_t copied_bytes;    /* of parked_bytes, what our copies moved (park_vmm.h) */
+	int copy_vmm;                     /* GPUPOOL_AUTO_SUSPEND_COPY */
+	_Atomic int said_copy;            /* a failed copy said: once */
 	_Atomic unsigned long suspend_epoch; /* the watch that ended in the suspend */
 	_Atomic uint64_t since_ns;       /* CLOCK_REALTIME ns of the suspend; 0 running */
 	_Atomic uint64_t parked_bytes;   /* bytes held on the device at the suspend (context aside) */

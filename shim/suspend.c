@@ -15,6 +15,7 @@
 #include "fence.h"
 #include "log.h"
 #include "park.h"
+#include "park_vmm.h"
 #include "state.h"
 
 #include <errno.h>
@@ -125,6 +126,42 @@ static int restore(unsigned tries)
 	return 0;
 }
 
+/* After the checkpoint API's restore and unlock: the VMM-backed blocks our copies parked come
+ * back (park_vmm.h) before any thread goes on. A failure keeps their host copies and is tried
+ * again, as a failed restore is; 0, or -1 after `tries` failures (0: for ever). */
+static int unpark(unsigned tries)
+{
+	uint64_t backoff = RETRY_FIRST_NS;
+	char buf[32];
+	int rc;
+
+	for (unsigned n = 1; gp_park_vmm_parked() > 0; n++) {
+		rc = gp_unpark_vmm(NULL);
+		if (rc == 0)
+			break;
+		if (tries != 0 && n >= tries) {
+			gp_log(GP_LOG_ERROR, "auto-suspend: bringing back the VMM-backed blocks "
+					     "failed %u times (%s); giving up", n,
+			       gp_park_error(rc, buf, sizeof(buf)));
+			return -1;
+		}
+		gp_log(n <= 3 || n % 20 == 0 ? GP_LOG_ERROR : GP_LOG_DEBUG,
+		       "auto-suspend: bringing back the VMM-backed blocks failed (%s); the calling "
+		       "threads wait, nothing is lost; trying again in %.2f s",
+		       gp_park_error(rc, buf, sizeof(buf)), (double)backoff / 1e9);
+		sleep_ns(backoff);
+		backoff = backoff * 2 > RETRY_MAX_NS ? RETRY_MAX_NS : backoff * 2;
+	}
+	return 0;
+}
+
+/* A suspend given up after our copies parked blocks: they come back first, for as long as it
+ * takes (the threads wait at the gate meanwhile). */
+static void unpark_all(void)
+{
+	(void)unpark(0);
+}
+
 /* Resume a suspended process, or wait for the thread that does. */
 static void wake(const char *why, unsigned tries)
 {
@@ -150,6 +187,8 @@ static void wake(const char *why, unsigned tries)
 
 	t0 = gp_clock_ns(CLOCK_MONOTONIC);
 	rc = restore(tries);
+	if (rc == 0)
+		rc = unpark(tries);
 	atomic_store_explicit(&S.last_resume_ns, gp_clock_ns(CLOCK_MONOTONIC) - t0,
 			      memory_order_relaxed);
 	atomic_fetch_add_explicit(&S.resumes, 1, memory_order_relaxed);
@@ -282,6 +321,7 @@ int gp_suspend_init(const struct gp_options *o, void (*release_all)(void), void 
 	release_all_fn = release_all;
 	wake_fn = wakeup;
 	S.after_ns = o->auto_suspend_ns;
+	S.copy_vmm = o->auto_suspend_copy;
 	if (S.after_ns == 0)
 		return 0;
 	if (!gp_park_available()) {
@@ -375,7 +415,8 @@ static void try_suspend(void)
 	unsigned char expected = GP_SUSPEND_WATCH;
 	_Atomic int *said = NULL;
 	const char *feature = unsupported(&said);
-	uint64_t need, t0;
+	uint64_t need, t0, extra = 0;
+	struct gp_park_figures pf = { 0 };
 	int64_t avail;
 	int ndev, only, rc;
 	char buf[32], msg[160];
@@ -400,8 +441,13 @@ static void try_suspend(void)
 	if (gate() != GP_SUSPEND_WATCH)
 		return; /* a call came during the release: busy again */
 	need = device_bytes(&ndev, &only);
+	if (S.copy_vmm) {
+		size_t host = 0, vmm = gp_park_vmm_bytes(&host);
+
+		extra = host > vmm ? host - vmm : 0; /* the staging ring, before it is made */
+	}
 	avail = host_available();
-	if (avail >= 0 && need + CONTEXT_ALLOWANCE * (uint64_t)(ndev > 0 ? ndev : 1) >
+	if (avail >= 0 && need + extra + CONTEXT_ALLOWANCE * (uint64_t)(ndev > 0 ? ndev : 1) >
 				  (uint64_t)avail) {
 		snprintf(msg, sizeof(msg), "not enough host memory (%.1f MiB on the device and "
 			 "%.0f MiB per context; %.1f MiB available)", (double)need / 1048576.0,
@@ -412,8 +458,22 @@ static void try_suspend(void)
 	S.meminfo_ok = ndev == 1 && gp_ctx_mem_info(only, &S.meminfo_free, &S.meminfo_total) == 0;
 	if (!atomic_compare_exchange_strong(&gp_gate_closed, &expected, GP_SUSPEND_SUSPENDING))
 		return; /* activity since the release */
+	/* Every thread of the program now waits at the gate: the VMM-backed blocks leave by our own
+	 * copies first (park_vmm.h), the checkpoint API takes the rest. */
+	if (S.copy_vmm && gp_park_vmm_bytes(NULL) > 0) {
+		rc = gp_park_vmm(&pf);
+		if (rc != 0) {
+			unpark_all();
+			back_off();
+			snprintf(msg, sizeof(msg), "the copy of the VMM-backed blocks failed (%s)",
+				 gp_park_error(rc, buf, sizeof(buf)));
+			refuse(GP_LOG_WARN, &S.said_copy, msg);
+			return;
+		}
+	}
 	rc = gp_park_lock(LOCK_TIMEOUT_MS);
 	if (rc != CUDA_SUCCESS) {
+		unpark_all();
 		back_off();
 		if (rc == CUDA_ERROR_NOT_READY || rc == CUDA_ERROR_TIMEOUT) {
 			refuse(GP_LOG_INFO, NULL, "the process could not be locked in time (a call "
@@ -429,6 +489,7 @@ static void try_suspend(void)
 	if (rc != CUDA_SUCCESS) {
 		int urc = gp_park_unlock();
 
+		unpark_all();
 		back_off();
 		snprintf(msg, sizeof(msg), "the checkpoint failed (%s)%s",
 			 gp_park_error(rc, buf, sizeof(buf)),
@@ -440,12 +501,15 @@ static void try_suspend(void)
 			      memory_order_relaxed);
 	atomic_store(&S.suspend_epoch, atomic_load(&S.epoch)); /* the watch that ended here */
 	atomic_store_explicit(&S.parked_bytes, need, memory_order_relaxed);
+	atomic_store_explicit(&S.copied_bytes, pf.bytes, memory_order_relaxed);
 	atomic_store_explicit(&S.since_ns, gp_clock_ns(CLOCK_REALTIME), memory_order_relaxed);
 	atomic_fetch_add_explicit(&S.suspends, 1, memory_order_relaxed);
 	set_gate_locked(GP_SUSPEND_SUSPENDED);
 	gp_log(GP_LOG_INFO, "auto-suspended after %.3f s idle, in %.3f s: %.1f MiB parked in host "
-			    "memory (the context besides)", (double)S.after_ns / 1e9,
-	       (double)atomic_load(&S.last_suspend_ns) / 1e9, (double)need / 1048576.0);
+			    "memory (the context besides), %.1f MiB of it by gpupool's copies in "
+			    "%.3f s", (double)S.after_ns / 1e9,
+	       (double)atomic_load(&S.last_suspend_ns) / 1e9, (double)need / 1048576.0,
+	       (double)pf.bytes / 1048576.0, (double)pf.park_ns / 1e9);
 	if (wake_fn != NULL)
 		wake_fn();
 }

@@ -32,7 +32,8 @@
 #include "view.h"
 
 #define BLOCKS 4
-#define BLOCK_BYTES E2E_MIB
+/* 1 MiB, ordinary blocks; mode vmm: 4 MiB, VMM-backed under GPUPOOL_VMM=on. */
+static size_t BLOCK_BYTES = E2E_MIB;
 
 static void *blocks[BLOCKS];
 static char log_path[] = "/tmp/e2e_autosuspend.XXXXXX";
@@ -143,8 +144,11 @@ static void expect_not_suspended(int n, const char *why)
 
 static void setup(void)
 {
-	static char host[BLOCK_BYTES];
+	char *host = malloc(BLOCK_BYTES);
 	void *spare;
+
+	if (host == NULL)
+		e2e_fail("malloc");
 
 	for (int i = 0; i < BLOCKS; i++) {
 		e2e_cuda(cudaMalloc(&blocks[i], BLOCK_BYTES), "cudaMalloc");
@@ -156,15 +160,21 @@ static void setup(void)
 	e2e_cuda(cudaMalloc(&spare, 8 * BLOCK_BYTES), "cudaMalloc");
 	e2e_cuda(cudaFree(spare), "cudaFree");
 	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	free(host);
 	e2e_check(device_bytes() > 0, "the process holds device memory");
 }
 
 static int intact(int i)
 {
-	static _Thread_local char host[BLOCK_BYTES];
+	char *host = malloc(BLOCK_BYTES);
+	int ok;
 
+	if (host == NULL)
+		e2e_fail("malloc");
 	e2e_cuda(cudaMemcpy(host, blocks[i], BLOCK_BYTES, cudaMemcpyDeviceToHost), "cudaMemcpy");
-	return e2e_verify(host, BLOCK_BYTES, (uint64_t)i + 7);
+	ok = e2e_verify(host, BLOCK_BYTES, (uint64_t)i + 7);
+	free(host);
+	return ok;
 }
 
 static void expect_resumed(uint64_t resumes, const char *why)
@@ -191,6 +201,22 @@ static void mode_idle(void)
 	expect_resumed(1, "idle");
 	expect_suspended("idle again");
 	e2e_check(view().suspends == 2, "idle again: suspended a second time");
+}
+
+/* GPUPOOL_VMM=on, 4 MiB blocks (VMM-backed): they leave by gpupool's own copies before the
+ * checkpoint (GPUPOOL_AUTO_SUSPEND_COPY, on by default), and come back at the same addresses. */
+static void mode_vmm(void)
+{
+	expect_suspended("vmm");
+	e2e_check(log_has("MiB of it by gpupool's copies") && !log_has(" 0.0 MiB of it by gpupool"),
+		  "the log says the VMM-backed blocks left by gpupool's copies");
+	for (int i = 0; i < BLOCKS; i++)
+		e2e_check(intact(i), "block %d: the next cudaMemcpy returns its data, at the same "
+			  "address", i);
+	expect_resumed(1, "vmm");
+	expect_suspended("vmm again");
+	for (int i = 0; i < BLOCKS; i++)
+		e2e_check(intact(i), "block %d: intact after the second suspend", i);
 }
 
 static pthread_barrier_t start_line;
@@ -439,9 +465,13 @@ int main(int argc, char **argv)
 		int n = 0;
 		e2e_cuda(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
 	}
+	if (strcmp(mode, "vmm") == 0)
+		BLOCK_BYTES = 4 * E2E_MIB;
 	setup();
 	if (strcmp(mode, "idle") == 0)
 		mode_idle();
+	else if (strcmp(mode, "vmm") == 0)
+		mode_vmm();
 	else if (strcmp(mode, "threads") == 0)
 		mode_threads();
 	else if (strcmp(mode, "busy") == 0)
