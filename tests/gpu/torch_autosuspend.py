@@ -14,7 +14,8 @@ CUDA event every 5 ms, as PyTorch's NCCL watchdog does. Checks (PASS/FAIL/INFO/B
 BENCH lines: live bytes, time to suspend (the process's own figure), the first request's extra
 latency over a warm one (target: at most 1 s for the server alone; 32 GiB: suspend and resume in
 at most 2 s each), and the resume's own time.
-Usage: python3 torch_autosuspend.py GPUPOOL LIBGPUPOOL [--weights-gib N] [--vmm] [--role ...]
+With --no-copy, GPUPOOL_AUTO_SUSPEND_COPY=0: the checkpoint API parks the VMM-backed blocks too.
+Usage: python3 torch_autosuspend.py GPUPOOL LIBGPUPOOL [--weights-gib N] [--vmm] [--no-copy]
 """
 import json
 import os
@@ -37,7 +38,8 @@ def arg(name, default=None):
 
 WEIGHTS_GIB = int(arg("--weights-gib", "0"))
 VMM = "--vmm" in sys.argv
-LABEL = f"{'vmm' if VMM else 'default'}-{WEIGHTS_GIB}gib"
+NO_COPY = "--no-copy" in sys.argv  # GPUPOOL_AUTO_SUSPEND_COPY=0: the checkpoint API takes all
+LABEL = f"{'vmm' if VMM else 'default'}{'-nocopy' if NO_COPY else ''}-{WEIGHTS_GIB}gib"
 CHECKS = Checks(f"gpu_torch_autosuspend {LABEL}")
 line, check = CHECKS.line, CHECKS.check
 
@@ -193,6 +195,8 @@ def main():
     env.update(LD_PRELOAD=lib, GPUPOOL_AUTO_SUSPEND="2s", GPUPOOL_LOG="info")
     if VMM:
         env["GPUPOOL_VMM"] = "on"
+    if NO_COPY:
+        env["GPUPOOL_AUTO_SUSPEND_COPY"] = "0"
     a = subprocess.Popen([sys.executable, __file__, cli, lib, "--role", "server"] +
                          sys.argv[3:], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          text=True, env=env)
