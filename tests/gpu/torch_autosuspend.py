@@ -4,7 +4,7 @@ A: the growing-inputs server (as bench/torch_seeds.py: 12 bf16 layers, d=2048, a
 length from 256 to 8192 tokens), under gpupool with GPUPOOL_AUTO_SUSPEND=2s, optionally holding
 extra live weights (--weights-gib N) and with GPUPOOL_VMM=on (--vmm). A watchdog thread polls a
 CUDA event every 5 ms, as PyTorch's NCCL watchdog does. Checks (PASS/FAIL/INFO/BENCH lines, exit
-77 = skip), for each of two cycles:
+77 = skip), for each of two cycles (AUTOSUSPEND_CYCLES):
   suspends    A suspends itself (gpupool stats: suspended by itself) while its watchdog polls
   floor       A's device memory read with nvidia-smi falls to the suspended floor (<= 16 MiB:
               the target; a figure above it is reported, failing only above 64 MiB)
@@ -207,7 +207,7 @@ def main():
         warm = [forward(a)[1] for _ in range(5)]
         warm_ms = statistics.median(warm)
         line("INFO", "warm", f"warm requests {', '.join(f'{w:.1f}' for w in warm)} ms")
-        for n in range(2):
+        for n in range(int(os.environ.get("AUTOSUSPEND_CYCLES", "2"))):
             fig = cycle(cli, a, n, warm_ms)
             if fig is None:
                 break
