@@ -179,10 +179,13 @@ static int intact(int i)
 
 static void expect_resumed(uint64_t resumes, const char *why)
 {
-	e2e_check(e2e_poll(resumes_at_least, (void *)(uintptr_t)resumes, 10000) &&
-			  view().resumes == resumes && device_bytes() > 0,
+	/* Polled before the message's figure is read (a call's arguments have no order). */
+	int ok = e2e_poll(resumes_at_least, (void *)(uintptr_t)resumes, 10000);
+	uint64_t now = view().resumes;
+
+	e2e_check(ok && now == resumes && device_bytes() > 0,
 		  "%s: resumed (resumes %llu, want %llu), device memory back", why,
-		  (unsigned long long)view().resumes, (unsigned long long)resumes);
+		  (unsigned long long)now, (unsigned long long)resumes);
 }
 
 static void mode_idle(void)
