@@ -43,8 +43,9 @@ unsigned gp_pool_test_check_lists(struct gp_pool *p);
  * the exact figures that gp_pool_dev_stats computes from counters without a lock. */
 int gp_pool_test_fenced(struct gp_pool *p, int device, uint64_t *bytes, uint64_t *blocks);
 
-/* Runs inside a thread's section on its own cache (a hit from it), and in a thief that holds a
- * thread's cache (owner kept out), to stage what other threads do there (NULL: nothing). */
+/* Runs inside a thread's section on its own cache (a hit from it, or a free into it), and in a
+ * thief that holds a thread's cache (owner kept out), to stage what other threads do there
+ * (NULL: nothing). */
 extern void (*gp_pool_test_in_section)(struct gp_pool *p);
 extern void (*gp_pool_test_in_steal)(struct gp_pool *p);
 

@@ -178,8 +178,8 @@ tc_take(struct gp_pool *p, int device, unsigned cls, size_t bytes)
 	if (__builtin_expect(b == NULL || !atomic_load_explicit(&p->ordered, memory_order_relaxed),
 			     0)) {
 		tc_leave(tc);
-		if (b != NULL)
-			gp_tc_flush(p, tc);
+		if (!atomic_load_explicit(&p->ordered, memory_order_relaxed))
+			gp_tc_flush(p, tc); /* every class: none of them is served from here now */
 		return NULL;
 	}
 	tc->head[cls] = b->next;
@@ -210,33 +210,101 @@ tc_take(struct gp_pool *p, int device, unsigned cls, size_t bytes)
 
 static void check_cap(struct gp_pool *p, struct gp_dev *d, int device);
 
+/* The blocks of class cls that a free of `bytes` more must push out of tc (inside the owner's
+ * section): the oldest of the class, as few as leave it at most TC_CLASS_MAX blocks and the
+ * cache within `limit` bytes, unlinked into a chain (by next) with the cached figures that
+ * went with them; NULL with *fits 0 when even all of them would not make room (other classes
+ * fill the cache). The cache keeps the newest frees: a block of the class in the lists was freed
+ * before any in the cache, so that when the cache goes back to the lists (oldest first, at the
+ * tails) each list stays in free order, which releases by age rely on even where free times
+ * tie (a coarse clock). Out of line: a full class only. */
+static __attribute__((noinline)) struct gp_block *tc_evict(struct gp_tcache *tc, unsigned cls,
+							   size_t bytes, uint64_t limit, int *fits)
+{
+	struct gp_block *x[TC_CLASS_MAX + 1], *chain;
+	uint64_t have = ld(&tc->bytes) + bytes, gone = 0;
+	unsigned n = 0, k = 0;
+
+	for (struct gp_block *b = tc->head[cls]; b != NULL && n <= TC_CLASS_MAX; b = b->next)
+		x[n++] = b;
+	/* x[0] the newest; the oldest go first. */
+	while (n - k >= TC_CLASS_MAX || have - gone > limit) {
+		if (k == n) {
+			*fits = 0;
+			return NULL;
+		}
+		gone += x[n - 1 - k]->bytes;
+		k++;
+	}
+	*fits = 1;
+	if (k == 0)
+		return NULL;
+	chain = x[n - k];
+	if (n - k == 0)
+		tc->head[cls] = NULL;
+	else
+		x[n - k - 1]->next = NULL;
+	tc_count(&tc->n[cls], -(int)k);
+	bump(&tc->blocks, -(int64_t)k);
+	bump(&tc->bytes, -(int64_t)gone);
+	return chain;
+}
+
+/* A chain newest first, reversed: oldest first, the order gp_tc_relist appends in. */
+static struct gp_block *oldest_first(struct gp_block *b)
+{
+	struct gp_block *r = NULL;
+
+	while (b != NULL) {
+		struct gp_block *next = b->next;
+		b->next = r;
+		r = b;
+		b = next;
+	}
+	return r;
+}
+
 /* A block this thread's free has just made cached (ours alone, on no list), freed at time t, into
  * the thread's own cache when reuse needs no fence, the cache serves its device, the block is not
- * movable and its class and the cache's bytes have room: 1, else 0 (the caller lists it). It
- * moves to the thread's stripe, whose in-use count its next hit adds to without a locked
- * instruction. */
+ * movable and fits the cache's bytes: 1, else 0 (the caller lists it). A full class pushes its
+ * oldest blocks into the lists (tc_evict). It moves to the thread's stripe, whose in-use count
+ * its next hit adds to without a locked instruction. */
 static inline __attribute__((always_inline)) int tc_put(struct gp_pool *p, struct gp_block *b,
 							uint64_t t)
 {
 	struct gp_tcache *tc = tc_of(p);
 	unsigned cls = b->cls, home = list_of(b);
 	size_t bytes = b->bytes;
-	int device = b->device;
+	int device = b->device, fits = 1;
+	struct gp_block *out = NULL;
 	struct gp_dev *d;
 
 	if (!atomic_load_explicit(&p->ordered, memory_order_relaxed) || b->movable || p->id == 0)
 		return 0;
 	if (__builtin_expect(tc == NULL, 0) && (tc = gp_tc_attach(p, device)) == NULL)
 		return 0;
-	if (tc->device != device ||
-	    atomic_load_explicit(&tc->n[cls], memory_order_relaxed) >= TC_CLASS_MAX ||
-	    ld(&tc->bytes) + bytes > p->cfg.tcache_bytes)
+	if (tc->device != device || bytes > p->cfg.tcache_bytes)
 		return 0;
 	set_list(b, cls * GP_STRIPES + my_stripe());
 	if (!tc_enter(tc)) {
 		set_list(b, home);
 		return 0;
 	}
+	if (__builtin_expect(atomic_load_explicit(&tc->n[cls], memory_order_relaxed) >=
+					     TC_CLASS_MAX ||
+				     ld(&tc->bytes) + bytes > p->cfg.tcache_bytes,
+			     0)) {
+		out = tc_evict(tc, cls, bytes, p->cfg.tcache_bytes, &fits);
+		if (!fits) {
+			tc_leave(tc);
+			set_list(b, home);
+			return 0;
+		}
+	}
+#ifdef GP_POOL_TEST_HOOKS
+	if (gp_pool_test_in_section != NULL)
+		gp_pool_test_in_section(p);
+#endif
 	b->freed_ns = t;
 	b->epoch = atomic_load_explicit(&p->epoch, memory_order_relaxed);
 	b->next = tc->head[cls];
@@ -249,6 +317,8 @@ static inline __attribute__((always_inline)) int tc_put(struct gp_pool *p, struc
 	bump(&tc->live_bytes, -(int64_t)bytes);
 	bump(&tc->requested_bytes, -(int64_t)b->requested);
 	tc_leave(tc);
+	if (__builtin_expect(out != NULL, 0))
+		gp_tc_relist(p, oldest_first(out));
 	d = dev_get(p, device, 0);
 	account_live(d, home % GP_STRIPES, -(int64_t)bytes);
 	check_cap(p, d, device);
@@ -521,7 +591,7 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	if (b == NULL)
 		b = gp_pool_take_missed(p, d, cls, s0, bytes, waiting);
 	/* Before the pool grows: blocks of the class in other threads' caches. */
-	if (b == NULL && gp_tc_drain(p, device, cls))
+	if (b == NULL && gp_tc_drain(p, device, cls, gp_pool_larger_last(p, cls, bytes)))
 		b = gp_pool_take_missed(p, d, cls, s0, bytes, 0);
 	if (b != NULL) {
 		account_live(d, list_of(b) % GP_STRIPES, (int64_t)b->bytes);

@@ -549,6 +549,11 @@ take_cached(struct gp_pool *p, struct gp_list *c, size_t bytes, int *waiting)
 struct gp_block *gp_pool_take_missed(struct gp_pool *p, struct gp_dev *d, unsigned cls,
 				     unsigned s0, size_t bytes, int own_fenced);
 
+/* The largest class whose cached blocks may serve a miss of class cls for `bytes`
+ * (cfg.oversize_pct; cls itself when no larger one may): what a miss takes from the lists, and
+ * from the threads' caches before it grows (miss.c). */
+unsigned gp_pool_larger_last(const struct gp_pool *p, unsigned cls, size_t bytes);
+
 /* A block's record made and entered: `real` bytes at ptr (at least the class's), asked for
  * `bytes`, in the pointer map, counted live on list `list` (pool.c). GP_ENOMEM: no record or map
  * room (the caller gives ptr back). */
@@ -757,13 +762,17 @@ void gp_tc_destroy(struct gp_pool *p);
 /* The calling thread's cache for p on `device`, made or adopted (slow path: its first free);
  * NULL when thread caches are off, the thread is exiting, or its cache serves another device. */
 struct gp_tcache *gp_tc_attach(struct gp_pool *p, int device);
+/* Blocks taken out of a cache (linked by next, cached, on no list) into their lists, each unless
+ * its address was handed out again meanwhile (push_cached: then dropped); with reuse behind
+ * fences, the next fence asked for. No cache lock held: push_cached takes a shard's. */
+void gp_tc_relist(struct gp_pool *p, struct gp_block *b);
 /* The owner's own cache out of the fast path: its blocks into their lists (when reuse needs
  * fences, or the thread leaves). */
 void gp_tc_flush(struct gp_pool *p, struct gp_tcache *tc);
-/* Thieves: the blocks of every cache of `device` (< 0: all) into their lists; with cls <
- * MAX_CLASSES only caches that hold a block of that class and no other thief holds (a miss's).
- * 1 when any block moved. */
-int gp_tc_drain(struct gp_pool *p, int device, unsigned cls);
+/* Thieves: the blocks of every cache of `device` (< 0: all) into their lists, waiting for any
+ * other thief; with cls < MAX_CLASSES only caches that hold a block of a class in [cls, last]
+ * and no other thief holds (a miss's, which does not wait). 1 when any block moved. */
+int gp_tc_drain(struct gp_pool *p, int device, unsigned cls, unsigned last);
 /* A stale claim (pool.c claim_stale, the map shard's lock held): `old`, cached, taken out of
  * whichever cache holds it (1), else 0. */
 int gp_tc_claim(struct gp_pool *p, struct gp_block *old);

@@ -203,7 +203,7 @@ static int release_devices(struct gp_pool *p, int device, const struct keep *k,
 	 * settles, and the backend gives it back without waiting for the device. */
 	gp_pool_advance(p, 0);
 	/* Every thread's cache into the lists first: the release sees all that is cached. */
-	gp_tc_drain(p, device, MAX_CLASSES);
+	gp_tc_drain(p, device, MAX_CLASSES, MAX_CLASSES);
 	for (int i = 0; i < GP_MAX_DEVICES; i++) {
 		struct gp_dev *d = device >= 0 && i != device ? NULL : dev_get(p, i, 0);
 		if (d == NULL)

@@ -26,10 +26,6 @@ static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static int key_made;
 
-/* How long a thief waits for an owner to leave its section before it gives up on that cache
- * (an owner is out within a time slice; a thread gone by fork never is). */
-#define STEAL_WAIT_NS 1000000000u
-
 static long membarrier(int cmd)
 {
 	return syscall(SYS_membarrier, cmd, 0, 0);
@@ -117,10 +113,10 @@ static struct gp_block *detach_all(struct gp_tcache *tc)
 	return chain;
 }
 
-/* Blocks out of a cache back into their lists, each unless its address was handed out again
- * meanwhile (push_cached: then dropped). No cache lock held: push_cached takes a shard's. */
-static void relist(struct gp_pool *p, struct gp_block *b)
+void gp_tc_relist(struct gp_pool *p, struct gp_block *b)
 {
+	if (b == NULL)
+		return;
 	while (b != NULL) {
 		struct gp_block *next = b->next;
 		struct gp_dev *d = dev_get(p, b->device, 0);
@@ -129,6 +125,11 @@ static void relist(struct gp_pool *p, struct gp_block *b)
 		push_cached(p, d, b);
 		b = next;
 	}
+	/* A free that saw ordered mode may have stamped its block after the fence that
+	 * gp_pool_set_ordered asked for was recorded: the next fence must cover it. */
+	if (!atomic_load_explicit(&p->ordered, memory_order_relaxed) &&
+	    !atomic_load_explicit(&p->dirty, memory_order_relaxed))
+		atomic_store(&p->dirty, 1);
 }
 
 void gp_tc_flush(struct gp_pool *p, struct gp_tcache *tc)
@@ -140,16 +141,25 @@ void gp_tc_flush(struct gp_pool *p, struct gp_tcache *tc)
 	gp_mutex_lock(&tc->lock);
 	chain = detach_all(tc);
 	gp_mutex_unlock(&tc->lock);
-	relist(p, chain);
+	gp_tc_relist(p, chain);
+}
+
+/* Until the owner of tc is out of the section it is in, if any. A section is a few dozen
+ * instructions with no lock, call or wait in them: it ends within the owner's time slice, so
+ * the wait has no bound (a bound would let a release skip idle blocks, and a device reset leave
+ * blocks of the old context in a cache). A thread that a fork left behind never ends one, but
+ * the pool is never used in a fork's child (the shim passes through there). */
+static void await_owner(struct gp_tcache *tc)
+{
+	while (atomic_load_explicit(&tc->busy, memory_order_acquire))
+		sched_yield();
 }
 
 /* A thief's hold on tc: its lock, then the owner kept out of its sections. 0, or -1 (lock given
- * back) when the barrier failed or the owner did not leave its section in time; with `try`, also
- * when another thief has the cache (a miss does not wait for it). */
+ * back) when the barrier failed; with `try`, also when another thief has the cache (a miss does
+ * not wait for it). */
 static int stop(struct gp_tcache *tc, int try)
 {
-	uint64_t t0;
-
 	if (try) {
 		if (pthread_mutex_trylock(&tc->lock) != 0)
 			return -1;
@@ -160,19 +170,13 @@ static int stop(struct gp_tcache *tc, int try)
 	atomic_store(&tc->steal, 1);
 	/* From here, an owner section that began before has stored busy = 1 where we see it, and
 	 * one that begins after sees steal = 1 and keeps out. */
-	if (barrier_all() != 0)
-		goto fail;
-	t0 = gp_fine_ns();
-	while (atomic_load_explicit(&tc->busy, memory_order_acquire)) {
-		if (gp_fine_ns() - t0 > STEAL_WAIT_NS)
-			goto fail;
-		sched_yield();
+	if (barrier_all() != 0) {
+		atomic_store_explicit(&tc->steal, 0, memory_order_release);
+		gp_mutex_unlock(&tc->lock);
+		return -1;
 	}
+	await_owner(tc);
 	return 0;
-fail:
-	atomic_store_explicit(&tc->steal, 0, memory_order_release);
-	gp_mutex_unlock(&tc->lock);
-	return -1;
 }
 
 static void go_on(struct gp_tcache *tc)
@@ -181,16 +185,23 @@ static void go_on(struct gp_tcache *tc)
 	gp_mutex_unlock(&tc->lock);
 }
 
-static int holds(struct gp_tcache *tc, int device, unsigned cls)
+/* Whether tc holds blocks of `device` (< 0: any) of a class in [cls, last] (cls >= MAX_CLASSES:
+ * any class). */
+static int holds(struct gp_tcache *tc, int device, unsigned cls, unsigned last)
 {
 	if (atomic_load_explicit(&tc->blocks, memory_order_relaxed) == 0)
 		return 0;
 	if (device >= 0 && tc->device != device)
 		return 0;
-	return cls >= MAX_CLASSES || atomic_load_explicit(&tc->n[cls], memory_order_relaxed) != 0;
+	if (cls >= MAX_CLASSES)
+		return 1;
+	for (unsigned c = cls; c <= last && c < MAX_CLASSES; c++)
+		if (atomic_load_explicit(&tc->n[c], memory_order_relaxed) != 0)
+			return 1;
+	return 0;
 }
 
-int gp_tc_drain(struct gp_pool *p, int device, unsigned cls)
+int gp_tc_drain(struct gp_pool *p, int device, unsigned cls, unsigned last)
 {
 	int moved = 0;
 
@@ -200,7 +211,7 @@ int gp_tc_drain(struct gp_pool *p, int device, unsigned cls)
 		struct gp_block *chain;
 
 		/* Racy looks: a cache filled after them is as a free made after the drain began. */
-		if (!holds(tc, device, cls) || stop(tc, cls < MAX_CLASSES) != 0)
+		if (!holds(tc, device, cls, last) || stop(tc, cls < MAX_CLASSES) != 0)
 			continue;
 #ifdef GP_POOL_TEST_HOOKS
 		if (gp_pool_test_in_steal != NULL)
@@ -209,7 +220,7 @@ int gp_tc_drain(struct gp_pool *p, int device, unsigned cls)
 		chain = detach_all(tc);
 		go_on(tc);
 		moved |= chain != NULL;
-		relist(p, chain);
+		gp_tc_relist(p, chain);
 	}
 	return moved;
 }
@@ -222,7 +233,7 @@ int gp_tc_claim(struct gp_pool *p, struct gp_block *old)
 		struct gp_block **at;
 		int found = 0;
 
-		if (!holds(tc, old->device, old->cls) || stop(tc, 0) != 0)
+		if (!holds(tc, old->device, old->cls, old->cls) || stop(tc, 0) != 0)
 			continue;
 		for (at = &tc->head[old->cls]; *at != NULL; at = &(*at)->next) {
 			if (*at == old) {
@@ -247,20 +258,15 @@ void gp_tc_quiesce(struct gp_pool *p)
 {
 	if (p->id == 0 || barrier_all() != 0)
 		return;
-	for (struct gp_tcache *tc = atomic_load(&p->tcs); tc != NULL; tc = tc->next) {
-		uint64_t t0 = gp_fine_ns();
-
-		while (atomic_load_explicit(&tc->busy, memory_order_acquire) &&
-		       gp_fine_ns() - t0 < STEAL_WAIT_NS)
-			sched_yield();
-	}
+	for (struct gp_tcache *tc = atomic_load(&p->tcs); tc != NULL; tc = tc->next)
+		await_owner(tc);
 }
 
 void gp_tc_forget(struct gp_pool *p, int device)
 {
 	if (p->id == 0)
 		return;
-	gp_tc_drain(p, device, MAX_CLASSES);
+	gp_tc_drain(p, device, MAX_CLASSES, MAX_CLASSES);
 	for (struct gp_tcache *tc = atomic_load(&p->tcs); tc != NULL; tc = tc->next) {
 		if (tc->device != device || stop(tc, 0) != 0)
 			continue;

@@ -36,6 +36,14 @@ static int setup_unordered_tc(void **state)
 	return setup_tc(state, 0);
 }
 
+/* Ordered, and a cached block above 1 MiB may serve a request of up to half its size. */
+static int setup_oversize_tc(void **state)
+{
+	struct gp_pool_config cfg = { .ordered = 1, .tcache_bytes = TC_BYTES, .oversize_pct = 200 };
+
+	return fx_setup_cfg(state, &cfg);
+}
+
 static void need_tcache(struct fx *fx)
 {
 	if (!gp_pool_test_tcache_on(fx->pool))
@@ -112,6 +120,9 @@ static void test_fenced_block_never_enters(void **state)
 	fx_settle(fx);
 	assert_int_equal(fx_stats(fx, 0).idle_blocks, 2);
 }
+
+/* The fixture of the test whose hooks stage a race. */
+static struct fx *race_fx;
 
 /* A thread that fills its cache and waits. */
 struct owner {
@@ -208,6 +219,89 @@ static void test_miss_takes_other_threads_block(void **state)
 	owner_end(&o, t);
 }
 
+/* Proves: a miss about to grow the pool also takes a larger block that may serve it
+ * (cfg.oversize_pct) from another thread's cache, as it would from the lists: no backend
+ * allocation, the larger block handed out. */
+static void test_miss_takes_larger_cached_block(void **state)
+{
+	struct fx *fx = *state;
+	struct owner o;
+	pthread_t t;
+	uint64_t allocs;
+	void *a;
+
+	need_tcache(fx);
+	owner_start(&o, &t, fx, 3 * MiB, 1);
+	assert_int_equal(gp_pool_test_tcaches_blocks(fx->pool), 1);
+	allocs = fake_calls(&fx->fake, FAKE_OP_ALLOC);
+	a = fx_alloc(fx, 0, 2 * MiB);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), allocs);
+	assert_int_equal(gp_pool_test_tcaches_blocks(fx->pool), 0);
+	assert_int_equal(fx_stats(fx, 0).oversize_hits, 1);
+	fx_free(fx, a);
+	sem_post(&o.go);
+	sem_wait(&o.done);
+	owner_end(&o, t);
+}
+
+/* Proves: a cache keeps a size's newest frees and pushes the oldest into the lists, so that a
+ * release down to a target gives back the oldest blocks first even when every free time ties (the
+ * fake's clock stands still): the two freed last stay. */
+static void test_release_oldest_first(void **state)
+{
+	struct fx *fx = *state;
+	struct gp_release_result res;
+	void *p[6];
+
+	need_tcache(fx);
+	for (int i = 0; i < 6; i++)
+		p[i] = fx_alloc(fx, 0, 4 * KiB);
+	for (int i = 0; i < 6; i++)
+		fx_free(fx, p[i]);
+	assert_int_equal(gp_pool_test_tcache_blocks(fx->pool), 4);
+	assert_int_equal(gp_pool_release(fx->pool, -1, 2 * cb(4 * KiB), GP_CAUSE_CAP, &res), GP_OK);
+	assert_int_equal(res.blocks, 4);
+	for (int i = 0; i < 4; i++)
+		assert_false(fake_holds(&fx->fake, p[i], NULL, NULL));
+	assert_true(fake_holds(&fx->fake, p[4], NULL, NULL));
+	assert_true(fake_holds(&fx->fake, p[5], NULL, NULL));
+}
+
+/* The free in its section: a stream is created and its fence recorded and done right there,
+ * between the free's look at the ordered mode and its epoch. */
+static void stream_made_in_free(struct gp_pool *p)
+{
+	gp_pool_test_in_section = NULL;
+	gp_pool_set_ordered(p, 0);
+	fx_settle(race_fx);
+}
+
+/* Proves: a block that a free put in its cache while a stream was created (so stamped after the
+ * fence that the end of ordered mode asked for) is covered by a later fence once the cache goes
+ * to the lists: it settles and becomes reusable, not pending for good. */
+static void test_fence_after_ordered_ends_in_free(void **state)
+{
+	struct fx *fx = *state;
+	struct gp_pool_dev_stats st;
+	void *a, *b;
+
+	need_tcache(fx);
+	a = fx_alloc(fx, 0, 64 * KiB);
+	race_fx = fx;
+	gp_pool_test_in_section = stream_made_in_free;
+	fx_free(fx, a);
+	assert_null(gp_pool_test_in_section);
+	assert_int_equal(gp_pool_test_tcache_blocks(fx->pool), 1);
+	b = fx_alloc(fx, 0, 64 * KiB); /* the cache goes to the lists; a is fenced */
+	assert_ptr_not_equal(a, b);
+	assert_int_equal(gp_pool_test_tcache_blocks(fx->pool), 0);
+	fx_settle(fx);
+	st = fx_stats(fx, 0);
+	assert_int_equal(st.pending_blocks, 0);
+	assert_int_equal(st.idle_blocks, 1);
+	fx_free(fx, b);
+}
+
 /* Proves: a thread that exits hands its cache back: its blocks are in the lists (still cached,
  * counted), and the next thread's allocation of the size gets one with no backend call. */
 static void test_exit_hands_cache_back(void **state)
@@ -276,7 +370,6 @@ static void test_double_free_caught(void **state)
 }
 
 /* A release started from inside the owner's section: it must wait for the section to end. */
-static struct fx *race_fx;
 static sem_t race_started;
 static volatile int race_released;
 static pthread_t race_thread;
@@ -445,6 +538,12 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_churn_with_releases, setup_ordered_tc,
 						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_miss_takes_larger_cached_block,
+						setup_oversize_tc, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_release_oldest_first, setup_ordered_tc,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_fence_after_ordered_ends_in_free,
+						setup_ordered_tc, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
