@@ -602,7 +602,7 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	if (remaps_class(p, cls) && miss_movable(p, d, device, cls, s0, bytes, out) == GP_OK)
 		return GP_OK;
 	if (p->cfg.remap_trim && small_class(cls)) /* a larger class's miss trims in its remap */
-		gp_pool_trim_others(p, d, cls, gp_pool_class_bytes(cls));
+		gp_pool_trim_others(p, d, device, cls, gp_pool_class_bytes(cls));
 	trim_to_cap(p, d, device);
 	rc = real_alloc(p, d, device, cls, s0, bytes, out);
 	if (rc == GP_ENOMEM && gp_may_release(p)) {

@@ -577,7 +577,8 @@ struct gp_block *gp_pool_take_movable(struct gp_pool *p, struct gp_list *c, uint
 
 /* cfg.remap_trim: before a miss of class cls grows the pool by `need` bytes, idle blocks of other
  * classes that could not serve it given back, about `need` bytes of them (trim.c). */
-void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, unsigned cls, size_t need);
+void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
+			 size_t need);
 
 /* gp_pool_advance(p, 0) for a miss that would otherwise move memory or grow the pool (split,
  * merge, remap): with no fence in flight the GPU is asked whether it is idle even while the

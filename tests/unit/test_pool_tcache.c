@@ -44,6 +44,14 @@ static int setup_oversize_tc(void **state)
 	return fx_setup_cfg(state, &cfg);
 }
 
+/* Ordered, and a miss that must grow gives back idle blocks of other sizes (cfg.remap_trim). */
+static int setup_trim_tc(void **state)
+{
+	struct gp_pool_config cfg = { .ordered = 1, .tcache_bytes = TC_BYTES, .remap_trim = 1 };
+
+	return fx_setup_cfg(state, &cfg);
+}
+
 static void need_tcache(struct fx *fx)
 {
 	if (!gp_pool_test_tcache_on(fx->pool))
@@ -238,6 +246,29 @@ static void test_miss_takes_larger_cached_block(void **state)
 	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), allocs);
 	assert_int_equal(gp_pool_test_tcaches_blocks(fx->pool), 0);
 	assert_int_equal(fx_stats(fx, 0).oversize_hits, 1);
+	fx_free(fx, a);
+	sem_post(&o.go);
+	sem_wait(&o.done);
+	owner_end(&o, t);
+}
+
+/* Proves: with cfg.remap_trim, a miss that must grow while the GPU is idle gives back an idle
+ * block of another size from another thread's cache, as it would from the lists. */
+static void test_trim_takes_cached_block(void **state)
+{
+	struct fx *fx = *state;
+	struct owner o;
+	pthread_t t;
+	void *a;
+
+	need_tcache(fx);
+	owner_start(&o, &t, fx, 256 * KiB, 1);
+	fake_set_quiet(&fx->fake, 1);
+	a = fx_alloc(fx, 0, 512 * KiB);
+	assert_int_equal(fx_stats(fx, 0).trims, 1);
+	assert_int_equal(fx_stats(fx, 0).trimmed_bytes, cb(256 * KiB));
+	assert_int_equal(gp_pool_test_tcaches_blocks(fx->pool), 0);
+	assert_int_equal(fake_used_total(&fx->fake), cb(512 * KiB));
 	fx_free(fx, a);
 	sem_post(&o.go);
 	sem_wait(&o.done);
@@ -541,6 +572,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_miss_takes_larger_cached_block,
 						setup_oversize_tc, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_release_oldest_first, setup_ordered_tc,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_trim_takes_cached_block, setup_trim_tc,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_fence_after_ordered_ends_in_free,
 						setup_ordered_tc, fx_teardown),
