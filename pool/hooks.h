@@ -17,6 +17,16 @@ unsigned gp_pool_test_locks_held(void);
 /* Pool locks the calling thread has taken since it started. */
 unsigned long gp_pool_test_locks_taken(void);
 
+/* Locked read-modify-write instructions the calling thread has made on the hit and free paths
+ * outside a lock (lock.h gp_rmw_note) since it started. */
+unsigned long gp_pool_test_rmw_count(void);
+/* Blocks and bytes in the calling thread's own cache of p; blocks in every thread's cache of p;
+ * whether p has thread caches at all (cfg.tcache_bytes and the kernel's membarrier). */
+uint64_t gp_pool_test_tcache_blocks(struct gp_pool *p);
+uint64_t gp_pool_test_tcache_bytes(struct gp_pool *p);
+uint64_t gp_pool_test_tcaches_blocks(struct gp_pool *p);
+int gp_pool_test_tcache_on(struct gp_pool *p);
+
 /* Take (lock != 0) or give back the lock of the list that a request of `bytes` on `device` by
  * the calling thread looks at first (its own stripe of the class): to prove what must not wait
  * for a list lock, and that a backend call under one is caught. GP_EINVAL: no such list. */
@@ -32,6 +42,12 @@ unsigned gp_pool_test_check_lists(struct gp_pool *p);
 /* The pending bytes and blocks of a device as a walk of its lists under their locks finds them:
  * the exact figures that gp_pool_dev_stats computes from counters without a lock. */
 int gp_pool_test_fenced(struct gp_pool *p, int device, uint64_t *bytes, uint64_t *blocks);
+
+/* Runs inside a thread's section on its own cache (a hit from it, or a free into it), and in a
+ * thief that holds a thread's cache (owner kept out), to stage what other threads do there
+ * (NULL: nothing). */
+extern void (*gp_pool_test_in_section)(struct gp_pool *p);
+extern void (*gp_pool_test_in_steal)(struct gp_pool *p);
 
 /* Runs between a free's lookup and its change of the block's state, to stage what another
  * thread could do there (NULL: nothing). */

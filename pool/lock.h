@@ -40,7 +40,18 @@ static inline void gp_cpu_relax(void)
  * now, and how many it has taken in all. The real build counts nothing: its hit path is as it is. */
 extern _Thread_local unsigned gp_pool_test_held;
 extern _Thread_local unsigned long gp_pool_test_taken;
+extern _Thread_local unsigned long gp_pool_test_rmw;
 #endif
+
+/* A locked read-modify-write instruction of the hit and free paths (a compare-and-swap, an atomic
+ * add) outside a lock: counted in test builds only, so that tests can hold the thread cache's
+ * paths to none. */
+static inline void gp_rmw_note(void)
+{
+#ifdef GP_POOL_TEST_HOOKS
+	gp_pool_test_rmw++;
+#endif
+}
 
 /* A lock of the pool's taken (+1) or given back (-1) by this thread: counted in test builds only. */
 static inline void gp_lock_note(int delta)

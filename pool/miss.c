@@ -68,19 +68,31 @@ static struct gp_block *take_any(struct gp_pool *p, struct gp_dev *d, unsigned c
  * the pool holds anyway, where a real allocation would add to it (see struct gp_pool_config).
  * It stays in its own class: its free returns it there. Where a remap may serve the miss, a
  * block that may move is left to it: the remap takes only the part it needs. */
+unsigned gp_pool_larger_last(const struct gp_pool *p, unsigned cls, size_t bytes)
+{
+	uint64_t limit = (uint64_t)bytes * p->cfg.oversize_pct / 100;
+	unsigned n = gp_pool_class_count(), last = cls;
+
+	if (p->cfg.oversize_pct <= 100 || small_class(cls))
+		return cls;
+	while (last + 1 < n && gp_pool_class_bytes(last + 1) <= limit)
+		last++;
+	return last;
+}
+
 static struct gp_block *take_larger(struct gp_pool *p, struct gp_dev *d, unsigned cls,
 				    unsigned s0, size_t bytes, int *waiting)
 {
-	uint64_t limit = (uint64_t)bytes * p->cfg.oversize_pct / 100, t;
-	unsigned n = gp_pool_class_count();
+	unsigned last = gp_pool_larger_last(p, cls, bytes);
 	struct gp_block *b = NULL;
+	uint64_t t;
 	int spare;
 
-	if (p->cfg.oversize_pct <= 100 || small_class(cls))
+	if (last == cls)
 		return NULL;
 	spare = remaps_class(p, cls) && (p->be.split != NULL || gp_may_release(p));
 	t = spare && p->be.split == NULL ? now(p) : 0; /* only a remap's age rule needs the time */
-	for (unsigned c = cls + 1; b == NULL && c < n && gp_pool_class_bytes(c) <= limit; c++)
+	for (unsigned c = cls + 1; b == NULL && c <= last; c++)
 		b = take_any(p, d, c, s0, bytes, waiting, spare, t);
 	if (b != NULL)
 		atomic_fetch_add_explicit(&d->oversize_hits, 1, memory_order_relaxed);

@@ -17,7 +17,8 @@
 /* The calling thread's stripe, handed out round-robin at its first allocation, so that up to
  * GP_STRIPES threads never share one (hashing thread ids collides for a few threads). The first
  * thread of a stripe owns it: only it writes the stripe's own in-use count (account_live). These
- * two are the pool's only statics: they number threads, they hold no pool state. */
+ * two and tcache.c's are the pool's only statics: they number threads and pools and find a
+ * thread's cache, they hold no pool state. */
 static _Atomic uint64_t next_stripe;
 /* The stripe + 1 (0: none yet), with SHARED set for a thread that came after the stripe's owner.
  * initial-exec: an offset from the thread pointer, not a __tls_get_addr call per access (the
@@ -84,6 +85,7 @@ int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config
 	}
 	pthread_mutex_init(&p->dev_lock, NULL);
 	pthread_mutex_init(&p->fence_lock, NULL);
+	gp_tc_create(p);
 	*out = p;
 	return GP_OK;
 }
@@ -98,6 +100,7 @@ void gp_pool_destroy(struct gp_pool *p)
 			continue;
 		free(d);
 	}
+	gp_tc_destroy(p);
 	free_slabs(p);
 	/* Fences still in flight are abandoned: their handles belong to the backend. */
 	gp_ptrmap_fini(&p->map);
@@ -125,11 +128,201 @@ static inline __attribute__((always_inline)) void account_live(struct gp_dev *d,
 		atomic_store_explicit(&a->own, v, memory_order_relaxed);
 		v += ld(&a->remote);
 	} else {
+		gp_rmw_note();
 		v = atomic_fetch_add_explicit(&a->remote, (uint64_t)bytes, memory_order_relaxed) +
 		    (uint64_t)bytes + ld(&a->own);
 	}
 	if (bytes > 0)
 		raise_peak(&a->peak, v);
+}
+
+/* ---- the thread's own cache (struct gp_tcache; tcache.c has the rest) ------------------ */
+
+/* The owner's section on its cache: entered (1) unless a thief has the cache. A plain store and a
+ * plain load: the thief's membarrier is what keeps the two sides apart (tcache.c stop). */
+static inline __attribute__((always_inline)) int tc_enter(struct gp_tcache *tc)
+{
+	atomic_store_explicit(&tc->busy, 1, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst);
+	if (__builtin_expect(!atomic_load_explicit(&tc->steal, memory_order_acquire), 1))
+		return 1;
+	atomic_store_explicit(&tc->busy, 0, memory_order_release);
+	return 0;
+}
+
+static inline __attribute__((always_inline)) void tc_leave(struct gp_tcache *tc)
+{
+	atomic_store_explicit(&tc->busy, 0, memory_order_release);
+}
+
+static inline __attribute__((always_inline)) void tc_count(_Atomic uint8_t *n, int delta)
+{
+	atomic_store_explicit(n, (uint8_t)(atomic_load_explicit(n, memory_order_relaxed) + delta),
+			      memory_order_relaxed);
+}
+
+/* A hit in the calling thread's own cache: the block of class cls it freed last on `device`, while
+ * reuse needs no fence. No lock, no locked instruction. A block a stale claim marked meanwhile
+ * is dropped (NULL: the caller goes on to the lists). When reuse has come to need fences, the
+ * cache's blocks go to their lists (fenced there) and NULL. */
+static inline __attribute__((always_inline)) struct gp_block *
+tc_take(struct gp_pool *p, int device, unsigned cls, size_t bytes)
+{
+	struct gp_tcache *tc = tc_of(p);
+	struct gp_block *b;
+	uint32_t word;
+
+	if (tc == NULL || tc->device != device || !tc_enter(tc))
+		return NULL;
+	b = tc->head[cls];
+	if (__builtin_expect(b == NULL || !atomic_load_explicit(&p->ordered, memory_order_relaxed),
+			     0)) {
+		tc_leave(tc);
+		if (!atomic_load_explicit(&p->ordered, memory_order_relaxed))
+			gp_tc_flush(p, tc); /* every class: none of them is served from here now */
+		return NULL;
+	}
+	tc->head[cls] = b->next;
+	b->next = NULL;
+	tc_count(&tc->n[cls], -1);
+	bump(&tc->blocks, -1);
+	bump(&tc->bytes, -(int64_t)b->bytes);
+	word = atomic_load_explicit(&b->state, memory_order_relaxed);
+	if (__builtin_expect(state_of(word) != BLOCK_CACHED, 0)) {
+		tc_leave(tc);
+		gp_pool_drop_stale(p, b, STALE_UNLISTED);
+		return NULL;
+	}
+#ifdef GP_POOL_TEST_HOOKS
+	if (gp_pool_test_in_section != NULL)
+		gp_pool_test_in_section(p);
+#endif
+	b->requested = bytes;
+	/* Its fields before its state: a free that finds it in use reads them. */
+	atomic_store_explicit(&b->state, next_live(word), memory_order_release);
+	bump(&tc->allocs, 1);
+	bump(&tc->live_blocks, 1);
+	bump(&tc->live_bytes, (int64_t)b->bytes);
+	bump(&tc->requested_bytes, (int64_t)bytes);
+	tc_leave(tc);
+	return b;
+}
+
+static void check_cap(struct gp_pool *p, struct gp_dev *d, int device);
+
+/* The blocks of class cls that a free of `bytes` more must push out of tc (inside the owner's
+ * section): the oldest of the class, as few as leave it at most TC_CLASS_MAX blocks and the
+ * cache within `limit` bytes, unlinked into a chain (by next) with the cached figures that
+ * went with them; NULL with *fits 0 when even all of them would not make room (other classes
+ * fill the cache). The cache keeps the newest frees: a block of the class in the lists was freed
+ * before any in the cache, so that when the cache goes back to the lists (oldest first, at the
+ * tails) each list stays in free order, which releases by age rely on even where free times
+ * tie (a coarse clock). Out of line: a full class only. */
+static __attribute__((noinline)) struct gp_block *tc_evict(struct gp_tcache *tc, unsigned cls,
+							   size_t bytes, uint64_t limit, int *fits)
+{
+	struct gp_block *x[TC_CLASS_MAX + 1], *chain;
+	uint64_t have = ld(&tc->bytes) + bytes, gone = 0;
+	unsigned n = 0, k = 0;
+
+	for (struct gp_block *b = tc->head[cls]; b != NULL && n <= TC_CLASS_MAX; b = b->next)
+		x[n++] = b;
+	/* x[0] the newest; the oldest go first. */
+	while (n - k >= TC_CLASS_MAX || have - gone > limit) {
+		if (k == n) {
+			*fits = 0;
+			return NULL;
+		}
+		gone += x[n - 1 - k]->bytes;
+		k++;
+	}
+	*fits = 1;
+	if (k == 0)
+		return NULL;
+	chain = x[n - k];
+	if (n - k == 0)
+		tc->head[cls] = NULL;
+	else
+		x[n - k - 1]->next = NULL;
+	tc_count(&tc->n[cls], -(int)k);
+	bump(&tc->blocks, -(int64_t)k);
+	bump(&tc->bytes, -(int64_t)gone);
+	return chain;
+}
+
+/* A chain newest first, reversed: oldest first, the order gp_tc_relist appends in. */
+static struct gp_block *oldest_first(struct gp_block *b)
+{
+	struct gp_block *r = NULL;
+
+	while (b != NULL) {
+		struct gp_block *next = b->next;
+		b->next = r;
+		r = b;
+		b = next;
+	}
+	return r;
+}
+
+/* A block this thread's free has just made cached (ours alone, on no list), freed at time t, into
+ * the thread's own cache when reuse needs no fence, the cache serves its device, the block is not
+ * movable and fits the cache's bytes: 1, else 0 (the caller lists it). A full class pushes its
+ * oldest blocks into the lists (tc_evict). It moves to the thread's stripe, whose in-use count
+ * its next hit adds to without a locked instruction. */
+static inline __attribute__((always_inline)) int tc_put(struct gp_pool *p, struct gp_block *b,
+							uint64_t t)
+{
+	struct gp_tcache *tc = tc_of(p);
+	unsigned cls = b->cls, home = list_of(b);
+	size_t bytes = b->bytes;
+	int device = b->device, fits = 1;
+	struct gp_block *out = NULL;
+	struct gp_dev *d;
+
+	if (!atomic_load_explicit(&p->ordered, memory_order_relaxed) || b->movable || p->id == 0)
+		return 0;
+	if (__builtin_expect(tc == NULL, 0) && (tc = gp_tc_attach(p, device)) == NULL)
+		return 0;
+	if (tc->device != device || bytes > p->cfg.tcache_bytes)
+		return 0;
+	set_list(b, cls * GP_STRIPES + my_stripe());
+	if (!tc_enter(tc)) {
+		set_list(b, home);
+		return 0;
+	}
+	if (__builtin_expect(atomic_load_explicit(&tc->n[cls], memory_order_relaxed) >=
+					     TC_CLASS_MAX ||
+				     ld(&tc->bytes) + bytes > p->cfg.tcache_bytes,
+			     0)) {
+		out = tc_evict(tc, cls, bytes, p->cfg.tcache_bytes, &fits);
+		if (!fits) {
+			tc_leave(tc);
+			set_list(b, home);
+			return 0;
+		}
+	}
+#ifdef GP_POOL_TEST_HOOKS
+	if (gp_pool_test_in_section != NULL)
+		gp_pool_test_in_section(p);
+#endif
+	b->freed_ns = t;
+	b->epoch = atomic_load_explicit(&p->epoch, memory_order_relaxed);
+	b->next = tc->head[cls];
+	tc->head[cls] = b;
+	tc_count(&tc->n[cls], 1);
+	bump(&tc->blocks, 1);
+	bump(&tc->bytes, (int64_t)bytes);
+	bump(&tc->frees, 1);
+	bump(&tc->live_blocks, -1);
+	bump(&tc->live_bytes, -(int64_t)bytes);
+	bump(&tc->requested_bytes, -(int64_t)b->requested);
+	tc_leave(tc);
+	if (__builtin_expect(out != NULL, 0))
+		gp_tc_relist(p, oldest_first(out));
+	d = dev_get(p, device, 0);
+	account_live(d, home % GP_STRIPES, -(int64_t)bytes);
+	check_cap(p, d, device);
+	return 1;
 }
 
 /* The state is looked at under the list's lock, where the claim of a stale record marks a block
@@ -213,11 +406,23 @@ static int claim_stale(struct gp_pool *p, struct gp_block *old)
 			gp_unlock(&c->lock);
 			return STALE_UNLISTED;
 		}
+		/* In a thread's cache: taken out of it. */
+		if (gp_tc_claim(p, old)) {
+			atomic_store(&old->state, with_state(word, BLOCK_UNUSED));
+			gp_unlock(&c->lock);
+			return STALE_UNLISTED;
+		}
 		/* Out of its list: a hit took it (in use now: looked at again), or a thread has it. */
 		claimed = atomic_compare_exchange_strong(&old->state, &word,
 							 with_state(word, BLOCK_UNUSED));
 		gp_unlock(&c->lock);
-		if (claimed)
+		if (!claimed)
+			continue;
+		/* A free on its way into its thread's cache, whose owner's next hit would store over
+		 * the mark with a plain store: once every owner section under way is over, such a hit
+		 * shows (in use again: claimed as such), and later ones see the mark. */
+		gp_tc_quiesce(p);
+		if (state_of(atomic_load(&old->state)) == BLOCK_UNUSED)
 			return -1;
 	}
 }
@@ -379,10 +584,15 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	if (d == NULL)
 		return device < 0 || device >= GP_MAX_DEVICES ? GP_EINVAL : GP_ENOMEM;
 
-	/* The hit: the oldest block of this thread's own list of the class. */
-	b = take_cached(p, &d->list[cls * GP_STRIPES + s0], bytes, &waiting);
+	/* The hit: the thread's own cache, else the oldest block of its own list of the class. */
+	b = tc_take(p, device, cls, bytes);
+	if (b == NULL)
+		b = take_cached(p, &d->list[cls * GP_STRIPES + s0], bytes, &waiting);
 	if (b == NULL)
 		b = gp_pool_take_missed(p, d, cls, s0, bytes, waiting);
+	/* Before the pool grows: blocks of the class in other threads' caches. */
+	if (b == NULL && gp_tc_drain(p, device, cls, gp_pool_larger_last(p, cls, bytes)))
+		b = gp_pool_take_missed(p, d, cls, s0, bytes, 0);
 	if (b != NULL) {
 		account_live(d, list_of(b) % GP_STRIPES, (int64_t)b->bytes);
 		*out = b->ptr;
@@ -392,7 +602,7 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	if (remaps_class(p, cls) && miss_movable(p, d, device, cls, s0, bytes, out) == GP_OK)
 		return GP_OK;
 	if (p->cfg.remap_trim && small_class(cls)) /* a larger class's miss trims in its remap */
-		gp_pool_trim_others(p, d, cls, gp_pool_class_bytes(cls));
+		gp_pool_trim_others(p, d, device, cls, gp_pool_class_bytes(cls));
 	trim_to_cap(p, d, device);
 	rc = real_alloc(p, d, device, cls, s0, bytes, out);
 	if (rc == GP_ENOMEM && gp_may_release(p)) {
@@ -423,6 +633,8 @@ static void check_cap(struct gp_pool *p, struct gp_dev *d, int device)
 /* Unit tests only (hooks.h); the rest of the hooks are at the end of this file. */
 void (*gp_pool_test_after_lookup)(struct gp_pool *p, void *ptr);
 void (*gp_pool_test_before_list)(struct gp_pool *p, void *ptr);
+void (*gp_pool_test_in_section)(struct gp_pool *p);
+void (*gp_pool_test_in_steal)(struct gp_pool *p);
 #endif
 
 /* The block of ptr and its state word, read together: while ptr -> b was in the map. Lock-free
@@ -572,8 +784,11 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 	 * recycled record (a new generation: a free racing its own double free cannot free the
 	 * next owner's block). */
 	if (state_of(word) != BLOCK_LIVE ||
-	    !atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_CACHED)))
+	    (gp_rmw_note(),
+	     !atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_CACHED))))
 		return bad_free(p, ptr);
+	if (tc_put(p, b, t))
+		return GP_OK;
 	cache_block(p, b, t);
 	return GP_OK;
 }
@@ -720,6 +935,27 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 		o->idle_bytes += cb - fb;
 		o->idle_blocks += cn - fn;
 	}
+	/* The threads' caches: their blocks idle (pending once reuse needs fences: their fences are
+	 * not looked at), their hits and frees. */
+	for (struct gp_tcache *tc = atomic_load(&p->tcs); tc != NULL; tc = tc->next) {
+		uint64_t a = ld(&tc->allocs);
+
+		if (tc->device != device)
+			continue;
+		o->allocs += a;
+		o->hits += a;
+		o->frees += ld(&tc->frees);
+		o->live_blocks += ld(&tc->live_blocks);
+		o->live_bytes += ld(&tc->live_bytes);
+		o->requested_bytes += ld(&tc->requested_bytes);
+		if (ordered) {
+			o->idle_bytes += ld(&tc->bytes);
+			o->idle_blocks += ld(&tc->blocks);
+		} else {
+			o->pending_bytes += ld(&tc->bytes);
+			o->pending_blocks += ld(&tc->blocks);
+		}
+	}
 	for (unsigned i = 0; i < GP_STRIPES; i++)
 		o->peak_live_bytes += ld(&d->acct[i].peak);
 	o->peak_reserved_bytes = ld(&d->peak_reserved);
@@ -762,6 +998,40 @@ void gp_pool_release_counts(struct gp_pool *p, uint64_t counts[GP_CAUSE_COUNT],
 
 _Thread_local unsigned gp_pool_test_held;
 _Thread_local unsigned long gp_pool_test_taken;
+_Thread_local unsigned long gp_pool_test_rmw;
+
+unsigned long gp_pool_test_rmw_count(void)
+{
+	return gp_pool_test_rmw;
+}
+
+uint64_t gp_pool_test_tcache_blocks(struct gp_pool *p)
+{
+	struct gp_tcache *tc = tc_of(p);
+
+	return tc != NULL ? ld(&tc->blocks) : 0;
+}
+
+uint64_t gp_pool_test_tcaches_blocks(struct gp_pool *p)
+{
+	uint64_t n = 0;
+
+	for (struct gp_tcache *tc = atomic_load(&p->tcs); tc != NULL; tc = tc->next)
+		n += ld(&tc->blocks);
+	return n;
+}
+
+uint64_t gp_pool_test_tcache_bytes(struct gp_pool *p)
+{
+	struct gp_tcache *tc = tc_of(p);
+
+	return tc != NULL ? ld(&tc->bytes) : 0;
+}
+
+int gp_pool_test_tcache_on(struct gp_pool *p)
+{
+	return p->id != 0;
+}
 
 unsigned gp_pool_test_locks_held(void)
 {

@@ -177,6 +177,14 @@ struct gp_pool_config {
 	 * the device's footprint stays at what is in use plus what could not be moved or given back,
 	 * at the price of new memory when those sizes come back. */
 	int remap_trim;
+	/* Bytes of blocks each thread may keep in a cache of its own (0: none): while reuse needs no
+	 * fence (ordered), a thread's free puts the block there and its next allocation of the class
+	 * takes it back with no lock and no locked instruction. Per thread at most TC_CLASS_MAX
+	 * blocks of a class, of one device, never a movable one (remap, split and merge use those).
+	 * Releases, a miss about to grow and a stale claim take blocks out of any thread's cache;
+	 * an exiting thread gives its blocks back. Off where the kernel has no expedited
+	 * membarrier (what lets a release take a cache from under its owner). */
+	uint64_t tcache_bytes;
 };
 
 /* Per-device figures, summed over size classes. Bytes are real allocation sizes. Read from

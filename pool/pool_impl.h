@@ -175,6 +175,36 @@ _Static_assert(offsetof(struct gp_list, in_epoch) + sizeof(uint64_t) <= 128,
 	       "what a hit and a free write of a list lies in its first 128 bytes");
 _Static_assert(_Alignof(struct gp_stripe_acct) == GP_LINE, "stripe counters are GP_LINE units");
 
+/* ---- thread caches (tcache.c) ---------------------------------------------------------- */
+
+/* Blocks of one class a thread cache holds at most. */
+#define TC_CLASS_MAX 4
+
+/* A thread's own cache of blocks it freed, served to its own allocations with no locked
+ * instruction: only while reuse needs no fence (ordered mode), of one device, bounded by
+ * cfg.tcache_bytes. Its owner works on it inside a section marked by `busy`, checking `steal`
+ * first; a thief (a release, a stale claim, a miss about to grow, forget_device) takes `lock`,
+ * sets `steal`, makes every thread of the process pass a full memory barrier (membarrier), then
+ * waits for `busy` to be 0: from then on the owner stays out until `steal` is 0 again, and the
+ * thief has the cache alone (tcache.c). Counters are the owner's (or a thief's while it has the
+ * cache), read by stats without a lock. A record is never freed while its pool lives: a thread
+ * that exits leaves it empty for the next thread (tcache.c). */
+struct gp_tcache {
+	_Atomic int busy;  /* owner: 1 inside a section */
+	_Atomic int steal; /* a thief has the cache (lock held) */
+	int device;        /* the device of its blocks, for good */
+	_Atomic uint64_t blocks, bytes; /* cached in it */
+	/* What its hits and frees did to the pool's figures (modulo 2^64, summed by stats): */
+	_Atomic uint64_t allocs, frees, live_blocks, live_bytes, requested_bytes;
+	struct gp_block *head[MAX_CLASSES]; /* per class, the newest freed first (by next) */
+	_Atomic uint8_t n[MAX_CLASSES];     /* blocks per class; read by thieves without lock */
+	pthread_mutex_t lock; /* thieves, and the owner outside its sections */
+	struct gp_tcache *next; /* the pool's registry (pushed under tc_lock, read without) */
+	_Atomic int owned;      /* a thread has it (changed under the pool's tc_lock) */
+	_Atomic int refs;       /* the pool's and the owning thread's: the last one frees it */
+	_Atomic int pool_gone;  /* gp_pool_destroy ran: the owner must not touch the pool */
+} __attribute__((aligned(GP_LINE)));
+
 struct fence_slot {
 	void *handle;
 	uint64_t num;  /* covers blocks whose epoch < num */
@@ -219,6 +249,12 @@ struct gp_pool {
 	struct gp_block *slab_next; /* uncarved records of the newest slab */
 	unsigned slab_left;
 	struct slab *slabs;         /* every slab, for gp_pool_destroy */
+
+	/* Thread caches (tcache.c): `id` names this pool to a thread's cache (0: thread caches are
+	 * off: cfg.tcache_bytes is 0 or the kernel has no expedited membarrier). */
+	uint64_t id;
+	_Atomic(struct gp_tcache *) tcs; /* every record, pushed under tc_lock, never unlinked */
+	pthread_mutex_t tc_lock;         /* adoption and registration of records */
 };
 
 #define SLAB_RECORDS 63 /* and one record's room for the slab's header: 64 units */
@@ -246,8 +282,9 @@ static inline void bump(_Atomic uint64_t *c, int64_t delta)
 static inline void raise_peak(_Atomic uint64_t *peak, uint64_t v)
 {
 	uint64_t cur = ld(peak);
-	while (v > cur && !atomic_compare_exchange_weak_explicit(peak, &cur, v, memory_order_relaxed,
-								 memory_order_relaxed))
+	while (v > cur && (gp_rmw_note(), !atomic_compare_exchange_weak_explicit(
+						  peak, &cur, v, memory_order_relaxed,
+						  memory_order_relaxed)))
 		;
 }
 
@@ -512,6 +549,11 @@ take_cached(struct gp_pool *p, struct gp_list *c, size_t bytes, int *waiting)
 struct gp_block *gp_pool_take_missed(struct gp_pool *p, struct gp_dev *d, unsigned cls,
 				     unsigned s0, size_t bytes, int own_fenced);
 
+/* The largest class whose cached blocks may serve a miss of class cls for `bytes`
+ * (cfg.oversize_pct; cls itself when no larger one may): what a miss takes from the lists, and
+ * from the threads' caches before it grows (miss.c). */
+unsigned gp_pool_larger_last(const struct gp_pool *p, unsigned cls, size_t bytes);
+
 /* A block's record made and entered: `real` bytes at ptr (at least the class's), asked for
  * `bytes`, in the pointer map, counted live on list `list` (pool.c). GP_ENOMEM: no record or map
  * room (the caller gives ptr back). */
@@ -535,7 +577,8 @@ struct gp_block *gp_pool_take_movable(struct gp_pool *p, struct gp_list *c, uint
 
 /* cfg.remap_trim: before a miss of class cls grows the pool by `need` bytes, idle blocks of other
  * classes that could not serve it given back, about `need` bytes of them (trim.c). */
-void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, unsigned cls, size_t need);
+void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
+			 size_t need);
 
 /* gp_pool_advance(p, 0) for a miss that would otherwise move memory or grow the pool (split,
  * merge, remap): with no fence in flight the GPU is asked whether it is idle even while the
@@ -701,5 +744,43 @@ static inline int may_move(struct gp_pool *p, const struct gp_block *b, uint64_t
 	return b->movable && settled(p, b) &&
 	       (age == 0 || (t > b->freed_ns && t - b->freed_ns >= age));
 }
+
+/* ---- thread caches (tcache.c) ---- */
+
+/* The calling thread's cache for pool p (the one pool its thread-locals name), else NULL. */
+extern _Thread_local struct gp_tcache *gp_tc_mine __attribute__((tls_model("initial-exec")));
+extern _Thread_local uint64_t gp_tc_pool __attribute__((tls_model("initial-exec")));
+
+static inline struct gp_tcache *tc_of(struct gp_pool *p)
+{
+	return gp_tc_pool == p->id && p->id != 0 ? gp_tc_mine : NULL;
+}
+
+/* Set up thread caches for a new pool (its id, when cfg.tcache_bytes and the kernel allow), and
+ * free the records at destroy (a record a thread still names is freed by that thread). */
+void gp_tc_create(struct gp_pool *p);
+void gp_tc_destroy(struct gp_pool *p);
+/* The calling thread's cache for p on `device`, made or adopted (slow path: its first free);
+ * NULL when thread caches are off, the thread is exiting, or its cache serves another device. */
+struct gp_tcache *gp_tc_attach(struct gp_pool *p, int device);
+/* Blocks taken out of a cache (linked by next, cached, on no list) into their lists, each unless
+ * its address was handed out again meanwhile (push_cached: then dropped); with reuse behind
+ * fences, the next fence asked for. No cache lock held: push_cached takes a shard's. */
+void gp_tc_relist(struct gp_pool *p, struct gp_block *b);
+/* The owner's own cache out of the fast path: its blocks into their lists (when reuse needs
+ * fences, or the thread leaves). */
+void gp_tc_flush(struct gp_pool *p, struct gp_tcache *tc);
+/* Thieves: the blocks of every cache of `device` (< 0: all) into their lists, waiting for any
+ * other thief; with cls < MAX_CLASSES only caches that hold a block of a class in [cls, last]
+ * and no other thief holds (a miss's, which does not wait). 1 when any block moved. */
+int gp_tc_drain(struct gp_pool *p, int device, unsigned cls, unsigned last);
+/* A stale claim (pool.c claim_stale, the map shard's lock held): `old`, cached, taken out of
+ * whichever cache holds it (1), else 0. */
+int gp_tc_claim(struct gp_pool *p, struct gp_block *old);
+/* Every owner section under way has ended (a state changed before this call is seen by every
+ * later one). */
+void gp_tc_quiesce(struct gp_pool *p);
+/* forget_device: every cache of `device` drained, its in-use figures zeroed. */
+void gp_tc_forget(struct gp_pool *p, int device);
 
 #endif

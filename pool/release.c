@@ -202,6 +202,8 @@ static int release_devices(struct gp_pool *p, int device, const struct keep *k,
 	/* Fences driven first, without waiting: on a GPU that is done (quiet), every cached block
 	 * settles, and the backend gives it back without waiting for the device. */
 	gp_pool_advance(p, 0);
+	/* Every thread's cache into the lists first: the release sees all that is cached. */
+	gp_tc_drain(p, device, MAX_CLASSES, MAX_CLASSES);
 	for (int i = 0; i < GP_MAX_DEVICES; i++) {
 		struct gp_dev *d = device >= 0 && i != device ? NULL : dev_get(p, i, 0);
 		if (d == NULL)
@@ -280,6 +282,7 @@ void gp_pool_forget_device(struct gp_pool *p, int device)
 
 	if (d == NULL)
 		return;
+	gp_tc_forget(p, device); /* the threads' caches of it into the lists */
 	/* Cached blocks first (their metadata is freed from the lists), then the live ones. */
 	for (unsigned i = 0; i < nlists(); i++) {
 		struct gp_list *c = &d->list[i];

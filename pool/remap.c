@@ -166,7 +166,7 @@ int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 		have += take[n++];
 	}
 	if (have < want)
-		gp_pool_trim_others(p, d, cls, want - have);
+		gp_pool_trim_others(p, d, device, cls, want - have);
 	if (n == 0)
 		return GP_ENOMEM;
 	for (unsigned i = 0; i < n; i++) {

@@ -2,11 +2,12 @@
  * other sizes that could not serve it, as many bytes as it grows by, so that a process holds
  * about what it uses. Movable blocks first (settled, as old as cfg.remap_age_ns, the largest
  * first): giving them back waits for nothing. Then blocks of classes of at most 1 MiB, the
- * largest classes first, each list oldest first: real allocations of their own that no other
- * size can use. Those go only while the GPU is idle (backend quiet): giving one back waits for
- * the whole device (cudaFree's wait), which then costs nothing; a miss of such a class gives back
- * only such blocks (a movable one would be far more than it grows by), and below 64 KiB nothing
- * is given back or made room for. Never a backend call under a pool lock. */
+ * largest classes first, each list oldest first (then those in the threads' caches): real
+ * allocations of their own that no other size can use. Those go only while the GPU is idle
+ * (backend quiet): giving one back waits for the whole device (cudaFree's wait), which then costs
+ * nothing; a miss of such a class gives back only such blocks (a movable one would be far more
+ * than it grows by), and below 64 KiB nothing is given back or made room for. Never a backend
+ * call under a pool lock. */
 #define _POSIX_C_SOURCE 200809L
 #include "pool_impl.h"
 
@@ -64,7 +65,8 @@ static unsigned first_large_class(void)
 	return gp_pool_class_of(SMALL_CLASS_MAX_BYTES) + 1;
 }
 
-void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, unsigned cls, size_t need)
+void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
+			 size_t need)
 {
 	struct gp_release_result r = { 0, 0, 0, 0 };
 	struct gp_block *list = NULL;
@@ -76,8 +78,14 @@ void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, unsigned cls, size
 		return;
 	if (!small_class(cls))
 		got = gather(p, d, mid, gp_pool_class_count(), cls, need, 1, &list);
-	if (got < need && p->be.quiet != NULL && p->be.quiet(p->be.ctx) == 1)
-		gather(p, d, gp_pool_class_of(TRIM_SMALL_MIN), mid, cls, need - got, 0, &list);
+	if (got < need && p->be.quiet != NULL && p->be.quiet(p->be.ctx) == 1) {
+		unsigned lo = gp_pool_class_of(TRIM_SMALL_MIN);
+
+		got += gather(p, d, lo, mid, cls, need - got, 0, &list);
+		/* The threads' caches hold such blocks too (never movable ones). */
+		if (got < need && gp_tc_drain(p, device, lo, mid - 1))
+			gather(p, d, lo, mid, cls, need - got, 0, &list);
+	}
 	if (list == NULL)
 		return;
 	gp_pool_free_blocks(p, d, list, &r);

@@ -48,6 +48,7 @@ struct gp_options {
 	int vmm;                       /* GPUPOOL_VMM: enum gp_vmm_mode */
 	uint64_t vmm_age_ns;           /* GPUPOOL_VMM_AGE */
 	int vmm_trim;                  /* GPUPOOL_VMM_TRIM */
+	struct gp_size thread_cache;   /* GPUPOOL_THREAD_CACHE: bytes per thread (no percentage) */
 	int report_cached_as_free;
 	int framework_flush; /* enum gp_flush_mode */
 	int torch;           /* enum gp_torch_mode */

@@ -35,6 +35,10 @@
 #define GP_FENCE_BATCH_BYTES ((uint64_t)4 << 20)
 #endif
 
+/* GPUPOOL_THREAD_CACHE where a percentage was given (a share of a device means nothing per
+ * thread). */
+#define GP_THREAD_CACHE_DEFAULT ((uint64_t)64 << 20)
+
 /* The shim's state (state.h), with its start values that are not all zero bits. Those put it in
  * .data rather than .bss: a larger file, but a page of it costs a process only once touched. */
 struct gp_shim_state gp_shim = {
@@ -211,6 +215,8 @@ static int init_locked(void)
 	cfg.reuse_poll_ns = o->reuse_poll_ns;
 	cfg.reuse_age_ns = o->reuse_age_ns;
 	cfg.oversize_pct = (unsigned)o->oversize_pct;
+	cfg.tcache_bytes = o->thread_cache.percent > 0 ? GP_THREAD_CACHE_DEFAULT :
+							  o->thread_cache.bytes;
 	cfg.fence_batch = GP_FENCE_BATCH;
 	cfg.fence_batch_bytes = GP_FENCE_BATCH_BYTES;
 	if (be.remap != NULL) {

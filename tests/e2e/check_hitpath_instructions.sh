@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check_hitpath_instructions.sh — scripts/hitpath-instructions runs end to end on this build:
-# every loop of the table gets a figure, a number of instructions a pair between 100 and 5000
+# every loop of the table (both doors) gets a figure, a number of instructions a pair between 100 and 5000
 # (loose bounds around what a pair costs on the stand-in: a figure outside means a broken run or
 # parse, not a slow pool). One of the valgrind tests (registered with GPUPOOL_VALGRIND, never in
 # a sanitizer build, whose programs valgrind cannot run): without valgrind it fails.
@@ -25,7 +25,7 @@ echo "$out" | awk -v lib="$lib" '
 		}
 	}
 	END {
-		if (rows != 1 || figs != 4) { print "FAIL: " rows " rows, " figs " figures (want 1, 4)"; bad = 1 }
-		if (!bad) print "PASS hitpath-instructions: 4 figures"
+		if (rows != 1 || figs != 6) { print "FAIL: " rows " rows, " figs " figures (want 1, 6)"; bad = 1 }
+		if (!bad) print "PASS hitpath-instructions: 6 figures"
 		exit bad
 	}'
