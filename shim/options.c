@@ -78,7 +78,7 @@ static const struct gp_opt_def table[] = {
 	  "With GPUPOOL_VMM: give idle blocks of other sizes back before growing.",
 	  "With GPUPOOL_VMM: a cudaMalloc that must still ask for new memory first gives back idle blocks of other sizes that could not serve it, as much as it asks for: the process holds about what it uses, at the price of new memory when those sizes come back. Blocks of 64 KiB to 1 MiB (real allocations of their own, which no other size can use) go only while the GPU is idle, as giving one back waits for the device; a miss of such a size gives back only such blocks, and one below 64 KiB none.",
 	  OPT(vmm_trim), 0 },
-	{ "GPUPOOL_THREAD_CACHE", GP_OPT_SIZE, "64MiB", "a size (4MiB, 64MiB, bytes); 0 = off",
+	{ "GPUPOOL_THREAD_CACHE", GP_OPT_SIZE, "0", "a size (4MiB, 64MiB, bytes); 0 = off",
 	  "Per thread: bytes of its freed blocks it keeps for its next cudaMalloc.",
 	  "Per thread: while no stream has been created (reuse needs no fence), a block the thread frees stays in a cache of its own, up to this many bytes and 4 blocks of a size (a fuller size passes its oldest blocks to the shared cache), and its next cudaMalloc of that size takes it back with no lock. Releases take every thread's cache, a cudaMalloc about to ask the driver for more memory first takes what could serve it (its size, or a larger one GPUPOOL_OVERSIZE allows) from the threads' caches, and an exiting thread gives its cache back. Needs Linux's membarrier (4.14 or later); without it, off.",
 	  OPT(thread_cache), 0 },
