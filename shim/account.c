@@ -2,13 +2,13 @@
  * table. The doors' pass-through calls record each allocation (pointer or VMM handle -> kind,
  * device, bytes) in the pool's pointer map type (the value word carries all three: no record
  * to allocate) and keep live bytes per kind and device; a free takes its entry back. The control
- * thread asks the driver for each device's default memory pool and reads the frameworks' caches.
+ * thread asks the driver for each device's default memory pool and hands in the frameworks'
+ * caches.
  * Never on the pool's path: its allocations and frees do not come here, and a pass-through free
  * looks at the map only while something is in it. */
 #define _GNU_SOURCE
 #include "account.h"
 #include "clock.h"
-#include "framework.h"
 #include "log.h"
 #include "ptrmap.h"
 #include "state.h"
@@ -174,18 +174,7 @@ static void measure_async(void)
 	}
 }
 
-static void measure_frameworks(void)
-{
-	struct gp_fw_state fw;
-
-	if (!gp_framework_probe(&fw) || !fw.present)
-		return;
-	for (int d = 0; d < GP_MAX_DEVICES; d++)
-		atomic_store_explicit(&A.fw_cached[d], fw.cached_device[d], memory_order_relaxed);
-	atomic_store_explicit(&A.fw_read_ns, gp_clock_ns(CLOCK_REALTIME), memory_order_relaxed);
-}
-
-void gp_account_measure(int frameworks)
+void gp_account_measure(void)
 {
 	uint64_t now = gp_clock_ns(CLOCK_MONOTONIC);
 
@@ -193,10 +182,24 @@ void gp_account_measure(int frameworks)
 		A.async_asked_ns = now;
 		measure_async();
 	}
-	if (frameworks && (A.fw_asked_ns == 0 || now - A.fw_asked_ns >= FW_PERIOD_NS)) {
-		A.fw_asked_ns = now;
-		measure_frameworks();
-	}
+}
+
+int gp_account_frameworks_due(void)
+{
+	uint64_t now = gp_clock_ns(CLOCK_MONOTONIC);
+
+	if (A.fw_asked_ns != 0 && now - A.fw_asked_ns < FW_PERIOD_NS)
+		return 0;
+	A.fw_asked_ns = now;
+	return 1;
+}
+
+void gp_account_frameworks(const uint64_t *cached_device, int n)
+{
+	for (int d = 0; d < GP_MAX_DEVICES; d++)
+		atomic_store_explicit(&A.fw_cached[d], d < n ? cached_device[d] : 0,
+				      memory_order_relaxed);
+	atomic_store_explicit(&A.fw_read_ns, gp_clock_ns(CLOCK_REALTIME), memory_order_relaxed);
 }
 
 uint64_t gp_account_devices(void)

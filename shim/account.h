@@ -28,9 +28,14 @@ uint64_t gp_account_take(int handle, uint64_t key);
 void gp_account_put_back(int handle, uint64_t key, uint64_t token);
 
 /* Control thread, before a publish: ask the driver for each active device's default memory
- * pool's reserved bytes, and (frameworks 1) read PyTorch's and CuPy's caches under the GIL at
- * most once a second. */
-void gp_account_measure(int frameworks);
+ * pool's reserved bytes (at most once a period). */
+void gp_account_measure(void);
+/* Control thread: 1 when the frameworks' caches are due to be read again (at most once a second:
+ * it takes the GIL), and from now on not before the next period. */
+int gp_account_frameworks_due(void);
+/* Control thread: what PyTorch's and CuPy's caches hold unused per device (framework.c read it;
+ * this file never reads them itself: observing drives nothing), n devices. */
+void gp_account_frameworks(const uint64_t *cached_device, int n);
 /* The devices with anything counted here, a bit each (any thread). */
 uint64_t gp_account_devices(void);
 /* Bytes live of one kind (enum gp_account_kind) on every device; kind -1: everything passed

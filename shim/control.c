@@ -362,8 +362,14 @@ static void *control_main(void *arg)
 		/* What only this thread may ask (the driver's pools, the frameworks under the GIL),
 		 * for the view's accounting lines; never while auto-suspend has the process off the
 		 * driver (every driver call would wait for the resume). */
-		if (gp_obs_viewing() && gp_suspend_running())
-			gp_account_measure(gp_shim.control.flush_frameworks);
+		if (gp_obs_viewing() && gp_suspend_running()) {
+			struct gp_fw_state fw;
+
+			gp_account_measure();
+			if (gp_shim.control.flush_frameworks && gp_account_frameworks_due() &&
+			    gp_framework_probe(&fw) && fw.present)
+				gp_account_frameworks(fw.cached_device, GP_FW_MAX_DEVICES);
+		}
 		gp_obs_tick();
 		check_handler();
 		requests = gp_obs_requests();
