@@ -125,18 +125,24 @@ def forward(a):
     return (fw[1], float(fw[2])) if fw else ("no answer", float("nan"))
 
 
+def wait_view(cli, pid, done, timeout):
+    """The process's view once done(view) holds (the view is published at the control thread's
+    ticks, so it trails what the process did by up to one), or the last one read."""
+    deadline = time.monotonic() + timeout
+    s = stats(cli, pid)
+    while not done(s) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        s = stats(cli, pid)
+    return s
+
+
 def cycle(cli, a, n, warm_ms):
     pid = a.pid
     held = smi_process_mib(pid)
-    s0 = stats(cli, pid)
+    s0 = wait_view(cli, pid, lambda v: v.get("self_suspended") == 0, 10)
     t0 = time.monotonic()
-    deadline = t0 + 60 + 2 * WEIGHTS_GIB
-    s = s0
-    while time.monotonic() < deadline:
-        s = stats(cli, pid)
-        if s.get("self_suspended"):
-            break
-        time.sleep(0.2)
+    s = wait_view(cli, pid, lambda v: (v.get("suspends") or 0) > (s0.get("suspends") or 0) and
+                  v.get("self_suspended"), 60 + 2 * WEIGHTS_GIB)
     waited = time.monotonic() - t0
     if not check(bool(s.get("self_suspended")), f"suspends #{n}",
                  f"suspended by itself after {waited:.1f} s of polling (held {held} MiB); "
@@ -161,7 +167,8 @@ def cycle(cli, a, n, warm_ms):
           f"(resumes {mid.get('resumes')})")
     same, first_ms = forward(a)
     check(same == "equal", f"outputs #{n}", f"the next request's output: {same}")
-    after = stats(cli, pid)
+    after = wait_view(cli, pid, lambda v: (v.get("resumes") or 0) > (s.get("resumes") or 0) and
+                      not v.get("self_suspended"), 10)
     check(after.get("resumes") == (s.get("resumes") or 0) + 1 and not after.get("self_suspended"),
           f"resumes #{n}", f"resumes {s.get('resumes')} -> {after.get('resumes')}, last resume "
           f"{(after.get('last_resume_duration_ns') or 0) / 1e6:.1f} ms")
