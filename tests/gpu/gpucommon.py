@@ -53,6 +53,18 @@ def smi_used_mib():
     return int(out.split()[0])
 
 
+def smi_process_mib(pid, absent=None):
+    """What nvidia-smi shows process `pid` holding on the device, in MiB, or `absent` when it does
+    not list the pid (a process that holds nothing there, or one suspended, is not listed)."""
+    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                          "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout
+    for ln in out.splitlines():
+        f = [x.strip() for x in ln.split(",")]
+        if len(f) == 2 and f[0] == str(pid) and f[1].isdigit():
+            return int(f[1])
+    return absent
+
+
 def expect(p, prefix, timeout=300):
     """The words of the first line of p's stdout that starts with `prefix`, or None (p's output
     ended, or `timeout` seconds passed between lines)."""

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from gpucommon import Checks, expect, server_model
+from gpucommon import Checks, expect, server_model, smi_process_mib
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -83,16 +83,6 @@ def fresh(cli, pid, timeout=15):
         if got[0] is not None and got[0].get("framework_read_ns") not in (None, first):
             return got[1]
     return device0(cli, pid)[0][1]
-
-
-def smi_process_mib(pid):
-    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
-                          "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout
-    for ln in out.splitlines():
-        f = [x.strip() for x in ln.split(",")]
-        if len(f) == 2 and f[0] == str(pid) and f[1].isdigit():
-            return int(f[1])
-    return None
 
 
 def lines_sum(d):

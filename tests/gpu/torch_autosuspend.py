@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 
-from gpucommon import Checks, expect, server_model
+from gpucommon import Checks, expect, server_model, smi_process_mib
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -99,16 +99,6 @@ def role_taker():
     torch.cuda.empty_cache()
 
 
-def smi_process_mib(pid):
-    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
-                          "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout
-    for ln in out.splitlines():
-        f = [x.strip() for x in ln.split(",")]
-        if len(f) == 2 and f[0] == str(pid) and f[1].isdigit():
-            return int(f[1])
-    return 0  # not listed: it holds nothing on the device
-
-
 def stats(cli, pid):
     r = subprocess.run([cli, "stats", str(pid), "--json"], capture_output=True, text=True,
                        timeout=60)
@@ -138,7 +128,7 @@ def wait_view(cli, pid, done, timeout):
 
 def cycle(cli, a, n, warm_ms):
     pid = a.pid
-    held = smi_process_mib(pid)
+    held = smi_process_mib(pid, 0)
     s0 = wait_view(cli, pid, lambda v: v.get("self_suspended") == 0, 10)
     t0 = time.monotonic()
     s = wait_view(cli, pid, lambda v: (v.get("suspends") or 0) > (s0.get("suspends") or 0) and
@@ -149,7 +139,7 @@ def cycle(cli, a, n, warm_ms):
                  f"suspends {s.get('suspends')}, resumes {s.get('resumes')}"):
         return None
     time.sleep(1.0)  # the watchdog polls meanwhile: its queries must not wake A
-    floor = smi_process_mib(pid)
+    floor = smi_process_mib(pid, 0)
     if floor > 16:
         line("INFO", f"floor #{n}", f"above the 16 MiB target: {floor} MiB")
     check(floor <= 64, f"floor #{n}", f"A's device memory while suspended: {floor} MiB "
