@@ -11,10 +11,17 @@ Configurations, each a fresh process, run in interleaved order (ROUNDS times eac
                 given back before the pool grows; those of 64 KiB to 1 MiB while the GPU is idle)
   takeover-vmm-age   GPUPOOL_VMM=on GPUPOOL_VMM_AGE=100ms (only blocks idle that long move)
   takeover-vmm-age-trim  both
---configs picks some (comma-separated, in that order); default: all.
+--configs picks some (comma-separated, in that order); default: all. `recommended` is the
+docs' recommendation for takeover mode (docs/USAGE.md), whatever it is at the time.
+--shapes picks client shapes (comma-separated; default: base), each run with every configuration:
+  base   16 layers, d=2048, 16 heads, ff 5632, batch 1, prompts 128..4096, 32 new tokens
+  wide   8 layers, d=4096, 32 heads of which 8 for keys/values, ff 11008, batch 4, prompts 64..1500
+  deep   32 layers, d=1024, 8 heads, ff 2816, batch 2, prompts 300..2500, 48 new tokens
+  small  4 layers, d=768, 12 heads, ff 2048, batch 8, prompts 16..512, 64 new tokens
+--warm sets the warm passes (default 3).
 Measured from outside with nvidia-smi (device memory in use above what it was before the client
 started): what the idle client holds, and (the shim) what it holds after SIGUSR1 (its floor);
-from inside: tokens per second over all prompts, the first pass and the best of WARM_PASSES warm
+from inside: tokens per second over all prompts, the first pass and the best of the warm
 ones; from the shim's statistics at exit (GPUPOOL_STATS_FILE): the pool's peak (live and cached), real
 allocations, splits, merges and remaps; from its log (GPUPOOL_LOG=info, in a file): whether GPU
 work stayed in one stream order (no stream created: a freed block is reused at once; else it waits
@@ -31,11 +38,16 @@ import subprocess
 import sys
 import time
 
-PROMPTS = [128, 256, 512, 1024, 2048, 4096]
-NEW_TOKENS = 32
-WARM_PASSES = 3
+SHAPES = {  # layers, hidden, heads, kv heads, ff, batch, prompt lengths, new tokens
+    "base": (16, 2048, 16, 16, 5632, 1, [128, 256, 512, 1024, 2048, 4096], 32),
+    "wide": (8, 4096, 32, 8, 11008, 4, [64, 200, 700, 1500], 32),
+    "deep": (32, 1024, 8, 8, 2816, 2, [300, 900, 2500], 48),
+    "small": (4, 768, 12, 12, 2048, 8, [16, 100, 512], 64),
+}
 CONFIGS = ("pytorch", "takeover", "takeover-vmm", "takeover-vmm-trim", "takeover-vmm-age",
-           "takeover-vmm-age-trim")
+           "takeover-vmm-age-trim", "recommended")
+# docs/USAGE.md's recommendation for a server of many sizes in takeover mode.
+RECOMMENDED = {"GPUPOOL_VMM": "on", "GPUPOOL_VMM_AGE": "100ms", "GPUPOOL_VMM_TRIM": "1"}
 
 
 def smi_used_mib():
@@ -44,27 +56,28 @@ def smi_used_mib():
     return int(out.split()[0])
 
 
-def client():
+def client(shape, warm):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
+    layers, d, heads, kv, ff, batch, lengths, new_tokens = SHAPES[shape]
     torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=16,
-                      num_attention_heads=16, num_key_value_heads=16, vocab_size=32000,
+    cfg = LlamaConfig(hidden_size=d, intermediate_size=ff, num_hidden_layers=layers,
+                      num_attention_heads=heads, num_key_value_heads=kv, vocab_size=32000,
                       max_position_embeddings=8192)
     with torch.device("cuda"):
         model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
     gen = torch.Generator().manual_seed(1)
-    prompts = [torch.randint(0, cfg.vocab_size, (1, n), generator=gen) for n in PROMPTS]
+    prompts = [torch.randint(0, cfg.vocab_size, (batch, n), generator=gen) for n in lengths]
     rates, outputs = [], []
     with torch.no_grad():
-        for _ in range(1 + WARM_PASSES):  # the first pass fills the caches, the rest run warm
+        for _ in range(1 + warm):  # the first pass fills the caches, the rest run warm
             torch.cuda.synchronize()
             t0, tokens = time.perf_counter(), 0
             for p in prompts:
-                out = model.generate(p.cuda(), max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                out = model.generate(p.cuda(), max_new_tokens=new_tokens, min_new_tokens=new_tokens,
                                      do_sample=False, pad_token_id=0)
-                tokens += out.shape[1] - p.shape[1]
-                outputs.append(out[0, -NEW_TOKENS:].tolist())
+                tokens += (out.shape[1] - p.shape[1]) * out.shape[0]
+                outputs.append(out[0, -new_tokens:].tolist())
             torch.cuda.synchronize()
             rates.append(tokens / (time.perf_counter() - t0))
     print("IDLE " + json.dumps({"tok_s": rates, "tokens": outputs[-1][:8]}), flush=True)
@@ -97,7 +110,8 @@ def shim_log(path):
         os.unlink(path)
     except OSError:
         return {}
-    return {"ordered": not any(UNORDERED in line for line in lines), "log_tail": lines[-5:]}
+    return {"ordered": not any(UNORDERED in line for line in lines), "log_tail": lines[-5:],
+            "streams": [line for line in lines if "stream was created" in line]}
 
 
 def pool_view(lib, pid):
@@ -114,7 +128,7 @@ def pool_view(lib, pid):
     return {k.replace("_bytes", "_mib"): sum(d.get(k, 0) or 0 for d in devs) >> 20 for k in keys}
 
 
-def run(name, lib):
+def run(name, lib, shape, warm):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("GPUPOOL_") and k not in ("LD_PRELOAD", "PYTORCH_NO_CUDA_MEMORY_CACHING")}
     stats = f"/tmp/llama-generate-stats.{os.getpid()}.json"
@@ -130,9 +144,12 @@ def run(name, lib):
         env["GPUPOOL_VMM_TRIM"] = "1"
     if name.startswith("takeover-vmm-age"):
         env["GPUPOOL_VMM_AGE"] = "100ms"
+    if name == "recommended":
+        env.update(RECOMMENDED)
     base = smi_used_mib()
     with open(logf, "w") as err:  # the shim logs to stderr; the client's own errors land there too
-        p = subprocess.Popen([sys.executable, __file__, "--client"], stdin=subprocess.PIPE,
+        p = subprocess.Popen([sys.executable, __file__, "--client", "--shapes", shape, "--warm",
+                              str(warm)], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=err, text=True, env=env)
     line = p.stdout.readline()
     if not line.startswith("IDLE"):
@@ -152,7 +169,7 @@ def run(name, lib):
     p.stdin.write("\n")
     p.stdin.flush()
     p.wait(timeout=60)
-    res = {"config": name, "held_mib": held, "floor_mib": floor, "tok_s_first": got["tok_s"][0],
+    res = {"config": name, "shape": shape, "held_mib": held, "floor_mib": floor, "tok_s_first": got["tok_s"][0],
            "tok_s_warm": max(got["tok_s"][1:]), "tok_s_passes": [round(v, 1) for v in got["tok_s"]],
            "tokens": got["tokens"]}
     log = shim_log(logf)
@@ -160,41 +177,24 @@ def run(name, lib):
         res.update(shim_stats(stats))
         res.update(view)
         res["ordered"] = log.get("ordered")
+        res["streams"] = log.get("streams")
     elif p.returncode != 0:
         res["log_tail"] = log.get("log_tail")
     return res
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lib")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--client", action="store_true")
-    ap.add_argument("--configs", default=",".join(CONFIGS))
-    a = ap.parse_args()
-    configs = [c for c in a.configs.split(",") if c]
-    bad = [c for c in configs if c not in CONFIGS]
-    if bad:
-        ap.error(f"unknown configuration(s) {', '.join(bad)}: one of {', '.join(CONFIGS)}")
-    if a.client:
-        return client()
-    if not a.lib:
-        ap.error("--lib LIBGPUPOOL is needed")
-    results = []
-    for r in range(a.rounds):
-        for name in configs:
-            res = run(name, os.path.abspath(a.lib))
-            res["round"] = r
-            print("BENCH llama " + json.dumps(res), flush=True)
-            results.append(res)
-    print("\n| config | idle held MiB | pool: in use / idle + pending MiB | pool's peak MiB | "
-          "after SIGUSR1 MiB | tokens/s, first pass | tokens/s, warm (best of 3) | "
+def table(results, shape, configs):
+    print(f"\n#### shape {shape}\n")
+    print("| config | idle held MiB | vs PyTorch | pool: in use / idle + pending MiB | pool's peak MiB | "
+          "after SIGUSR1 MiB | tokens/s, first pass | tokens/s, warm (best) | "
           "real allocations | splits / merges / remaps | one stream order |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    base = [r["held_mib"] for r in results
+            if r["shape"] == shape and r["config"] == "pytorch" and "error" not in r]
     for name in configs:
-        rs = [r for r in results if r["config"] == name and "error" not in r]
+        rs = [r for r in results if r["shape"] == shape and r["config"] == name and "error" not in r]
         if not rs:
-            print(f"| {name} | failed | | | | | | | | |")
+            print(f"| {name} | failed | | | | | | | | | |")
             continue
 
         def span(key, fmt):
@@ -204,15 +204,49 @@ def main():
             lo, hi = min(vals), max(vals)
             return fmt.format(lo) if lo == hi else (fmt + "–" + fmt).format(lo, hi)
         shim = name != "pytorch"
+        worst = max(r["held_mib"] for r in rs)
+        vs = f"{(worst / max(base) - 1) * 100:+.1f}% (worst)" if base and shim else "-"
         pool = f"{span('in_use_mib', '{}')} / {span('idle_mib', '{}')} + {span('pending_mib', '{}')}" if shim else "-"
         moves = f"{span('splits', '{}')} / {span('merges', '{}')} / {span('remaps', '{}')}" if shim else "-"
         said = {True: "yes", False: "no", None: "?"}
         order = "/".join(sorted({said[r.get("ordered")] for r in rs})) if shim else "-"
-        print(f"| {name} | {span('held_mib', '{}')} | {pool} | {span('peak_reserved_mib', '{}')} | "
+        print(f"| {name} | {span('held_mib', '{}')} | {vs} | {pool} | {span('peak_reserved_mib', '{}')} | "
               f"{span('floor_mib', '{}')} | {span('tok_s_first', '{:.1f}')} | "
               f"{span('tok_s_warm', '{:.1f}')} | {span('real_mallocs', '{}')} | {moves} | {order} |")
-    same = len({json.dumps(r.get("tokens")) for r in results if "error" not in r}) == 1
-    print(f"\ngenerated tokens identical across runs and configs: {same}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--client", action="store_true")
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--shapes", default="base")
+    ap.add_argument("--warm", type=int, default=3)
+    a = ap.parse_args()
+    configs = [c for c in a.configs.split(",") if c]
+    shapes = [c for c in a.shapes.split(",") if c]
+    bad = [c for c in configs if c not in CONFIGS] + [c for c in shapes if c not in SHAPES]
+    if bad:
+        ap.error(f"unknown configuration(s) or shape(s) {', '.join(bad)}: configurations "
+                 f"{', '.join(CONFIGS)}; shapes {', '.join(SHAPES)}")
+    if a.client:
+        return client(shapes[0], a.warm)
+    if not a.lib:
+        ap.error("--lib LIBGPUPOOL is needed")
+    results = []
+    for r in range(a.rounds):
+        for shape in shapes:
+            for name in configs:
+                res = run(name, os.path.abspath(a.lib), shape, a.warm)
+                res["round"] = r
+                print("BENCH llama " + json.dumps(res), flush=True)
+                results.append(res)
+    for shape in shapes:
+        table(results, shape, configs)
+    same = all(len({json.dumps(r.get("tokens")) for r in results
+                    if r["shape"] == s and "error" not in r}) == 1 for s in shapes)
+    print(f"\ngenerated tokens identical across runs and configs, per shape: {same}")
     return 0
 
 

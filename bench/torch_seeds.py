@@ -24,7 +24,10 @@ series) for scripts/plot-torch-seeds.
 --vmm adds, after each gpupool configuration, the same with GPUPOOL_VMM=on (the seeds must be no
 worse with it). --growing-takeover LABEL=K=V,K=V ... runs only seed 1 in takeover mode, once per
 setting given (in that order; LABEL= alone: no setting), and prints each run's ms per forward
-and peak.
+and peak. --rounds N runs only seed 1 in PyTorch's default mode, takeover mode and takeover with
+the recommended settings (and --extra LABEL=K=V,...), interleaved, N rounds, and prints each
+round's ms per forward, its ratio to PyTorch's in the same round, the peak and what the idle
+process holds (before the signal), with the pool's real allocations and fence waits.
 
 Usage: python3 bench/torch_seeds.py --lib build/shim/libgpupool.so --out DIR [--quick] [--vmm]
 """
@@ -210,6 +213,10 @@ def run_child(workload, config, lib, args, extra_env=None, label=None):
     if args.quick:
         cmd.append("--quick")
     env = config_env(config, lib, extra_env)
+    stats = f"/tmp/torch-seeds-stats.{os.getpid()}.json"
+    if config in ("shim", "takeover"):
+        env["GPUPOOL_STATS_FILE"] = stats
+        env.setdefault("GPUPOOL_LOG", "info")
     t0 = time.monotonic()
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
     if p.returncode != 0:
@@ -218,8 +225,75 @@ def run_child(workload, config, lib, args, extra_env=None, label=None):
     res = json.loads(p.stdout.decode().strip().splitlines()[-1])
     res["config"] = label or config
     res["wall_s"] = round(time.monotonic() - t0, 1)
-    res["gpupool_log"] = [ln for ln in p.stderr.decode().splitlines() if ln.startswith("gpupool:")][-5:]
+    log = [ln for ln in p.stderr.decode().splitlines() if ln.startswith("gpupool:")]
+    res["gpupool_log"] = log[-5:]
+    res["streams"] = [ln for ln in log if "stream was created" in ln]
+    res["ordered"] = not any("no longer in one stream order" in ln for ln in log)
+    try:
+        with open(stats) as f:
+            devs = json.load(f).get("devices", [])
+        os.unlink(stats)
+        res["pool"] = {k: sum(d.get(k, 0) or 0 for d in devs)
+                       for k in ("real_mallocs", "real_frees", "hits", "allocs", "fence_waits",
+                                 "fence_wait_timeouts", "remaps", "trims", "peak_reserved_bytes")}
+    except (OSError, ValueError):
+        pass
     return res
+
+
+# docs/USAGE.md's recommendation for a server of many sizes in takeover mode.
+RECOMMENDED = "GPUPOOL_VMM=on,GPUPOOL_VMM_AGE=100ms,GPUPOOL_VMM_TRIM=1"
+
+
+def growing_rounds(args):
+    """Seed 1 in PyTorch's default mode, in takeover mode and with the recommended settings (and
+    any LABEL=K=V,... given), interleaved: round after round, each configuration a fresh process."""
+    specs = [("pytorch", "default", ""), ("takeover", "takeover", ""),
+             ("recommended", "takeover", RECOMMENDED)]
+    for spec in args.extra or []:
+        label, _, kvs = spec.partition("=")
+        specs.append((label, "takeover", kvs))
+    runs = []
+    for rnd in range(args.rounds):
+        for label, config, kvs in specs:
+            env = dict(kv.split("=", 1) for kv in kvs.split(",") if kv)
+            r = run_child("growing", config, args.lib, args, env, label=label)
+            r["round"] = rnd
+            runs.append(r)
+            r2 = {k: v for k, v in r.items() if k not in ("series", "steps")}
+            print("BENCH growing " + json.dumps(r2), flush=True)
+    ok = [r for r in runs if "error" not in r]
+
+    def med(v):
+        v = sorted(v)
+        return v[len(v) // 2]
+    base = {r["round"]: med(r["fwd_ms"]) for r in ok if r["config"] == "pytorch"}
+    base_held = max((r["before_signal"] for r in ok if r["config"] == "pytorch"), default=None)
+    print("\n| configuration | settings | ms per forward, each round | vs PyTorch, each round "
+          "| peak MiB | idle, held MiB | vs PyTorch (worst) | real allocations | fence waits (timed out) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for label, config, kvs in specs:
+        rs = [r for r in ok if r["config"] == label]
+        if not rs:
+            print(f"| {label} | {kvs or '-'} | failed | | | | | | |")
+            continue
+        ms = [med(r["fwd_ms"]) for r in rs]
+        ratios = [med(r["fwd_ms"]) / base[r["round"]] for r in rs if r["round"] in base]
+        held = [r["before_signal"] for r in rs]
+        pool = [r.get("pool", {}) for r in rs]
+        vs = f"{(max(held) / base_held - 1) * 100:+.1f}%" if base_held else "-"
+        print(f"| {label} | {kvs.replace(',', ' ') or '-'} | {', '.join(f'{v:.2f}' for v in ms)} | "
+              f"{', '.join(f'{v:.3f}' for v in ratios)} | "
+              f"{', '.join(mib(r['peak']) for r in rs)} | {', '.join(mib(h) for h in held)} | {vs} | "
+              f"{', '.join(str(p.get('real_mallocs', '-')) for p in pool)} | "
+              f"{', '.join(str(p.get('fence_waits', '-')) + ' (' + str(p.get('fence_wait_timeouts', '-')) + ')' for p in pool)} |")
+    seen = sorted({ln for r in ok for ln in r.get("streams", [])})
+    print("\nstreams created (shim log): " + ("; ".join(seen) if seen else "none") +
+          "; one stream order: " + ", ".join(f"{r['config']}={r.get('ordered')}" for r in ok
+                                             if r["config"] != "pytorch" and r["round"] == 0))
+    with open(os.path.join(args.out, "torch_growing_rounds.json"), "w") as f:
+        json.dump(runs, f)
+    return 0
 
 
 def growing_takeover(args):
@@ -256,6 +330,8 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--vmm", action="store_true")
     ap.add_argument("--growing-takeover", nargs="+", metavar="LABEL=K=V,K=V")
+    ap.add_argument("--rounds", type=int, default=0)
+    ap.add_argument("--extra", nargs="+", metavar="LABEL=K=V,K=V")
     args = ap.parse_args()
     if args.child:
         res = child_growing(args) if args.child == "growing" else child_reload(args)
@@ -265,6 +341,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     if args.growing_takeover:
         return growing_takeover(args)
+    if args.rounds:
+        return growing_rounds(args)
     vmm = {"GPUPOOL_VMM": "on"}
 
     def runs(workload, config, extra=None, label=None):

@@ -20,8 +20,11 @@
 #include "trace.h"
 #include "vmm.h"
 
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Fence batches of sizes up to 1 MiB (gp_pool_config.fence_batch, fence_batch_bytes): 16
  * blocks, or as many as fit in 4 MiB up to 64. Larger batches of the smallest sizes pay fewer
@@ -673,9 +676,34 @@ void gp_shim_ipc_seen(const void *ptr)
 				    "answers, with or without gpupool); the handle itself is the driver's");
 }
 
+/* Which library made the call: the first frame outside gpupool and the CUDA libraries, for
+ * the log (the first streams only, at info: backtrace may allocate and load the unwinder). */
+static const char *caller_object(void)
+{
+	void *frames[24];
+	int n = backtrace(frames, 24);
+	Dl_info info;
+
+	for (int i = 1; i < n; i++) {
+		const char *base;
+
+		if (!dladdr(frames[i], &info) || info.dli_fname == NULL)
+			continue;
+		base = strrchr(info.dli_fname, '/');
+		base = base ? base + 1 : info.dli_fname;
+		if (strncmp(base, "libgpupool", 10) != 0 && strncmp(base, "libcudart", 9) != 0 &&
+		    strncmp(base, "libcuda.", 8) != 0)
+			return *base ? base : "the program";
+	}
+	return "an unknown caller";
+}
+
 void gp_shim_stream_created(CUstream s, unsigned flags)
 {
 	gp_fence_stream_created(s, flags);
+	if (gp_log_enabled(GP_LOG_INFO) && atomic_fetch_add(&gp_shim.life.said_streams, 1) < 4)
+		gp_log(GP_LOG_INFO, "a %s stream was created by %s",
+		       (flags & CU_STREAM_NON_BLOCKING) ? "non-blocking" : "blocking", caller_object());
 	unordered();
 }
 

@@ -79,6 +79,7 @@ struct gp_shim_life {
 	_Atomic int said_stale;        /* stale_block said so: exchange, once */
 	_Atomic int atfork_set;        /* init_locked registered its fork handler (it may run twice) */
 	_Atomic int per_thread_stream; /* a per-thread default stream was used: exchange, once */
+	_Atomic int said_streams;      /* streams created so far that were named at info: add */
 	pthread_mutex_t init_lock;     /* one initialisation */
 	/* Read from the environment by init under init_lock; read only after (add_cached). */
 	struct gp_options opts;
