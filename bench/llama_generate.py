@@ -111,7 +111,7 @@ def shim_log(path):
     except OSError:
         return {}
     return {"ordered": not any(UNORDERED in line for line in lines), "log_tail": lines[-5:],
-            "streams": [line for line in lines if "stream was created" in line]}
+            "streams": [line for line in lines if "stream was created by" in line]}
 
 
 def pool_view(lib, pid):

@@ -227,7 +227,7 @@ def run_child(workload, config, lib, args, extra_env=None, label=None):
     res["wall_s"] = round(time.monotonic() - t0, 1)
     log = [ln for ln in p.stderr.decode().splitlines() if ln.startswith("gpupool:")]
     res["gpupool_log"] = log[-5:]
-    res["streams"] = [ln for ln in log if "stream was created" in ln]
+    res["streams"] = [ln for ln in log if "stream was created by" in ln]
     res["ordered"] = not any("no longer in one stream order" in ln for ln in log)
     try:
         with open(stats) as f:
