@@ -58,6 +58,59 @@ static unsigned batch_for(const struct gp_pool_config *cfg, unsigned cls)
 	return (unsigned)(fit > n ? fit : n);
 }
 
+static _Atomic uint64_t pool_serials;
+
+uint64_t gp_pool_coarse_ns(void *ctx)
+{
+	(void)ctx;
+	return gp_clock_ns(CLOCK_MONOTONIC_COARSE);
+}
+
+/* A thread's free hints: the blocks its last allocations handed out, by address, so that the
+ * free of one finds its block without the map. A hint is only a guess, checked as the map's
+ * seqlock checks a lookup: the block's state word, its address, the word again. A record's address
+ * is written only while the record is unused (before the word that makes it live: enter_block),
+ * so the same live word on both sides means the address read is that incarnation's: the block
+ * was ptr's, in use, when the word was read, as a lookup's answer says, and the free goes on from
+ * that word exactly as from a lookup's (a failed swap is a double free). Anything else asks the
+ * map. Records are never freed while their pool lives, and a hint of another pool (by serial) is
+ * not looked at. */
+#define HINTS 8
+static _Thread_local struct {
+	uint64_t serial;
+	struct gp_block *b[HINTS];
+} hints __attribute__((tls_model("initial-exec")));
+
+static inline unsigned hint_slot(const void *ptr)
+{
+	uintptr_t a = (uintptr_t)ptr;
+
+	return (unsigned)((a >> 9) ^ (a >> 21)) & (HINTS - 1);
+}
+
+static inline void hint_set(struct gp_pool *p, struct gp_block *b, void *ptr)
+{
+	if (__builtin_expect(hints.serial != p->serial, 0)) {
+		memset(hints.b, 0, sizeof(hints.b));
+		hints.serial = p->serial;
+	}
+	hints.b[hint_slot(ptr)] = b;
+}
+
+/* The hinted block of ptr and its live state word, or NULL (ask the map). */
+static inline struct gp_block *hint_find(struct gp_pool *p, const void *ptr, uint32_t *word)
+{
+	struct gp_block *b = hints.b[hint_slot(ptr)];
+
+	if (b == NULL || hints.serial != p->serial)
+		return NULL;
+	*word = atomic_load_explicit(&b->state, memory_order_acquire);
+	if (state_of(*word) != BLOCK_LIVE || __atomic_load_n(&b->ptr, __ATOMIC_ACQUIRE) != ptr ||
+	    atomic_load_explicit(&b->state, memory_order_relaxed) != *word)
+		return NULL;
+	return b;
+}
+
 int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config *cfg,
 		   struct gp_pool **out)
 {
@@ -86,6 +139,7 @@ int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config
 	pthread_mutex_init(&p->dev_lock, NULL);
 	pthread_mutex_init(&p->fence_lock, NULL);
 	gp_tc_create(p);
+	p->serial = atomic_fetch_add(&pool_serials, 1) + 1;
 	*out = p;
 	return GP_OK;
 }
@@ -438,7 +492,7 @@ int gp_pool_enter_block(struct gp_pool *p, struct gp_dev *d, int device, unsigne
 
 	if (b == NULL)
 		return GP_ENOMEM;
-	b->ptr = ptr;
+	__atomic_store_n(&b->ptr, ptr, __ATOMIC_RELEASE); /* after the unused word (hint_find) */
 	b->bytes = cbytes;
 	b->requested = bytes;
 	b->device = device;
@@ -491,6 +545,7 @@ static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned 
 	}
 	atomic_fetch_add(&d->real_allocs, 1);
 	*out = ptr;
+	hint_set(p, b, ptr);
 	return GP_OK;
 }
 
@@ -596,6 +651,7 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	if (b != NULL) {
 		account_live(d, list_of(b) % GP_STRIPES, (int64_t)b->bytes);
 		*out = b->ptr;
+		hint_set(p, b, b->ptr);
 		return GP_OK;
 	}
 
@@ -772,7 +828,10 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 	if (ptr == NULL)
 		return GP_ENOTOWNED;
 	t = now(p);
-	b = lookup(p, ptr, &word);
+	/* The hint's answer is as good as the lookup's (hint_find). */
+	b = hint_find(p, ptr, &word);
+	if (b == NULL)
+		b = lookup(p, ptr, &word);
 	if (b == NULL)
 		return GP_ENOTOWNED;
 #ifdef GP_POOL_TEST_HOOKS

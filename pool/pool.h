@@ -75,6 +75,7 @@ enum gp_release_cause {
  *              of every device, has already completed (the GPU is idle): no fence is needed
  *              for the frees made so far. 0 when not, or not known. Never blocks.
  * now_ns       a monotonic clock (idle ages); tests inject a controllable one.
+ *              gp_pool_coarse_ns (CLOCK_MONOTONIC_COARSE) is read inline, with no call.
  * may_release  optional: 0 when real frees must not happen now on this thread (a CUDA graph
  *              capture is underway): a miss then neither releases to the cap, trims nor
  *              remaps, and the OOM path fails instead of releasing.
@@ -246,6 +247,9 @@ size_t gp_pool_class_bytes(unsigned cls);
 unsigned gp_pool_class_count(void);
 /* The largest class a block of `bytes` serves (bytes at least 512): class_bytes <= bytes. */
 unsigned gp_pool_class_floor(size_t bytes);
+
+/* A backend's now_ns: CLOCK_MONOTONIC_COARSE (the pool reads it inline when given this one). */
+uint64_t gp_pool_coarse_ns(void *ctx);
 
 int gp_pool_create(const struct gp_backend *backend, const struct gp_pool_config *cfg,
 		   struct gp_pool **out);

@@ -253,6 +253,8 @@ struct gp_pool {
 	/* Thread caches (tcache.c): `id` names this pool to a thread's cache (0: thread caches are
 	 * off: cfg.tcache_bytes is 0 or the kernel has no expedited membarrier). */
 	uint64_t id;
+	/* Names this pool to the threads' free hints (pool.c): unique to each pool made, never 0. */
+	uint64_t serial;
 	_Atomic(struct gp_tcache *) tcs; /* every record, pushed under tc_lock, never unlinked */
 	pthread_mutex_t tc_lock;         /* adoption and registration of records */
 };
@@ -298,6 +300,8 @@ uint64_t gp_fence_age_ns(struct gp_pool *p, uint64_t epoch);
 
 static inline uint64_t now(struct gp_pool *p)
 {
+	if (__builtin_expect(p->be.now_ns == gp_pool_coarse_ns, 1))
+		return gp_clock_ns(CLOCK_MONOTONIC_COARSE); /* every free reads it: no call */
 	return p->be.now_ns ? p->be.now_ns(p->be.ctx) : 0;
 }
 

@@ -296,12 +296,6 @@ static int be_joinable(void *ctx, void *a, void *b)
 }
 
 /* Coarse on purpose: it is read on every free, and idle ages need milliseconds, not ns. */
-static uint64_t be_now(void *ctx)
-{
-	(void)ctx;
-	return gp_clock_ns(CLOCK_MONOTONIC_COARSE);
-}
-
 /* A real free while a graph is being captured would invalidate the capture. */
 static int be_may_release(void *ctx)
 {
@@ -319,7 +313,7 @@ void gp_backend_fill(struct gp_backend *be)
 	be->fence_wait = gp_fence_wait;
 	be->fence_destroy = gp_fence_destroy;
 	be->quiet = gp_fence_quiet;
-	be->now_ns = be_now;
+	be->now_ns = gp_pool_coarse_ns;
 	be->may_release = be_may_release;
 	be->movable = atomic_load(&gp_shim.vmm.on) ? be_movable : NULL;
 	be->remap = atomic_load(&gp_shim.vmm.on) ? be_remap : NULL;
