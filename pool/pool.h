@@ -74,6 +74,11 @@ enum gp_release_cause {
  * quiet        optional: 1 when every GPU operation issued before this call, on every stream
  *              of every device, has already completed (the GPU is idle): no fence is needed
  *              for the frees made so far. 0 when not, or not known. Never blocks.
+ * join         optional: 1 when the frees made so far need no fence because every GPU
+ *              operation issued after this call will run after every one issued before it that
+ *              is not done yet (the backend made the streams wait on the GPU: fence.c says how);
+ *              0 when it did not. Never blocks. Asked, with no fence in flight, when the GPU is
+ *              not idle.
  * now_ns       a monotonic clock (idle ages); tests inject a controllable one.
  *              gp_pool_coarse_ns (CLOCK_MONOTONIC_COARSE) is read inline, with no call.
  * may_release  optional: 0 when real frees must not happen now on this thread (a CUDA graph
@@ -103,6 +108,7 @@ struct gp_backend {
 	int (*fence_wait)(void *ctx, void *fence);
 	void (*fence_destroy)(void *ctx, void *fence);
 	int (*quiet)(void *ctx);
+	int (*join)(void *ctx);
 	uint64_t (*now_ns)(void *ctx);
 	int (*may_release)(void *ctx);
 };

@@ -313,6 +313,7 @@ void gp_backend_fill(struct gp_backend *be)
 	be->fence_wait = gp_fence_wait;
 	be->fence_destroy = gp_fence_destroy;
 	be->quiet = gp_fence_quiet;
+	be->join = gp_fence_join;
 	be->now_ns = gp_pool_coarse_ns;
 	be->may_release = be_may_release;
 	be->movable = atomic_load(&gp_shim.vmm.on) ? be_movable : NULL;

@@ -131,6 +131,28 @@ void gp_fence_device_reset(int device)
 	pthread_mutex_unlock(&gp_shim.fence.lock);
 }
 
+/* A stream created while the legacy stream of its device has work in flight: made to wait for
+ * that work when blocks may have been handed out on the strength of the legacy stream's order
+ * (before the first stream, GPU work was in one stream order and freed blocks were reused at
+ * once; after a join, the same holds for the blocks it released). A blocking stream waits by
+ * itself (CUDA's implicit synchronization); a non-blocking one would not, and its work could run
+ * beside a previous owner's. With the registry lock held. */
+static void start_behind_legacy(CUstream s, int dev)
+{
+	struct ev e;
+	int pushed;
+
+	if (gp_cu.StreamWaitEvent == NULL || gp_ctx_enter(dev, &pushed) != 0)
+		return;
+	if (gp_cu.StreamQuery(CU_STREAM_LEGACY) != CUDA_SUCCESS && event_get(dev, &e) == 0) {
+		if (gp_cu.EventRecord(e.e, CU_STREAM_LEGACY) != CUDA_SUCCESS ||
+		    gp_cu.StreamWaitEvent(s, e.e, 0) != CUDA_SUCCESS)
+			gp_cu.StreamSynchronize(CU_STREAM_LEGACY); /* the same, from the host */
+		spare_event(&e); /* a wait holds the record it saw: the event may be used again */
+	}
+	gp_ctx_leave(pushed);
+}
+
 void gp_fence_stream_created(CUstream s, unsigned flags)
 {
 	CUcontext c;
@@ -145,6 +167,9 @@ void gp_fence_stream_created(CUstream s, unsigned flags)
 	failed = e.dev < 0 || e.dev >= GP_MAX_DEVICES ||
 		 push((void **)&gp_shim.fence.streams, &gp_shim.fence.nstreams,
 		      &gp_shim.fence.capstreams, sizeof(e), &e) != 0;
+	if (!failed && !e.blocking &&
+	    (atomic_load(&gp_shim.life.ordered_from_start) || atomic_load(&gp_shim.fence.joins)))
+		start_behind_legacy(s, e.dev);
 	pthread_mutex_unlock(&gp_shim.fence.lock);
 	if (failed && !atomic_exchange(&gp_shim.fence.blind, 1))
 		gp_log(GP_LOG_ERROR, "a stream could not be registered for the fences: freed blocks "
@@ -386,6 +411,58 @@ int gp_fence_quiet(void *ctx)
 	pthread_mutex_unlock(&gp_shim.fence.lock);
 	gp_capture_gate_leave();
 	return idle;
+}
+
+/* The frees made so far need no fence when every stream the program created is idle: what work
+ * they used may still be doing is then on the legacy stream (one device only), and an event
+ * recorded there now, which every non-blocking stream is made to wait for, comes after it in
+ * every stream's order: the legacy stream's own, blocking (and per-thread default) streams' by
+ * CUDA's implicit synchronization with it, non-blocking ones' by the wait, streams created later
+ * by a wait at their creation (start_behind_legacy). So a block freed before this call may be
+ * handed out at once, as PyTorch's own cache does on one stream, where a fence would leave it
+ * pending until the GPU has caught up and let the pool grow meanwhile. Only in takeover mode
+ * (join_on): a later kernel on a non-blocking stream now waits for the legacy stream's earlier
+ * work, which a program whose kernels wait for each other across streams could not afford. Not
+ * with a capture (the gate), destroyed streams' events pending, a per-thread default stream, work
+ * of a stream destroyed during its capture, or a second device. 1 joined, 0 not (nothing done
+ * that matters: a wait already queued only delays a stream). */
+int gp_fence_join(void *ctx)
+{
+	uint64_t mask = atomic_load(&gp_shim.fence.devmask);
+	int dev = mask ? __builtin_ctzll(mask) : -1, ok, pushed;
+	struct ev e;
+
+	(void)ctx;
+	if (!gp_shim.fence.join_on || dev < 0 || (mask & (mask - 1)) != 0 ||
+	    atomic_load(&gp_shim.fence.blind) || gp_cu.StreamWaitEvent == NULL ||
+	    gp_cu.StreamQuery == NULL ||
+	    atomic_load_explicit(&gp_shim.life.per_thread_stream, memory_order_relaxed) ||
+	    atomic_load_explicit(&gp_shim.fence.unfenced, memory_order_relaxed))
+		return 0;
+	if (!gp_capture_gate_enter())
+		return 0;
+	pthread_mutex_lock(&gp_shim.fence.lock);
+	ok = gp_shim.fence.nretired == 0;
+	for (int i = 0; i < gp_shim.fence.nstreams && ok; i++)
+		ok = gp_shim.fence.streams[i].dev == dev &&
+		     stream_idle(dev, gp_shim.fence.streams[i].s);
+	if (ok && (ok = gp_ctx_enter(dev, &pushed) == 0)) {
+		ok = event_get(dev, &e) == 0;
+		if (ok) {
+			ok = gp_cu.EventRecord(e.e, CU_STREAM_LEGACY) == CUDA_SUCCESS;
+			for (int i = 0; i < gp_shim.fence.nstreams && ok; i++)
+				if (!gp_shim.fence.streams[i].blocking)
+					ok = gp_cu.StreamWaitEvent(gp_shim.fence.streams[i].s, e.e,
+								   0) == CUDA_SUCCESS;
+			spare_event(&e);
+		}
+		gp_ctx_leave(pushed);
+	}
+	if (ok)
+		atomic_fetch_add(&gp_shim.fence.joins, 1);
+	pthread_mutex_unlock(&gp_shim.fence.lock);
+	gp_capture_gate_leave();
+	return ok;
 }
 
 /* One event of a fence: 1 complete, 0 not (or not known to be). */

@@ -212,6 +212,7 @@ static int init_locked(void)
 		return GP_PASSTHROUGH;
 	}
 	atomic_store_explicit(&gp_shim.life.single_device, ndev == 1, memory_order_relaxed);
+	gp_shim.fence.join_on = o->torch == GP_TORCH_TAKEOVER; /* fence.c: gp_fence_join */
 	gp_vmm_init(o->vmm);
 	gp_backend_fill(&be);
 	cfg.reuse_wait_ns = o->reuse_wait_ns;

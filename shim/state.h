@@ -153,6 +153,9 @@ struct gp_shim_fence {
 	 * event: fetch_or by the destroy, exchanged by the next fence, which waits for the device. */
 	_Atomic uint64_t unfenced;
 	_Atomic int warned_query; /* cuEventQuery failures said (gp_log_capped) */
+	/* gp_fence_join: allowed (takeover mode: set by init), and joins made (any thread). */
+	int join_on;
+	_Atomic uint64_t joins;
 };
 
 /* capture.c: the streams being captured into a graph. */

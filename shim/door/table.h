@@ -549,6 +549,8 @@ enum gp_cu_class {
 	X(OWN, EventQuery, EventQuery, 2000, PLAIN, (CUevent e), (e), -)                           \
 	X(OWN, EventSynchronize, EventSynchronize, 2000, PLAIN, (CUevent e), (e), -)               \
 	X(OWN, StreamQuery, StreamQuery, 2000, PLAIN, (CUstream s), (s), -)                        \
+	X(OWN, StreamWaitEvent, StreamWaitEvent, 3020, PLAIN,                                      \
+	  (CUstream s, CUevent e, unsigned flags), (s, e, flags), -)                               \
 	X(OWN, StreamSynchronize, StreamSynchronize, 2000, PLAIN, (CUstream s), (s), -)            \
 	X(OWN, MemHostAlloc, MemHostAlloc, 2020, PLAIN, (void **p, size_t bytes, unsigned flags),  \
 	  (p, bytes, flags), -)                                                                    \

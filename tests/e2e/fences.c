@@ -13,11 +13,21 @@
  *              driver's cuEventRecord, standin_hold_event_records) waits for that call to end:
  *              the capture stays valid (a fence recorded on the legacy stream once a blocking
  *              stream captures would invalidate it).
+ *   joined     a kernel on the legacy stream still uses a freed block, a non-blocking stream
+ *              exists and is idle: in takeover mode (GPUPOOL_TORCH=takeover) a cudaMalloc of its
+ *              size gets the block at once (no new allocation), and the non-blocking stream's
+ *              next kernel waits for the legacy stream's kernel (the join: shim/fence.c); in
+ *              the default mode it does not get it (a fence).
+ *   created    no stream yet (one stream order: a freed block comes straight back), a kernel on
+ *              the legacy stream still uses the block its next owner now has; a non-blocking
+ *              stream created then starts behind that kernel: its first kernel does not run
+ *              beside it.
  * Each fails against a library without the fix it names; each wait for something that must
  * happen is bounded (seconds), each look for something that must not is a short window. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "e2e.h"
@@ -244,6 +254,66 @@ static void run_gate(void)
 	printf("PASS e2e_fences_gate\n");
 }
 
+/* Not within a short window (scaled), then within seconds: kernel `flag` ran only after the
+ * gate opened. */
+static void flag_after_gate(const char *what)
+{
+	e2e_check(!e2e_poll(flag_set, NULL, 300), "%s: its kernel waits for the legacy stream's", what);
+	open_gate();
+	e2e_check(e2e_poll(flag_set, NULL, 10000), "%s: its kernel runs once that one is done", what);
+}
+
+static void run_joined(void)
+{
+	int takeover = getenv("GPUPOOL_TORCH") && strcmp(getenv("GPUPOOL_TORCH"), "takeover") == 0;
+	cudaStream_t nb;
+	void *p = NULL, *q = NULL;
+	uint64_t mallocs;
+
+	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
+	launch(gate_kernel, gate_args, NULL);
+	e2e_check(e2e_poll(gate_started, NULL, 10000), "the kernel on the legacy stream runs");
+	mallocs = e2e_counters().mallocs;
+	e2e_cuda(cudaFree(p), "cudaFree while the kernel uses the block");
+	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc of its size");
+	if (takeover) {
+		e2e_check(q == p && e2e_counters().mallocs == mallocs,
+			  "takeover mode, only the legacy stream busy: the freed block is handed out at "
+			  "once (same block: %s, real allocations: %llu)", q == p ? "yes" : "no",
+			  (unsigned long long)(e2e_counters().mallocs - mallocs));
+		launch(flag_kernel, NULL, nb);
+		flag_after_gate("the non-blocking stream after the join");
+	} else {
+		e2e_check(q != p, "default mode: the block waits for its fence (no join)");
+		open_gate();
+	}
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	e2e_cuda(cudaFree(q), "cudaFree");
+	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
+	printf("PASS e2e_fences_joined (%s)\n", takeover ? "takeover" : "default");
+}
+
+static void run_created(void)
+{
+	cudaStream_t nb;
+	void *p = NULL, *q = NULL;
+
+	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
+	launch(gate_kernel, gate_args, NULL);
+	e2e_check(e2e_poll(gate_started, NULL, 10000), "the kernel on the legacy stream runs");
+	e2e_cuda(cudaFree(p), "cudaFree while the kernel uses the block");
+	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc of its size");
+	e2e_check(q == p, "one stream order: the freed block comes straight back");
+	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	launch(flag_kernel, NULL, nb);
+	flag_after_gate("a non-blocking stream created while the previous owner's kernel runs");
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	e2e_cuda(cudaFree(q), "cudaFree");
+	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
+	printf("PASS e2e_fences_created\n");
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -258,7 +328,11 @@ int main(int argc, char **argv)
 		run_destroyed();
 	else if (strcmp(mode, "gate") == 0)
 		run_gate();
+	else if (strcmp(mode, "joined") == 0)
+		run_joined();
+	else if (strcmp(mode, "created") == 0)
+		run_created();
 	else
-		e2e_fail("mode: quiet, join, destroyed or gate, not \"%s\"", mode);
+		e2e_fail("mode: quiet, join, destroyed, gate, joined or created, not \"%s\"", mode);
 	return 0;
 }
