@@ -41,7 +41,9 @@ static void reap_fences(struct gp_pool *p, int wait)
 		p->ring_head = (p->ring_head + 1) % MAX_FENCES;
 		p->ring_count--;
 		gp_mutex_unlock(&p->fence_lock);
-		atomic_store_explicit(&p->done_epoch, f.num, memory_order_release);
+		/* A join may have made a later number done already: done_epoch only grows. */
+		if (f.num > atomic_load_explicit(&p->done_epoch, memory_order_relaxed))
+			atomic_store_explicit(&p->done_epoch, f.num, memory_order_release);
 		if (p->be.fence_destroy)
 			p->be.fence_destroy(p->be.ctx, f.handle);
 	}
@@ -85,23 +87,37 @@ static int record_fence(struct gp_pool *p, int ask)
 	uint64_t num, t;
 	int full, empty;
 
-	if (!atomic_load(&p->dirty))
-		return GP_OK;
 	gp_mutex_lock(&p->fence_lock);
 	full = p->ring_count == MAX_FENCES;
 	empty = p->ring_count == 0;
 	gp_mutex_unlock(&p->fence_lock);
-	if (full)
+	if (!atomic_load(&p->dirty)) {
+		/* Nothing new to cover, but fences in flight: a join completes them now. A block
+		 * freed meanwhile has the current number, which this does not make done. */
+		num = atomic_load(&p->epoch);
+		if (!empty && p->be.join != NULL &&
+		    num > atomic_load_explicit(&p->done_epoch, memory_order_relaxed) &&
+		    p->be.join(p->be.ctx, 1) == 1)
+			atomic_store_explicit(&p->done_epoch, num, memory_order_release);
+		return GP_OK;
+	}
+	if (full && p->be.join == NULL)
 		return GP_EAGAIN;
 	/* Clear `dirty` and advance the epoch before recording (or asking): a free that stamped the
 	 * old epoch happened before this point, so the events recorded next are behind its GPU
 	 * work, and an idle GPU has finished it. */
 	atomic_store(&p->dirty, 0);
 	num = atomic_fetch_add(&p->epoch, 1) + 1;
-	if (try_quiet(p, empty, ask) || (empty && p->be.join != NULL && p->be.join(p->be.ctx) == 1)) {
-		/* No fence in flight: every earlier number is done, so done_epoch only grows. */
-		atomic_store_explicit(&p->done_epoch, num, memory_order_release);
+	/* An idle GPU (no fence in flight), or a join (which covers the fences in flight too):
+	 * every earlier number is done. Only the driving thread stores done_epoch. */
+	if (try_quiet(p, empty, ask) || (p->be.join != NULL && p->be.join(p->be.ctx, !empty) == 1)) {
+		if (num > atomic_load_explicit(&p->done_epoch, memory_order_relaxed))
+			atomic_store_explicit(&p->done_epoch, num, memory_order_release);
 		return GP_OK;
+	}
+	if (full) {
+		atomic_store(&p->dirty, 1); /* the number is used up; the next fence covers its blocks */
+		return GP_EAGAIN;
 	}
 	if (p->be.fence_record(p->be.ctx, &handle) != GP_OK) {
 		atomic_store(&p->dirty, 1);

@@ -77,8 +77,8 @@ enum gp_release_cause {
  * join         optional: 1 when the frees made so far need no fence because every GPU
  *              operation issued after this call will run after every one issued before it that
  *              is not done yet (the backend made the streams wait on the GPU: fence.c says how);
- *              0 when it did not. Never blocks. Asked, with no fence in flight, when the GPU is
- *              not idle.
+ *              0 when it did not. Never blocks. Asked when the GPU is not idle; `inflight`: fences
+ *              recorded earlier are not known complete yet (the join must cover their work too).
  * now_ns       a monotonic clock (idle ages); tests inject a controllable one.
  *              gp_pool_coarse_ns (CLOCK_MONOTONIC_COARSE) is read inline, with no call.
  * may_release  optional: 0 when real frees must not happen now on this thread (a CUDA graph
@@ -108,7 +108,7 @@ struct gp_backend {
 	int (*fence_wait)(void *ctx, void *fence);
 	void (*fence_destroy)(void *ctx, void *fence);
 	int (*quiet)(void *ctx);
-	int (*join)(void *ctx);
+	int (*join)(void *ctx, int inflight);
 	uint64_t (*now_ns)(void *ctx);
 	int (*may_release)(void *ctx);
 };

@@ -186,6 +186,7 @@ static void retire(const struct stream_ent *se)
 	struct ev r;
 	int pushed, recorded = 0;
 
+	atomic_store(&gp_shim.fence.retired_ever, 1);
 	if (gp_ctx_enter(se->dev, &pushed) == 0) {
 		if (event_get(se->dev, &r) == 0) {
 			if (gp_cu.EventRecord(r.e, se->s) == CUDA_SUCCESS &&
@@ -423,10 +424,13 @@ int gp_fence_quiet(void *ctx)
  * pending until the GPU has caught up and let the pool grow meanwhile. Only in takeover mode
  * (join_on): a later kernel on a non-blocking stream now waits for the legacy stream's earlier
  * work, which a program whose kernels wait for each other across streams could not afford. Not
- * with a capture (the gate), destroyed streams' events pending, a per-thread default stream, work
- * of a stream destroyed during its capture, or a second device. 1 joined, 0 not (nothing done
- * that matters: a wait already queued only delays a stream). */
-int gp_fence_join(void *ctx)
+ * with a capture (the gate), destroyed streams' events pending (or, with fences in flight, ever:
+ * those fences may hold one, which is on no stream the join reaches), a per-thread default
+ * stream, work of a stream destroyed during its capture, or a second device. Fences in flight are
+ * otherwise covered: their events are on the legacy stream (before the join's) or on the idle
+ * streams. 1 joined, 0 not (nothing done that matters: a wait already queued only delays a
+ * stream). */
+int gp_fence_join(void *ctx, int inflight)
 {
 	uint64_t mask = atomic_load(&gp_shim.fence.devmask);
 	int dev = mask ? __builtin_ctzll(mask) : -1, ok, pushed;
@@ -434,6 +438,7 @@ int gp_fence_join(void *ctx)
 
 	(void)ctx;
 	if (!gp_shim.fence.join_on || dev < 0 || (mask & (mask - 1)) != 0 ||
+	    (inflight && atomic_load(&gp_shim.fence.retired_ever)) ||
 	    atomic_load(&gp_shim.fence.blind) || gp_cu.StreamWaitEvent == NULL ||
 	    gp_cu.StreamQuery == NULL ||
 	    atomic_load_explicit(&gp_shim.life.per_thread_stream, memory_order_relaxed) ||

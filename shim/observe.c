@@ -123,6 +123,9 @@ static void snapshot(struct gp_stats_snapshot *s)
 		e->vmm_bytes = p.movable_bytes;
 		e->fence_waits = p.fence_waits;
 		e->fence_wait_timeouts = p.fence_wait_timeouts;
+		/* Joins need one device (fence.c): that one's. */
+		if (atomic_load(&gp_shim.fence.devmask) == 1ULL << d)
+			e->fence_joins = atomic_load(&gp_shim.fence.joins);
 	}
 	gp_pool_release_counts(gp_shim.obs.pool, s->releases, s->released_bytes);
 	s->release_count = gp_shim.obs.last_count;

@@ -156,6 +156,9 @@ struct gp_shim_fence {
 	/* gp_fence_join: allowed (takeover mode: set by init), and joins made (any thread). */
 	int join_on;
 	_Atomic uint64_t joins;
+	/* A stream was destroyed: its last event went into a fence (retire), which a join does not
+	 * cover while that fence is in flight. Set under lock, for good. */
+	_Atomic int retired_ever;
 };
 
 /* capture.c: the streams being captured into a graph. */

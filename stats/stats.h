@@ -72,6 +72,8 @@ enum gp_stats_unit {
 	  "Misses that waited for a freed block's GPU work to end (GPUPOOL_REUSE_WAIT).")          \
 	X(fence_wait_timeouts, GP_STATS_COUNTER, GP_STATS_COUNT, "    gave up",                    \
 	  "Of those, waits that ran out and made a real cudaMalloc instead.")                      \
+	X(fence_joins, GP_STATS_COUNTER, GP_STATS_COUNT, "  fences joined on the GPU",          \
+	  "Fences made a wait of the streams on the GPU (takeover mode): freed blocks reused at once.") \
 	X(frees, GP_STATS_COUNTER, GP_STATS_COUNT, "frees", "Blocks the program freed.")          \
 	X(real_mallocs, GP_STATS_COUNTER, GP_STATS_COUNT, "cudaMalloc calls",                     \
 	  "Real cudaMalloc calls that succeeded.")                                                 \

@@ -18,6 +18,9 @@
  *              size gets the block at once (no new allocation), and the non-blocking stream's
  *              next kernel waits for the legacy stream's kernel (the join: shim/fence.c); in
  *              the default mode it does not get it (a fence).
+ *   inflight   the same join with a fence in flight: made while the non-blocking stream was
+ *              busy (no join then), still incomplete (the legacy stream's kernel); once that
+ *              stream is idle, the next miss joins and the block comes back.
  *   created    no stream yet (one stream order: a freed block comes straight back), a kernel on
  *              the legacy stream still uses the block its next owner now has; a non-blocking
  *              stream created then starts behind that kernel: its first kernel does not run
@@ -294,6 +297,50 @@ static void run_joined(void)
 	printf("PASS e2e_fences_joined (%s)\n", takeover ? "takeover" : "default");
 }
 
+static struct gate gate2 = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+static struct gate *gate2_arg = &gate2;
+static void *gate2_args[] = { &gate2_arg };
+
+static int gate2_started(void *arg)
+{
+	(void)arg;
+	return atomic_load(&gate2.started);
+}
+
+static void run_inflight(void)
+{
+	cudaStream_t nb;
+	void *p = NULL, *q = NULL, *r = NULL;
+	uint64_t mallocs;
+
+	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
+	launch(gate_kernel, gate_args, NULL);  /* the legacy stream: uses p until the end */
+	launch(gate_kernel, gate2_args, nb);   /* the non-blocking stream: busy for a while */
+	e2e_check(e2e_poll(gate_started, NULL, 10000) && e2e_poll(gate2_started, NULL, 10000),
+		  "both kernels run");
+	e2e_cuda(cudaFree(p), "cudaFree while the legacy stream's kernel uses the block");
+	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc: a fence, no join (a stream is busy)");
+	e2e_check(q != p, "the non-blocking stream busy: no join, the block waits for its fence");
+	pthread_mutex_lock(&gate2.lock);
+	gate2.open = 1;
+	pthread_cond_broadcast(&gate2.cond);
+	pthread_mutex_unlock(&gate2.lock);
+	e2e_cuda(cudaStreamSynchronize(nb), "cudaStreamSynchronize(nb)");
+	mallocs = e2e_counters().mallocs;
+	e2e_cuda(cudaMalloc(&r, BYTES), "cudaMalloc: a join with that fence in flight");
+	e2e_check(r == p && e2e_counters().mallocs == mallocs,
+		  "the fence in flight (legacy kernel running) is covered by a join: the block comes "
+		  "back at once (same block: %s)", r == p ? "yes" : "no");
+	launch(flag_kernel, NULL, nb);
+	flag_after_gate("the non-blocking stream after a join over a fence in flight");
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	e2e_cuda(cudaFree(q), "cudaFree(q)");
+	e2e_cuda(cudaFree(r), "cudaFree(r)");
+	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
+	printf("PASS e2e_fences_inflight\n");
+}
+
 static void run_created(void)
 {
 	cudaStream_t nb;
@@ -332,7 +379,10 @@ int main(int argc, char **argv)
 		run_joined();
 	else if (strcmp(mode, "created") == 0)
 		run_created();
+	else if (strcmp(mode, "inflight") == 0)
+		run_inflight();
 	else
-		e2e_fail("mode: quiet, join, destroyed, gate, joined or created, not \"%s\"", mode);
+		e2e_fail("mode: quiet, join, destroyed, gate, joined, inflight or created, not \"%s\"",
+			 mode);
 	return 0;
 }
