@@ -144,12 +144,23 @@ static void start_behind_legacy(CUstream s, int dev)
 
 	if (gp_cu.StreamWaitEvent == NULL || gp_ctx_enter(dev, &pushed) != 0)
 		return;
+	if (!gp_capture_gate_enter()) {
+		/* A capture: the legacy stream may not be touched. One stream order ended when the
+		 * captured stream was created (which waited then); what a join released is behind its
+		 * event. */
+		const struct ev *j = gp_shim.fence.join_ev;
+		if (j != NULL && j->dev == dev && !stale(j))
+			gp_cu.StreamWaitEvent(s, j->e, 0);
+		gp_ctx_leave(pushed);
+		return;
+	}
 	if (gp_cu.StreamQuery(CU_STREAM_LEGACY) != CUDA_SUCCESS && event_get(dev, &e) == 0) {
 		if (gp_cu.EventRecord(e.e, CU_STREAM_LEGACY) != CUDA_SUCCESS ||
 		    gp_cu.StreamWaitEvent(s, e.e, 0) != CUDA_SUCCESS)
 			gp_cu.StreamSynchronize(CU_STREAM_LEGACY); /* the same, from the host */
 		spare_event(&e); /* a wait holds the record it saw: the event may be used again */
 	}
+	gp_capture_gate_leave();
 	gp_ctx_leave(pushed);
 }
 
@@ -434,7 +445,6 @@ int gp_fence_join(void *ctx, int inflight)
 {
 	uint64_t mask = atomic_load(&gp_shim.fence.devmask);
 	int dev = mask ? __builtin_ctzll(mask) : -1, ok, pushed;
-	struct ev e;
 
 	(void)ctx;
 	if (!gp_shim.fence.join_on || dev < 0 || (mask & (mask - 1)) != 0 ||
@@ -452,15 +462,24 @@ int gp_fence_join(void *ctx, int inflight)
 		ok = gp_shim.fence.streams[i].dev == dev &&
 		     stream_idle(dev, gp_shim.fence.streams[i].s);
 	if (ok && (ok = gp_ctx_enter(dev, &pushed) == 0)) {
-		ok = event_get(dev, &e) == 0;
-		if (ok) {
-			ok = gp_cu.EventRecord(e.e, CU_STREAM_LEGACY) == CUDA_SUCCESS;
-			for (int i = 0; i < gp_shim.fence.nstreams && ok; i++)
-				if (!gp_shim.fence.streams[i].blocking)
-					ok = gp_cu.StreamWaitEvent(gp_shim.fence.streams[i].s, e.e,
-								   0) == CUDA_SUCCESS;
-			spare_event(&e);
+		struct ev *j = gp_shim.fence.join_ev;
+		if (j == NULL && (j = malloc(sizeof(*j))) != NULL && event_get(dev, j) != 0) {
+			free(j);
+			j = NULL;
+		} else if (j != NULL && (j->dev != dev || stale(j))) {
+			if (!stale(j))
+				spare_event(j);
+			if (event_get(dev, j) != 0) {
+				free(j);
+				j = NULL;
+			}
 		}
+		gp_shim.fence.join_ev = j;
+		ok = j != NULL && gp_cu.EventRecord(j->e, CU_STREAM_LEGACY) == CUDA_SUCCESS;
+		for (int i = 0; i < gp_shim.fence.nstreams && ok; i++)
+			if (!gp_shim.fence.streams[i].blocking)
+				ok = gp_cu.StreamWaitEvent(gp_shim.fence.streams[i].s, j->e, 0) ==
+				     CUDA_SUCCESS;
 		gp_ctx_leave(pushed);
 	}
 	if (ok)

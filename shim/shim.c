@@ -356,19 +356,25 @@ static int pool_alloc(int dev, void **ptr, size_t size)
 /* A thread's first call through the runtime door: a hit calls no runtime function, but the
  * program may count on the context the runtime makes current at its first call. The flag is per
  * thread, so not in gp_shim. */
-static void runtime_thread_start(void)
+static _Thread_local int runtime_started __attribute__((tls_model("initial-exec")));
+
+static __attribute__((noinline, cold)) void runtime_thread_first(void)
 {
-	static _Thread_local int started __attribute__((tls_model("initial-exec")));
 	CUcontext c = NULL;
 
-	if (__builtin_expect(started, 1))
-		return;
-	started = 1;
+	runtime_started = 1;
 	if (gp_cu.CtxGetCurrent(&c) == CUDA_SUCCESS && c == NULL) {
 		gp_shim_in_real = 1;
 		gp_real.Free(NULL);
 		gp_shim_in_real = 0;
 	}
+}
+
+/* Inline: a hit's only cost is the flag's load. */
+static inline __attribute__((always_inline)) void runtime_thread_start(void)
+{
+	if (__builtin_expect(!runtime_started, 0))
+		runtime_thread_first();
 }
 
 cudaError_t gp_shim_malloc_on(int dev, void **ptr, size_t size)

@@ -159,6 +159,9 @@ struct gp_shim_fence {
 	/* A stream was destroyed: its last event went into a fence (retire), which a join does not
 	 * cover while that fence is in flight. Set under lock, for good. */
 	_Atomic int retired_ever;
+	/* The last join's event (on the legacy stream, kept recorded): a stream created during a
+	 * capture, when the legacy stream may not be touched, waits for it instead. lock. */
+	struct ev *join_ev;
 };
 
 /* capture.c: the streams being captured into a graph. */

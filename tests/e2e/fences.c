@@ -21,6 +21,9 @@
  *   inflight   the same join with a fence in flight: made while the non-blocking stream was
  *              busy (no join then), still incomplete (the legacy stream's kernel); once that
  *              stream is idle, the next miss joins and the block comes back.
+ *   capjoin    after such a join, a non-blocking stream created while another stream captures
+ *              (the legacy stream may not be touched then) waits for the join's event: its
+ *              first kernel does not run beside the legacy stream's.
  *   created    no stream yet (one stream order: a freed block comes straight back), a kernel on
  *              the legacy stream still uses the block its next owner now has; a non-blocking
  *              stream created then starts behind that kernel: its first kernel does not run
@@ -341,6 +344,40 @@ static void run_inflight(void)
 	printf("PASS e2e_fences_inflight\n");
 }
 
+static void run_capjoin(void)
+{
+	cudaStream_t nb, cap, late;
+	cudaGraph_t g = NULL;
+	void *p = NULL, *q = NULL;
+
+	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	e2e_cuda(cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
+	launch(gate_kernel, gate_args, NULL);
+	e2e_check(e2e_poll(gate_started, NULL, 10000), "the kernel on the legacy stream runs");
+	e2e_cuda(cudaFree(p), "cudaFree while the kernel uses the block");
+	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc: a join");
+	e2e_check(q == p, "takeover mode: the join hands the block out at once");
+	e2e_cuda(cudaStreamBeginCapture(cap, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+	e2e_cuda(cudaStreamCreateWithFlags(&late, cudaStreamNonBlocking),
+		 "cudaStreamCreateWithFlags during the capture");
+	launch(flag_kernel, NULL, late);
+	e2e_check(!e2e_poll(flag_set, NULL, 300),
+		  "a stream created during a capture after a join: its kernel waits for the legacy "
+		  "stream's");
+	e2e_cuda(cudaStreamEndCapture(cap, &g), "cudaStreamEndCapture");
+	open_gate();
+	e2e_check(e2e_poll(flag_set, NULL, 10000), "then runs");
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	if (g != NULL)
+		e2e_cuda(cudaGraphDestroy(g), "cudaGraphDestroy");
+	e2e_cuda(cudaFree(q), "cudaFree");
+	e2e_cuda(cudaStreamDestroy(late), "cudaStreamDestroy");
+	e2e_cuda(cudaStreamDestroy(cap), "cudaStreamDestroy");
+	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
+	printf("PASS e2e_fences_capjoin\n");
+}
+
 static void run_created(void)
 {
 	cudaStream_t nb;
@@ -381,8 +418,10 @@ int main(int argc, char **argv)
 		run_created();
 	else if (strcmp(mode, "inflight") == 0)
 		run_inflight();
+	else if (strcmp(mode, "capjoin") == 0)
+		run_capjoin();
 	else
-		e2e_fail("mode: quiet, join, destroyed, gate, joined, inflight or created, not \"%s\"",
-			 mode);
+		e2e_fail("mode: quiet, join, destroyed, gate, joined, inflight, capjoin or created, "
+			 "not \"%s\"", mode);
 	return 0;
 }
