@@ -351,6 +351,19 @@ static int fake_quiet(void *ctx)
 	return v;
 }
 
+static int fake_join(void *ctx, int inflight)
+{
+	struct fake_backend *f = ctx;
+	int v;
+
+	run_hook(f, FAKE_OP_JOIN);
+	pthread_mutex_lock(&f->lock);
+	v = f->join;
+	f->join_inflight = inflight;
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
 static int fake_movable(void *ctx, void *ptr)
 {
 	struct fake_backend *f = ctx;
@@ -650,6 +663,7 @@ void fake_init(struct fake_backend *f)
 	f->be.now_ns = fake_now_ns;
 	f->be.may_release = fake_may_release;
 	f->be.quiet = fake_quiet;
+	f->be.join = fake_join;
 }
 
 void fake_fini(struct fake_backend *f)
@@ -856,6 +870,13 @@ void fake_set_quiet(struct fake_backend *f, int idle)
 {
 	pthread_mutex_lock(&f->lock);
 	f->quiet = idle;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fake_set_join(struct fake_backend *f, int joins)
+{
+	pthread_mutex_lock(&f->lock);
+	f->join = joins;
 	pthread_mutex_unlock(&f->lock);
 }
 

@@ -27,6 +27,7 @@ enum fake_op {
 	FAKE_OP_SPLIT,
 	FAKE_OP_MERGE,
 	FAKE_OP_JOINABLE,
+	FAKE_OP_JOIN,
 	FAKE_OP_COUNT
 };
 
@@ -81,6 +82,8 @@ struct fake_backend {
 	int quiet;              /* what quiet answers: 0 (the GPU is never idle) unless set; 1 also
 				 * completes every fence recorded so far */
 	uint64_t quiet_yes;     /* quiet calls answered 1 */
+	int join;               /* what join answers: 0 unless set (fake_set_join) */
+	int join_inflight;      /* the last join call's `inflight` */
 	struct fake_fence **fences; /* every fence recorded, by sequence - 1 */
 	size_t nfences, capfences;
 
@@ -149,6 +152,8 @@ void fake_set_remap_rc(struct fake_backend *f, int rc, int consumes);
 unsigned fake_pieces(struct fake_backend *f, const void *ptr);
 void fake_set_may_release(struct fake_backend *f, int yes);
 void fake_set_quiet(struct fake_backend *f, int idle);
+/* What join answers from now on (1: the streams now wait for everything issued so far). */
+void fake_set_join(struct fake_backend *f, int joins);
 uint64_t fake_quiet_yes(struct fake_backend *f);
 
 void fake_set_clock(struct fake_backend *f, uint64_t ns);

@@ -59,9 +59,9 @@ static const char *op_name[NOPS] = {
 	"backend alloc", "backend free", "backend fence_record", "backend fence_query",
 	"backend fence_wait", "backend fence_destroy", "backend now_ns", "backend may_release",
 	"backend quiet", "backend remap", "backend split", "backend merge", "backend joinable",
-	"over_cap callback",
+	"backend join", "over_cap callback",
 };
-_Static_assert(sizeof(op_name) / sizeof(op_name[0]) == NOPS && FAKE_OP_JOINABLE + 2 == NOPS,
+_Static_assert(sizeof(op_name) / sizeof(op_name[0]) == NOPS && FAKE_OP_JOIN + 2 == NOPS,
 	       "a name for every backend call the fake counts");
 
 /* Sizes the helper allocates and frees: the classes the owner's calls work on, so a class lock

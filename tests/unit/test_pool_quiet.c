@@ -372,6 +372,56 @@ static void test_short_own_list_takes_another_first(void **state)
 	fx_free(t.fx, t.got);
 }
 
+/* Proves: a join (the backend made every stream wait on the GPU) stands in for a fence: the
+ * just-freed block is reused at once, no fence recorded, no new backend allocation. */
+static void test_join_reuses_at_once(void **state)
+{
+	struct fx *fx = *state;
+	void *a, *b;
+
+	fake_set_join(&fx->fake, 1);
+	a = fx_alloc(fx, 0, SIZE);
+	b = cycle(fx, a);
+	assert_ptr_equal(a, b);
+	assert_true(fake_calls(&fx->fake, FAKE_OP_JOIN) >= 1);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_FENCE_RECORD), 0);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 1);
+	fx_free(fx, b);
+}
+
+/* Proves: a join with a fence in flight covers it (told `inflight`): the block that fence covers
+ * is reused although the fence is not complete, with nothing freed since; when that fence
+ * completes later, what is done does not go back (a block freed after the join still waits). */
+static void test_join_covers_fence_in_flight(void **state)
+{
+	struct fx *fx = *state;
+	void *a, *b, *c, *d, *e;
+
+	a = fx_alloc(fx, 0, SIZE);
+	b = cycle(fx, a); /* no join: a fence for a, in flight */
+	assert_ptr_not_equal(a, b);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_FENCE_RECORD), 1);
+	fake_set_join(&fx->fake, 1);
+	c = fx_alloc(fx, 0, SIZE); /* nothing new to cover: the join completes the fence in flight */
+	assert_ptr_equal(c, a);
+	assert_int_equal(fx->fake.join_inflight, 1);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), 2);
+	fake_set_join(&fx->fake, 0);
+	fx_free(fx, b); /* after the join: fenced */
+	fake_complete_all_fences(&fx->fake); /* the old fence completes: reaped, done stays */
+	assert_int_equal(gp_pool_advance(fx->pool, 0), GP_OK);
+	d = fx_alloc(fx, 0, SIZE);
+	assert_ptr_not_equal(d, b); /* b's own fence was recorded busy, and is not complete */
+	fake_complete_all_fences(&fx->fake);
+	e = cycle(fx, d);
+	assert_true(e == b || e == d);
+	fx_free(fx, c);
+	fx_free(fx, e);
+	fake_complete_all_fences(&fx->fake);
+	fx_settle(fx);
+	assert_int_equal(fx_stats(fx, 0).pending_blocks, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -393,6 +443,10 @@ int main(void)
 						fx_setup_unordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_short_own_list_takes_another_first,
 						setup_batch8, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_join_reuses_at_once, fx_setup_unordered,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_join_covers_fence_in_flight, fx_setup_unordered,
+						fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
