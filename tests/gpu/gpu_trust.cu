@@ -14,23 +14,6 @@
 #define BYTES (8 * GT_MIB)
 #define SPIN_NS 300000000ull /* the running kernel: 300 ms */
 
-/* Spin for `ns`, then count the words of p that are not v: a kernel that still reads its buffer
- * long after the host moved on. */
-__global__ void slow_count_ne_kernel(const uint32_t *p, size_t n, uint32_t v, uint64_t ns,
-				     unsigned long long *count)
-{
-	uint64_t t0 = gt_globaltimer();
-	unsigned long long mine = 0;
-
-	while (gt_globaltimer() - t0 < ns)
-		;
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x)
-		mine += p[i] != v;
-	if (mine)
-		atomicAdd(count, mine);
-}
-
 static void capture_double_free(void)
 {
 	cudaStream_t s;

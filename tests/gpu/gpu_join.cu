@@ -1,0 +1,70 @@
+/* gpu_join.cu — immediate reuse behind the legacy stream, on the GPU (run in takeover mode:
+ * GPUPOOL_TORCH=takeover, as CMakeLists sets):
+ *  - one stream order (no stream yet): a freed block comes straight back while its previous
+ *    owner's kernel still reads it on the legacy stream; a non-blocking stream created then
+ *    starts behind that kernel: a fill of the block on it does not clobber what the kernel reads;
+ *  - the join: a non-blocking stream exists and is idle, a kernel on the legacy stream still reads
+ *    a freed block; the next cudaMalloc of its size gets the block at once, and a fill of it on
+ *    the non-blocking stream waits for the kernel.
+ * Prints PASS/FAIL/INFO lines. */
+#include "gpu_common.cuh"
+
+#define BYTES (8 * GT_MIB)
+#define SPIN_NS 300000000ull /* the reading kernel: 300 ms */
+
+/* A kernel on the legacy stream reads p (filled with 7) for SPIN_NS; p is freed, the same size
+ * asked for again, and `late` (NULL: a new non-blocking stream) fills what came back with 99.
+ * Returns whether the block came back; *bad: the words the kernel saw clobbered. */
+static int reuse_beside(cudaStream_t late, unsigned long long *bad, cudaStream_t *made)
+{
+	void *p = NULL, *q = NULL;
+	int same;
+
+	*bad = 0;
+	gt_ok(cudaMalloc(&p, BYTES), "cudaMalloc");
+	gt_fill(p, BYTES, 7, 0);
+	slow_count_ne_kernel<<<GT_GRID, GT_BLOCK, 0, 0>>>((const uint32_t *)p, BYTES / 4, 7, SPIN_NS,
+							   bad);
+	gt_ok(cudaGetLastError(), "slow kernel launch");
+	gt_ok(cudaFree(p), "cudaFree while the kernel on the legacy stream reads it");
+	gt_ok(cudaMalloc(&q, BYTES), "cudaMalloc of its size");
+	same = q == p;
+	if (late == NULL) {
+		gt_ok(cudaStreamCreateWithFlags(made, cudaStreamNonBlocking),
+		      "cudaStreamCreateWithFlags");
+		late = *made;
+	}
+	gt_fill(q, BYTES, 99, late);
+	gt_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	gt_ok(cudaFree(q), "cudaFree");
+	return same;
+}
+
+int main(void)
+{
+	unsigned long long *bad = NULL;
+	cudaStream_t nb = NULL;
+	int same;
+
+	gt_test = "gpu_join";
+	if (!gt_require_shim() || !gt_context())
+		return gt_finish();
+	gt_ok(cudaMallocManaged(&bad, sizeof(*bad)), "cudaMallocManaged");
+	gt_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+
+	same = reuse_beside(NULL, bad, &nb);
+	gt_info("one stream order", "the freed block %s straight back", same ? "came" : "did not come");
+	gt_check(*bad == 0, "stream created after reuse",
+		 "the kernel read %llu clobbered words: a non-blocking stream created while it ran "
+		 "filled its block beside it", *bad);
+
+	same = reuse_beside(nb, bad, NULL);
+	gt_check(same, "join reuses at once", "with the non-blocking stream idle, the freed block %s "
+		 "handed out at once (takeover mode)", same ? "was" : "was NOT");
+	gt_check(*bad == 0, "join orders the streams", "the kernel read %llu clobbered words: the "
+		 "non-blocking stream's fill ran beside it", *bad);
+
+	gt_ok(cudaStreamDestroy(nb), "cudaStreamDestroy");
+	gt_ok(cudaFree(bad), "cudaFree(bad)");
+	return gt_finish();
+}
