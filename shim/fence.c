@@ -149,7 +149,7 @@ static void start_behind_legacy(CUstream s, int dev)
 		 * captured stream was created (which waited then); what a join released is behind its
 		 * event. */
 		const struct ev *j = gp_shim.fence.join_ev;
-		if (j != NULL && j->dev == dev && !stale(j))
+		if (j != NULL && j->e != NULL && j->dev == dev && !stale(j))
 			gp_cu.StreamWaitEvent(s, j->e, 0);
 		gp_ctx_leave(pushed);
 		return;
@@ -395,6 +395,28 @@ int gp_fence_record(void *ctx, void **out)
 	return GP_OK;
 }
 
+/* Whether the streams may be asked at all (quiet, join): not blind, no per-thread default stream
+ * in use (another thread's cannot be asked here), no work of a stream destroyed during its
+ * capture. */
+static int streams_askable(void)
+{
+	return !atomic_load(&gp_shim.fence.blind) && gp_cu.StreamQuery != NULL &&
+	       !atomic_load_explicit(&gp_shim.life.per_thread_stream, memory_order_relaxed) &&
+	       !atomic_load_explicit(&gp_shim.fence.unfenced, memory_order_relaxed);
+}
+
+/* Whether no destroyed stream's event is pending and every stream the program created (all of
+ * them of device `dev`, unless it is -1) is idle. With the registry lock held. */
+static int created_idle(int dev)
+{
+	int idle = gp_shim.fence.nretired == 0;
+
+	for (int i = 0; i < gp_shim.fence.nstreams && idle; i++)
+		idle = (dev < 0 || gp_shim.fence.streams[i].dev == dev) &&
+		       stream_idle(gp_shim.fence.streams[i].dev, gp_shim.fence.streams[i].s);
+	return idle;
+}
+
 /* Whether every stream a fence would cover is idle now (all work queued on it so far is done),
  * which covers the same work without an event: each device's legacy stream and every stream the
  * program created, each asked itself (whether an idle answer for the legacy stream also means its
@@ -407,19 +429,14 @@ int gp_fence_quiet(void *ctx)
 	int idle;
 
 	(void)ctx;
-	if (atomic_load(&gp_shim.fence.blind) || gp_cu.StreamQuery == NULL ||
-	    atomic_load_explicit(&gp_shim.life.per_thread_stream, memory_order_relaxed) ||
-	    atomic_load_explicit(&gp_shim.fence.unfenced, memory_order_relaxed))
-		return 0;
-	if (!gp_capture_gate_enter())
+	if (!streams_askable() || !gp_capture_gate_enter())
 		return 0;
 	pthread_mutex_lock(&gp_shim.fence.lock);
-	idle = gp_shim.fence.nretired == 0;
+	idle = 1;
 	for (int d = 0; d < GP_MAX_DEVICES && idle; d++)
 		if (mask & (1ULL << d))
 			idle = stream_idle(d, CU_STREAM_LEGACY);
-	for (int i = 0; i < gp_shim.fence.nstreams && idle; i++)
-		idle = stream_idle(gp_shim.fence.streams[i].dev, gp_shim.fence.streams[i].s);
+	idle = idle && created_idle(-1);
 	pthread_mutex_unlock(&gp_shim.fence.lock);
 	gp_capture_gate_leave();
 	return idle;
@@ -441,6 +458,22 @@ int gp_fence_quiet(void *ctx)
  * otherwise covered: their events are on the legacy stream (before the join's) or on the idle
  * streams. 1 joined, 0 not (nothing done that matters: a wait already queued only delays a
  * stream). */
+/* The join's event, kept recorded (start_behind_legacy waits for it during a capture): made
+ * once, and again after a device reset destroyed it (one device: joins need one). NULL when it
+ * cannot be made. With the registry lock held and dev's context current. */
+static struct ev *join_event(int dev)
+{
+	struct ev *j = gp_shim.fence.join_ev;
+
+	if (j == NULL && (j = gp_shim.fence.join_ev = calloc(1, sizeof(*j))) == NULL)
+		return NULL;
+	if ((j->e == NULL || stale(j)) && event_get(dev, j) != 0) {
+		j->e = NULL;
+		return NULL;
+	}
+	return j;
+}
+
 int gp_fence_join(void *ctx, int inflight)
 {
 	uint64_t mask = atomic_load(&gp_shim.fence.devmask);
@@ -449,32 +482,12 @@ int gp_fence_join(void *ctx, int inflight)
 	(void)ctx;
 	if (!gp_shim.fence.join_on || dev < 0 || (mask & (mask - 1)) != 0 ||
 	    (inflight && atomic_load(&gp_shim.fence.retired_ever)) ||
-	    atomic_load(&gp_shim.fence.blind) || gp_cu.StreamWaitEvent == NULL ||
-	    gp_cu.StreamQuery == NULL ||
-	    atomic_load_explicit(&gp_shim.life.per_thread_stream, memory_order_relaxed) ||
-	    atomic_load_explicit(&gp_shim.fence.unfenced, memory_order_relaxed))
-		return 0;
-	if (!gp_capture_gate_enter())
+	    gp_cu.StreamWaitEvent == NULL || !streams_askable() || !gp_capture_gate_enter())
 		return 0;
 	pthread_mutex_lock(&gp_shim.fence.lock);
-	ok = gp_shim.fence.nretired == 0;
-	for (int i = 0; i < gp_shim.fence.nstreams && ok; i++)
-		ok = gp_shim.fence.streams[i].dev == dev &&
-		     stream_idle(dev, gp_shim.fence.streams[i].s);
+	ok = created_idle(dev);
 	if (ok && (ok = gp_ctx_enter(dev, &pushed) == 0)) {
-		struct ev *j = gp_shim.fence.join_ev;
-		if (j == NULL && (j = malloc(sizeof(*j))) != NULL && event_get(dev, j) != 0) {
-			free(j);
-			j = NULL;
-		} else if (j != NULL && (j->dev != dev || stale(j))) {
-			if (!stale(j))
-				spare_event(j);
-			if (event_get(dev, j) != 0) {
-				free(j);
-				j = NULL;
-			}
-		}
-		gp_shim.fence.join_ev = j;
+		struct ev *j = join_event(dev);
 		ok = j != NULL && gp_cu.EventRecord(j->e, CU_STREAM_LEGACY) == CUDA_SUCCESS;
 		for (int i = 0; i < gp_shim.fence.nstreams && ok; i++)
 			if (!gp_shim.fence.streams[i].blocking)

@@ -269,6 +269,18 @@ static void flag_after_gate(const char *what)
 	e2e_check(e2e_poll(flag_set, NULL, 10000), "%s: its kernel runs once that one is done", what);
 }
 
+/* A block freed while the gate kernel on the legacy stream still uses it: its address. */
+static void *freed_under_legacy_kernel(void)
+{
+	void *p = NULL;
+
+	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
+	launch(gate_kernel, gate_args, NULL);
+	e2e_check(e2e_poll(gate_started, NULL, 10000), "the kernel on the legacy stream runs");
+	e2e_cuda(cudaFree(p), "cudaFree while the kernel uses the block");
+	return p;
+}
+
 static void run_joined(void)
 {
 	int takeover = getenv("GPUPOOL_TORCH") && strcmp(getenv("GPUPOOL_TORCH"), "takeover") == 0;
@@ -277,11 +289,8 @@ static void run_joined(void)
 	uint64_t mallocs;
 
 	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
-	launch(gate_kernel, gate_args, NULL);
-	e2e_check(e2e_poll(gate_started, NULL, 10000), "the kernel on the legacy stream runs");
-	mallocs = e2e_counters().mallocs;
-	e2e_cuda(cudaFree(p), "cudaFree while the kernel uses the block");
+	p = freed_under_legacy_kernel();
+	mallocs = e2e_counters().mallocs; /* the free made no real call */
 	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc of its size");
 	if (takeover) {
 		e2e_check(q == p && e2e_counters().mallocs == mallocs,
@@ -352,10 +361,7 @@ static void run_capjoin(void)
 
 	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
 	e2e_cuda(cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
-	launch(gate_kernel, gate_args, NULL);
-	e2e_check(e2e_poll(gate_started, NULL, 10000), "the kernel on the legacy stream runs");
-	e2e_cuda(cudaFree(p), "cudaFree while the kernel uses the block");
+	p = freed_under_legacy_kernel();
 	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc: a join");
 	e2e_check(q == p, "takeover mode: the join hands the block out at once");
 	e2e_cuda(cudaStreamBeginCapture(cap, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
@@ -383,10 +389,7 @@ static void run_created(void)
 	cudaStream_t nb;
 	void *p = NULL, *q = NULL;
 
-	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
-	launch(gate_kernel, gate_args, NULL);
-	e2e_check(e2e_poll(gate_started, NULL, 10000), "the kernel on the legacy stream runs");
-	e2e_cuda(cudaFree(p), "cudaFree while the kernel uses the block");
+	p = freed_under_legacy_kernel();
 	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc of its size");
 	e2e_check(q == p, "one stream order: the freed block comes straight back");
 	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
