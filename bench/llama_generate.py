@@ -19,6 +19,8 @@ docs' recommendation for takeover mode (docs/USAGE.md), whatever it is at the ti
   deep   32 layers, d=1024, 8 heads, ff 2816, batch 2, prompts 300..2500, 48 new tokens
   small  4 layers, d=768, 12 heads, ff 2048, batch 8, prompts 16..512, 64 new tokens
 --warm sets the warm passes (default 3).
+--extra LABEL=K=V,K=V adds takeover configurations with more settings (e.g. an idle timeout);
+--late S reads what the idle client holds again S seconds later (after an idle timeout's release).
 Measured from outside with nvidia-smi (device memory in use above what it was before the client
 started): what the idle client holds, and (the shim) what it holds after SIGUSR1 (its floor);
 from inside: tokens per second over all prompts, the first pass and the best of the warm
@@ -128,7 +130,10 @@ def pool_view(lib, pid):
     return {k.replace("_bytes", "_mib"): sum(d.get(k, 0) or 0 for d in devs) >> 20 for k in keys}
 
 
-def run(name, lib, shape, warm):
+EXTRA = {}  # --extra: label -> more GPUPOOL_* settings on top of takeover mode
+
+
+def run(name, lib, shape, warm, late=0.0):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("GPUPOOL_") and k not in ("LD_PRELOAD", "PYTORCH_NO_CUDA_MEMORY_CACHING")}
     stats = f"/tmp/llama-generate-stats.{os.getpid()}.json"
@@ -146,6 +151,7 @@ def run(name, lib, shape, warm):
         env["GPUPOOL_VMM_AGE"] = "100ms"
     if name == "recommended":
         env.update(RECOMMENDED)
+    env.update(EXTRA.get(name, {}))
     base = smi_used_mib()
     with open(logf, "w") as err:  # the shim logs to stderr; the client's own errors land there too
         p = subprocess.Popen([sys.executable, __file__, "--client", "--shapes", shape, "--warm",
@@ -159,6 +165,10 @@ def run(name, lib, shape, warm):
     got = json.loads(line[5:])
     time.sleep(1.0)
     held = smi_used_mib() - base
+    held_late = None
+    if late > 0:
+        time.sleep(late)
+        held_late = smi_used_mib() - base
     floor = None
     view = {}
     if name != "pytorch":
@@ -169,7 +179,8 @@ def run(name, lib, shape, warm):
     p.stdin.write("\n")
     p.stdin.flush()
     p.wait(timeout=60)
-    res = {"config": name, "shape": shape, "held_mib": held, "floor_mib": floor, "tok_s_first": got["tok_s"][0],
+    res = {"config": name, "shape": shape, "held_mib": held, "held_late_mib": held_late,
+           "floor_mib": floor, "tok_s_first": got["tok_s"][0],
            "tok_s_warm": max(got["tok_s"][1:]), "tok_s_passes": [round(v, 1) for v in got["tok_s"]],
            "tokens": got["tokens"]}
     log = shim_log(logf)
@@ -183,18 +194,19 @@ def run(name, lib, shape, warm):
     return res
 
 
-def table(results, shape, configs):
+def table(results, shape, configs, late):
     print(f"\n#### shape {shape}\n")
-    print("| config | idle held MiB | vs PyTorch | pool: in use / idle + pending MiB | pool's peak MiB | "
-          "after SIGUSR1 MiB | tokens/s, first pass | tokens/s, warm (best) | "
+    later = f" | {late:g} s later MiB" if late > 0 else ""
+    print(f"| config | idle held MiB | vs PyTorch{later} | pool: in use / idle + pending MiB | "
+          "pool's peak MiB | after SIGUSR1 MiB | tokens/s, first pass | tokens/s, warm (best) | "
           "real allocations | splits / merges / remaps | one stream order |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|" + ("---|" if late > 0 else "") + "---|---|---|---|---|---|---|---|")
     base = [r["held_mib"] for r in results
             if r["shape"] == shape and r["config"] == "pytorch" and "error" not in r]
     for name in configs:
         rs = [r for r in results if r["shape"] == shape and r["config"] == name and "error" not in r]
         if not rs:
-            print(f"| {name} | failed | | | | | | | | | |")
+            print(f"| {name} | failed | | | | | | | | | |" + (" |" if late > 0 else ""))
             continue
 
         def span(key, fmt):
@@ -210,7 +222,8 @@ def table(results, shape, configs):
         moves = f"{span('splits', '{}')} / {span('merges', '{}')} / {span('remaps', '{}')}" if shim else "-"
         said = {True: "yes", False: "no", None: "?"}
         order = "/".join(sorted({said[r.get("ordered")] for r in rs})) if shim else "-"
-        print(f"| {name} | {span('held_mib', '{}')} | {vs} | {pool} | {span('peak_reserved_mib', '{}')} | "
+        lat = f" | {span('held_late_mib', '{}')}" if late > 0 else ""
+        print(f"| {name} | {span('held_mib', '{}')} | {vs}{lat} | {pool} | {span('peak_reserved_mib', '{}')} | "
               f"{span('floor_mib', '{}')} | {span('tok_s_first', '{:.1f}')} | "
               f"{span('tok_s_warm', '{:.1f}')} | {span('real_mallocs', '{}')} | {moves} | {order} |")
 
@@ -223,10 +236,18 @@ def main():
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--shapes", default="base")
     ap.add_argument("--warm", type=int, default=3)
+    ap.add_argument("--extra", nargs="+", default=[], metavar="LABEL=K=V,K=V")
+    ap.add_argument("--late", type=float, default=0.0)
     a = ap.parse_args()
-    configs = [c for c in a.configs.split(",") if c]
+    for spec in a.extra:
+        label, _, kvs = spec.partition("=")
+        pairs = [kv.split("=", 1) for kv in kvs.split(",") if kv]
+        if not label or not pairs or any(len(kv) != 2 or not kv[0].startswith("GPUPOOL_") for kv in pairs):
+            ap.error(f"--extra {spec}: LABEL=GPUPOOL_X=V[,GPUPOOL_Y=W...] expected")
+        EXTRA[label] = dict(pairs)
+    configs = [c for c in a.configs.split(",") if c] + list(EXTRA)
     shapes = [c for c in a.shapes.split(",") if c]
-    bad = [c for c in configs if c not in CONFIGS] + [c for c in shapes if c not in SHAPES]
+    bad = [c for c in configs if c not in CONFIGS and c not in EXTRA] + [c for c in shapes if c not in SHAPES]
     if bad:
         ap.error(f"unknown configuration(s) or shape(s) {', '.join(bad)}: configurations "
                  f"{', '.join(CONFIGS)}; shapes {', '.join(SHAPES)}")
@@ -238,12 +259,12 @@ def main():
     for r in range(a.rounds):
         for shape in shapes:
             for name in configs:
-                res = run(name, os.path.abspath(a.lib), shape, a.warm)
+                res = run(name, os.path.abspath(a.lib), shape, a.warm, a.late)
                 res["round"] = r
                 print("BENCH llama " + json.dumps(res), flush=True)
                 results.append(res)
     for shape in shapes:
-        table(results, shape, configs)
+        table(results, shape, configs, a.late)
     same = all(len({json.dumps(r.get("tokens")) for r in results
                     if r["shape"] == s and "error" not in r}) == 1 for s in shapes)
     print(f"\ngenerated tokens identical across runs and configs, per shape: {same}")
