@@ -82,7 +82,11 @@ def client(shape, warm):
                 outputs.append(out[0, -new_tokens:].tolist())
             torch.cuda.synchronize()
             rates.append(tokens / (time.perf_counter() - t0))
-    print("IDLE " + json.dumps({"tok_s": rates, "tokens": outputs[-1][:8]}), flush=True)
+    # PyTorch's own cache at idle (0 in takeover mode, where the pool is the cache).
+    print("IDLE " + json.dumps({"tok_s": rates, "tokens": outputs[-1][:8],
+                                "torch_reserved_mib": torch.cuda.memory_reserved() >> 20,
+                                "torch_allocated_mib": torch.cuda.memory_allocated() >> 20}),
+          flush=True)
     sys.stdin.readline()
 
 
@@ -96,7 +100,8 @@ def shim_stats(path):
         return {}
     devs = st.get("devices", [])
     res = {k: sum(d.get(k, 0) or 0 for d in devs)
-           for k in ("real_mallocs", "splits", "merges", "remaps", "remapped_bytes")}
+           for k in ("real_mallocs", "splits", "merges", "remaps", "remapped_bytes", "fence_joins",
+                     "fence_waits", "fence_wait_timeouts", "trims", "allocs", "hits")}
     res["peak_reserved_mib"] = sum(d.get("peak_reserved_bytes", 0) or 0 for d in devs) >> 20
     return res
 
@@ -182,7 +187,8 @@ def run(name, lib, shape, warm, late=0.0):
     res = {"config": name, "shape": shape, "held_mib": held, "held_late_mib": held_late,
            "floor_mib": floor, "tok_s_first": got["tok_s"][0],
            "tok_s_warm": max(got["tok_s"][1:]), "tok_s_passes": [round(v, 1) for v in got["tok_s"]],
-           "tokens": got["tokens"]}
+           "tokens": got["tokens"], "torch_reserved_mib": got.get("torch_reserved_mib"),
+           "torch_allocated_mib": got.get("torch_allocated_mib")}
     log = shim_log(logf)
     if name != "pytorch":
         res.update(shim_stats(stats))
@@ -218,7 +224,9 @@ def table(results, shape, configs, late):
         shim = name != "pytorch"
         worst = max(r["held_mib"] for r in rs)
         vs = f"{(worst / max(base) - 1) * 100:+.1f}% (worst)" if base and shim else "-"
-        pool = f"{span('in_use_mib', '{}')} / {span('idle_mib', '{}')} + {span('pending_mib', '{}')}" if shim else "-"
+        pool = (f"{span('in_use_mib', '{}')} / {span('idle_mib', '{}')} + {span('pending_mib', '{}')}" if shim
+                else f"PyTorch's cache: {span('torch_allocated_mib', '{}')} / "
+                     f"{span('torch_reserved_mib', '{}')} reserved")
         moves = f"{span('splits', '{}')} / {span('merges', '{}')} / {span('remaps', '{}')}" if shim else "-"
         said = {True: "yes", False: "no", None: "?"}
         order = "/".join(sorted({said[r.get("ordered")] for r in rs})) if shim else "-"
