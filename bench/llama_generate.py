@@ -20,7 +20,8 @@ docs' recommendation for takeover mode (docs/USAGE.md), whatever it is at the ti
   small  4 layers, d=768, 12 heads, ff 2048, batch 8, prompts 16..512, 64 new tokens
 --warm sets the warm passes (default 3).
 --extra LABEL=K=V,K=V adds takeover configurations with more settings (e.g. an idle timeout);
---late S reads what the idle client holds again S seconds later (after an idle timeout's release).
+--late S reads what the idle client holds again S seconds later (after an idle timeout's release),
+then has it answer the prompts once more (tokens/s after the idle spell).
 Measured from outside with nvidia-smi (device memory in use above what it was before the client
 started): what the idle client holds, and (the shim) what it holds after SIGUSR1 (its floor);
 from inside: tokens per second over all prompts, the first pass and the best of the warm
@@ -49,7 +50,8 @@ SHAPES = {  # layers, hidden, heads, kv heads, ff, batch, prompt lengths, new to
 CONFIGS = ("pytorch", "takeover", "takeover-vmm", "takeover-vmm-trim", "takeover-vmm-age",
            "takeover-vmm-age-trim", "recommended")
 # docs/USAGE.md's recommendation for a server of many sizes in takeover mode.
-RECOMMENDED = {"GPUPOOL_VMM": "on", "GPUPOOL_VMM_AGE": "100ms", "GPUPOOL_VMM_TRIM": "1"}
+RECOMMENDED = {"GPUPOOL_VMM": "on", "GPUPOOL_VMM_AGE": "100ms", "GPUPOOL_VMM_TRIM": "1",
+               "GPUPOOL_IDLE_TIMEOUT": "10s"}
 
 
 def smi_used_mib():
@@ -70,24 +72,30 @@ def client(shape, warm):
         model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
     gen = torch.Generator().manual_seed(1)
     prompts = [torch.randint(0, cfg.vocab_size, (batch, n), generator=gen) for n in lengths]
-    rates, outputs = [], []
+    outputs = []
+
+    def one_pass():
+        torch.cuda.synchronize()
+        t0, tokens = time.perf_counter(), 0
+        for p in prompts:
+            out = model.generate(p.cuda(), max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                                 do_sample=False, pad_token_id=0)
+            tokens += (out.shape[1] - p.shape[1]) * out.shape[0]
+            outputs.append(out[0, -new_tokens:].tolist())
+        torch.cuda.synchronize()
+        return tokens / (time.perf_counter() - t0)
+
     with torch.no_grad():
-        for _ in range(1 + warm):  # the first pass fills the caches, the rest run warm
-            torch.cuda.synchronize()
-            t0, tokens = time.perf_counter(), 0
-            for p in prompts:
-                out = model.generate(p.cuda(), max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                                     do_sample=False, pad_token_id=0)
-                tokens += (out.shape[1] - p.shape[1]) * out.shape[0]
-                outputs.append(out[0, -new_tokens:].tolist())
-            torch.cuda.synchronize()
-            rates.append(tokens / (time.perf_counter() - t0))
-    # PyTorch's own cache at idle (0 in takeover mode, where the pool is the cache).
-    print("IDLE " + json.dumps({"tok_s": rates, "tokens": outputs[-1][:8],
-                                "torch_reserved_mib": torch.cuda.memory_reserved() >> 20,
-                                "torch_allocated_mib": torch.cuda.memory_allocated() >> 20}),
-          flush=True)
-    sys.stdin.readline()
+        rates = [one_pass() for _ in range(1 + warm)]  # the first fills the caches, the rest warm
+        # PyTorch's own cache at idle (0 in takeover mode, where the pool is the cache).
+        print("IDLE " + json.dumps({"tok_s": rates, "tokens": outputs[-1][:8],
+                                    "torch_reserved_mib": torch.cuda.memory_reserved() >> 20,
+                                    "torch_allocated_mib": torch.cuda.memory_allocated() >> 20}),
+              flush=True)
+        # "again": one more pass after the idle spell (what a request pays once an idle
+        # timeout has given the memory back); anything else ends the client.
+        while sys.stdin.readline().strip() == "again":
+            print("AGAIN " + json.dumps({"tok_s": one_pass()}), flush=True)
 
 
 def shim_stats(path):
@@ -170,14 +178,17 @@ def run(name, lib, shape, warm, late=0.0):
     got = json.loads(line[5:])
     time.sleep(1.0)
     held = smi_used_mib() - base
-    held_late = None
+    view = pool_view(lib, p.pid) if name != "pytorch" else {}  # at the same moment
+    held_late = again = None
     if late > 0:
         time.sleep(late)
         held_late = smi_used_mib() - base
+        p.stdin.write("again\n")
+        p.stdin.flush()
+        line = p.stdout.readline()
+        again = json.loads(line[6:])["tok_s"] if line.startswith("AGAIN") else None
     floor = None
-    view = {}
     if name != "pytorch":
-        view = pool_view(lib, p.pid)
         p.send_signal(signal.SIGUSR1)
         time.sleep(2.0)
         floor = smi_used_mib() - base
@@ -186,7 +197,7 @@ def run(name, lib, shape, warm, late=0.0):
     p.wait(timeout=60)
     res = {"config": name, "shape": shape, "held_mib": held, "held_late_mib": held_late,
            "floor_mib": floor, "tok_s_first": got["tok_s"][0],
-           "tok_s_warm": max(got["tok_s"][1:]), "tok_s_passes": [round(v, 1) for v in got["tok_s"]],
+           "tok_s_warm": max(got["tok_s"][1:]), "tok_s_again": again, "tok_s_passes": [round(v, 1) for v in got["tok_s"]],
            "tokens": got["tokens"], "torch_reserved_mib": got.get("torch_reserved_mib"),
            "torch_allocated_mib": got.get("torch_allocated_mib")}
     log = shim_log(logf)
@@ -202,17 +213,17 @@ def run(name, lib, shape, warm, late=0.0):
 
 def table(results, shape, configs, late):
     print(f"\n#### shape {shape}\n")
-    later = f" | {late:g} s later MiB" if late > 0 else ""
+    later = f" | {late:g} s later MiB | tokens/s after it" if late > 0 else ""
     print(f"| config | idle held MiB | vs PyTorch{later} | pool: in use / idle + pending MiB | "
           "pool's peak MiB | after SIGUSR1 MiB | tokens/s, first pass | tokens/s, warm (best) | "
           "real allocations | splits / merges / remaps | one stream order |")
-    print("|---|---|---|" + ("---|" if late > 0 else "") + "---|---|---|---|---|---|---|---|")
+    print("|---|---|---|" + ("---|---|" if late > 0 else "") + "---|---|---|---|---|---|---|---|")
     base = [r["held_mib"] for r in results
             if r["shape"] == shape and r["config"] == "pytorch" and "error" not in r]
     for name in configs:
         rs = [r for r in results if r["shape"] == shape and r["config"] == name and "error" not in r]
         if not rs:
-            print(f"| {name} | failed | | | | | | | | | |" + (" |" if late > 0 else ""))
+            print(f"| {name} | failed | | | | | | | | | |" + (" | |" if late > 0 else ""))
             continue
 
         def span(key, fmt):
@@ -230,7 +241,7 @@ def table(results, shape, configs, late):
         moves = f"{span('splits', '{}')} / {span('merges', '{}')} / {span('remaps', '{}')}" if shim else "-"
         said = {True: "yes", False: "no", None: "?"}
         order = "/".join(sorted({said[r.get("ordered")] for r in rs})) if shim else "-"
-        lat = f" | {span('held_late_mib', '{}')}" if late > 0 else ""
+        lat = f" | {span('held_late_mib', '{}')} | {span('tok_s_again', '{:.1f}')}" if late > 0 else ""
         print(f"| {name} | {span('held_mib', '{}')} | {vs}{lat} | {pool} | {span('peak_reserved_mib', '{}')} | "
               f"{span('floor_mib', '{}')} | {span('tok_s_first', '{:.1f}')} | "
               f"{span('tok_s_warm', '{:.1f}')} | {span('real_mallocs', '{}')} | {moves} | {order} |")

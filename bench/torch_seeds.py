@@ -234,7 +234,7 @@ def run_child(workload, config, lib, args, extra_env=None, label=None):
             devs = json.load(f).get("devices", [])
         os.unlink(stats)
         res["pool"] = {k: sum(d.get(k, 0) or 0 for d in devs)
-                       for k in ("real_mallocs", "real_frees", "hits", "allocs", "fence_waits",
+                       for k in ("real_mallocs", "real_frees", "hits", "allocs", "fence_waits", "fence_joins",
                                  "fence_wait_timeouts", "remaps", "trims", "peak_reserved_bytes")}
     except (OSError, ValueError):
         pass
@@ -242,7 +242,7 @@ def run_child(workload, config, lib, args, extra_env=None, label=None):
 
 
 # docs/USAGE.md's recommendation for a server of many sizes in takeover mode.
-RECOMMENDED = "GPUPOOL_VMM=on,GPUPOOL_VMM_AGE=100ms,GPUPOOL_VMM_TRIM=1"
+RECOMMENDED = "GPUPOOL_VMM=on,GPUPOOL_VMM_AGE=100ms,GPUPOOL_VMM_TRIM=1,GPUPOOL_IDLE_TIMEOUT=10s"
 
 
 def growing_rounds(args):
@@ -270,12 +270,13 @@ def growing_rounds(args):
     base = {r["round"]: med(r["fwd_ms"]) for r in ok if r["config"] == "pytorch"}
     base_held = max((r["before_signal"] for r in ok if r["config"] == "pytorch"), default=None)
     print("\n| configuration | settings | ms per forward, each round | vs PyTorch, each round "
-          "| peak MiB | idle, held MiB | vs PyTorch (worst) | real allocations | fence waits (timed out) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| peak MiB | idle, held MiB | vs PyTorch (worst) | real allocations | fence waits (timed out) "
+          "| fences joined |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for label, config, kvs in specs:
         rs = [r for r in ok if r["config"] == label]
         if not rs:
-            print(f"| {label} | {kvs or '-'} | failed | | | | | | |")
+            print(f"| {label} | {kvs or '-'} | failed | | | | | | | |")
             continue
         ms = [med(r["fwd_ms"]) for r in rs]
         ratios = [med(r["fwd_ms"]) / base[r["round"]] for r in rs if r["round"] in base]
@@ -286,7 +287,8 @@ def growing_rounds(args):
               f"{', '.join(f'{v:.3f}' for v in ratios)} | "
               f"{', '.join(mib(r['peak']) for r in rs)} | {', '.join(mib(h) for h in held)} | {vs} | "
               f"{', '.join(str(p.get('real_mallocs', '-')) for p in pool)} | "
-              f"{', '.join(str(p.get('fence_waits', '-')) + ' (' + str(p.get('fence_wait_timeouts', '-')) + ')' for p in pool)} |")
+              f"{', '.join(str(p.get('fence_waits', '-')) + ' (' + str(p.get('fence_wait_timeouts', '-')) + ')' for p in pool)} | "
+              f"{', '.join(str(p.get('fence_joins', '-')) for p in pool)} |")
     seen = sorted({ln for r in ok for ln in r.get("streams", [])})
     print("\nstreams created (shim log): " + ("; ".join(seen) if seen else "none") +
           "; one stream order: " + ", ".join(f"{r['config']}={r.get('ordered')}" for r in ok
