@@ -183,9 +183,12 @@ def run(name, lib, shape, warm, late=0.0):
     if late > 0:
         time.sleep(late)
         held_late = smi_used_mib() - base
-        p.stdin.write("again\n")
-        p.stdin.flush()
-        line = p.stdout.readline()
+        try:
+            p.stdin.write("again\n")
+            p.stdin.flush()
+            line = p.stdout.readline()
+        except OSError:  # the client is gone: its log says why
+            line = ""
         again = json.loads(line[6:])["tok_s"] if line.startswith("AGAIN") else None
     floor = None
     if name != "pytorch":

@@ -43,7 +43,9 @@ with tempfile.TemporaryDirectory() as d:
                                {"real_mallocs": 1, "splits": 0, "peak_reserved_bytes": 2 << 20}]}, f)
     got = lg.shim_stats(stats)
     check(got == {"real_mallocs": 4, "splits": 5, "merges": 1, "remaps": 2, "remapped_bytes": 7,
-                  "peak_reserved_mib": 5}, f"exit statistics summed over devices ({got})")
+                  "fence_joins": 0, "fence_waits": 0, "fence_wait_timeouts": 0, "trims": 0,
+                  "allocs": 0, "hits": 0, "peak_reserved_mib": 5},
+          f"exit statistics summed over devices ({got})")
 
 with open(os.path.join(sys.argv[1], "..", "shim", "shim.c")) as f:
     src = " ".join(line.strip().strip('"') for line in f)
@@ -51,7 +53,8 @@ check(lg.UNORDERED in src.replace('" "', ""), f"shim.c still logs \"{lg.UNORDERE
 
 runs = [
     {"config": "pytorch", "held_mib": 4517, "floor_mib": None, "tok_s_first": 20.0,
-     "tok_s_warm": 90.0, "tokens": [1, 2]},
+     "tok_s_warm": 90.0, "tokens": [1, 2], "torch_allocated_mib": 1851,
+     "torch_reserved_mib": 3804},
     {"config": "takeover-vmm", "held_mib": 4400, "floor_mib": 4000, "tok_s_first": 21.0,
      "tok_s_warm": 91.0, "tokens": [1, 2], "real_mallocs": 9, "splits": 40, "merges": 3,
      "remaps": 2, "peak_reserved_mib": 3900, "in_use_mib": 2000, "idle_mib": 1900,
@@ -59,7 +62,7 @@ runs = [
 ]
 second = [dict(runs[0]), dict(runs[1], held_mib=4450, splits=44, ordered=None)]
 queue = iter(runs + second)
-lg.run = lambda name, lib, shape, warm: dict(next(queue), shape=shape)
+lg.run = lambda name, lib, shape, warm, late: dict(next(queue), shape=shape)
 sys.argv = ["llama_generate.py", "--lib", "/x/libgpupool.so", "--rounds", "2",
             "--configs", "pytorch,takeover-vmm"]
 out = io.StringIO()
@@ -67,11 +70,46 @@ with contextlib.redirect_stdout(out):
     rc = lg.main()
 text = out.getvalue()
 row = next((line for line in text.splitlines() if line.startswith("| takeover-vmm |")), "")
-check(rc == 0 and "| pytorch | 4517 | - | - | - | - | 20.0 | 90.0 | - | - | - |" in text,
-      "the PyTorch row: no pool columns")
+check(rc == 0 and "| pytorch | 4517 | - | PyTorch's cache: 1851 / 3804 reserved | - | - | 20.0 | "
+                  "90.0 | - | - | - |" in text, "the PyTorch row: its own cache in the pool's column")
 check(row == "| takeover-vmm | 4400–4450 | -1.5% (worst) | 2000 / 1900 + 0 | 3900 | 4000 | 21.0 | "
              "91.0 | 9 | 40–44 / 3 / 2 | ?/yes |", f"the VMM row: ranges over the rounds ({row})")
 check("#### shape base" in text, "a table per shape")
 check("generated tokens identical across runs and configs, per shape: True" in text,
       "the tokens compared")
+
+# --extra adds a takeover configuration with its settings; --late adds the later reading and the
+# pass after it to every row.
+seen = []
+late_runs = iter([dict(runs[0], held_late_mib=4517, tok_s_again=85.0),
+                  dict(runs[1], config="idle", held_late_mib=2700, tok_s_again=80.5)])
+
+
+def fake_run(name, lib, shape, warm, late):
+    seen.append((name, dict(lg.EXTRA.get(name, {})), late))
+    return dict(next(late_runs), shape=shape)
+
+
+lg.run = fake_run
+sys.argv = ["llama_generate.py", "--lib", "/x/libgpupool.so", "--rounds", "1", "--configs",
+            "pytorch", "--extra", "idle=GPUPOOL_IDLE_TIMEOUT=2s,GPUPOOL_VMM=on", "--late", "3"]
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    rc = lg.main()
+text = out.getvalue()
+check(rc == 0 and seen == [("pytorch", {}, 3.0),
+                           ("idle", {"GPUPOOL_IDLE_TIMEOUT": "2s", "GPUPOOL_VMM": "on"}, 3.0)],
+      f"--extra runs its label with its settings, --late reaches every run ({seen})")
+check("| config | idle held MiB | vs PyTorch | 3 s later MiB | tokens/s after it |" in text,
+      "--late: the later columns in the header")
+row = next((line for line in text.splitlines() if line.startswith("| idle |")), "")
+check(row.startswith("| idle | 4400 | -2.6% (worst) | 2700 | 80.5 | 2000 / 1900 + 0 |"),
+      f"--late: the extra configuration's later reading and pass ({row})")
+with contextlib.redirect_stderr(io.StringIO()):
+    try:
+        sys.argv = ["llama_generate.py", "--lib", "/x", "--extra", "bad=X=1"]
+        lg.main()
+        check(False, "--extra with a setting not GPUPOOL_*: refused")
+    except SystemExit as e:
+        check(e.code == 2, "--extra with a setting not GPUPOOL_*: refused")
 sys.exit(1 if failed else 0)
