@@ -370,6 +370,11 @@ static void *control_main(void *arg)
 			    gp_framework_probe(&fw) && fw.present)
 				gp_account_frameworks(fw.cached_device, GP_FW_MAX_DEVICES);
 		}
+		/* A still program leaves its last frees pending until its next allocation drives
+		 * the fences: driven here (without waiting), so that the view shows them idle once
+		 * the GPU is done with them. Never while suspended or during a capture. */
+		if (gp_obs_unsettled() && gp_suspend_running() && !gp_capture_active())
+			gp_pool_advance(gp_shim.control.pool, 0);
 		gp_obs_tick();
 		check_handler();
 		requests = gp_obs_requests();

@@ -179,10 +179,31 @@ uint64_t gp_obs_sleep_ns(uint64_t ns)
 	return ns == 0 || ns > gp_shim.obs.period_ns ? gp_shim.obs.period_ns : ns;
 }
 
+/* Notes gp_obs_unsettled's answer from the snapshot just taken. publish_lock held. */
+static void note_settling(const struct gp_stats_snapshot *s)
+{
+	uint64_t activity = 0, pending = 0;
+
+	for (uint64_t i = 0; i < s->ndev && i < GP_STATS_MAX_DEVICES; i++) {
+		activity += s->dev[i].allocs + s->dev[i].frees;
+		pending += s->dev[i].pending_bytes;
+	}
+	atomic_store_explicit(&gp_shim.obs.unsettled,
+			      pending > 0 && activity == gp_shim.obs.last_activity,
+			      memory_order_relaxed);
+	gp_shim.obs.last_activity = activity;
+}
+
+int gp_obs_unsettled(void)
+{
+	return atomic_load_explicit(&gp_shim.obs.unsettled, memory_order_relaxed);
+}
+
 /* publish_lock held. */
 static void publish(const char *event)
 {
 	snapshot(&gp_shim.obs.scratch);
+	note_settling(&gp_shim.obs.scratch);
 	if (gp_shim.obs.viewing)
 		gp_view_publish(&gp_shim.obs.scratch);
 	if (gp_shim.obs.tracing)

@@ -21,6 +21,11 @@ int gp_obs_viewing(void);
 uint64_t gp_obs_sleep_ns(uint64_t ns);
 /* On the control thread, every time it wakes: refresh what is due. */
 void gp_obs_tick(void);
+/* Whether the last view showed blocks pending (freed, their fences not yet seen done) while the
+ * pool made and freed nothing over a whole period: the program is still, so nothing drives the
+ * fences, and the view would show them pending after the GPU finished. The control thread then
+ * drives them (gp_pool_advance) before its next tick. */
+int gp_obs_unsettled(void);
 /* A release has ended (any thread): it becomes the last release; the view is refreshed. */
 void gp_obs_released(enum gp_release_cause cause, const struct gp_release_result *r);
 /* An allocation on `device` was retried after an out-of-memory release (rare path). */

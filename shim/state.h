@@ -240,6 +240,11 @@ struct gp_shim_obs {
 	_Atomic int tracing, viewing;
 	uint64_t period_ns;    /* ns: how often the control thread publishes; set at start */
 	uint64_t last_tick_ns; /* ns: the last tick that published; control thread only */
+	/* The pool's allocations and frees, all devices, at the last publish (publish_lock), and
+	 * whether that publish found blocks pending with none made or freed since the one before:
+	 * the fences then want driving for the view (observe.c gp_obs_unsettled). */
+	uint64_t last_activity;
+	_Atomic int unsettled;
 	char stats_file[GP_OPT_PATH_MAX + PATH_MAX]; /* GPUPOOL_STATS_FILE expanded; at start */
 	_Atomic uint64_t oom_retries[GP_MAX_DEVICES]; /* relaxed adds by the allocating threads */
 	pthread_mutex_t publish_lock; /* serialises the publishers (above) */

@@ -6,7 +6,10 @@
  * add up exactly to the stand-in NVML's figure for the process, which is what the driver charges
  * it plus its context (STANDIN_CONTEXT_BYTES), and the rest is exactly that context; after a
  * release the idle line is 0 and NVML's figure dropped by exactly what was idle; without NVML
- * the table still shows the lines and says the rest is unknown (JSON null).
+ * the table still shows the lines and says the rest is unknown (JSON null). Then a block freed
+ * while a kernel on the program's stream still uses it shows as pending while that kernel runs,
+ * however long, and as idle once it is done, although the program makes no further call (the
+ * control thread drives the fences of a still program: control.c).
  * Usage: e2e_account --cli GPUPOOL --standin DIR --no-nvml DIR --shim PRELOAD
  *        e2e_account --serve (the child, steered through stdin and stdout) */
 #define _GNU_SOURCE
@@ -14,7 +17,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +36,7 @@
 #define PITCH_W 1000                  /* a 1024-byte pitch: 1000 rows of it */
 #define PITCH_H 1000
 #define OWN_BYTES (5 * E2E_MIB)       /* in a context of its own: charged 6 MiB; 1 MiB freed */
+#define PEND_BYTES (8 * E2E_MIB)      /* freed under a running kernel: pending, then idle */
 
 /* The driver's charge, as the stand-in makes it (standin_charge). */
 #define CHARGED(b) ((b) <= E2E_MIB ? ((b) + 511) / 512 * 512 : ((b) + 2 * E2E_MIB - 1) / (2 * E2E_MIB) * (2 * E2E_MIB))
@@ -54,6 +60,47 @@ static CUmemGenericAllocationHandle vmm_create(size_t bytes)
 	prop.location.id = 0;
 	cu(cuMemCreate(&h, bytes, &prop, 0), "cuMemCreate");
 	return h;
+}
+
+/* A kernel (a host function on the stand-in) that runs until the test says "open". */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static int gate_open;
+static _Atomic int gate_started;
+
+static void gate_kernel(void **params)
+{
+	(void)params;
+	atomic_store(&gate_started, 1);
+	pthread_mutex_lock(&gate_lock);
+	while (!gate_open)
+		pthread_cond_wait(&gate_cond, &gate_lock);
+	pthread_mutex_unlock(&gate_lock);
+}
+
+static int started(void *arg)
+{
+	(void)arg;
+	return atomic_load(&gate_started);
+}
+
+/* A stream of the program's own (frees wait for fences from now on), a kernel on it that runs
+ * until "open", and a block freed while the kernel may use it. */
+static void pend(void)
+{
+	void (*fn)(void **) = gate_kernel;
+	cudaStream_t s;
+	const void *f;
+	void *p;
+
+	memcpy(&f, &fn, sizeof(f));
+	e2e_cuda(cudaStreamCreate(&s), "cudaStreamCreate");
+	e2e_cuda(cudaMalloc(&p, PEND_BYTES), "cudaMalloc");
+	e2e_cuda(cudaLaunchKernel(f, (dim3){ 1, 1, 1 }, (dim3){ 1, 1, 1 }, NULL, 0, s),
+		 "cudaLaunchKernel");
+	if (!e2e_poll(started, NULL, 10000))
+		e2e_fail("the kernel did not start");
+	e2e_cuda(cudaFree(p), "cudaFree while the kernel runs");
 }
 
 static int serve(void)
@@ -102,6 +149,15 @@ static int serve(void)
 
 			standin_get(0, &c);
 			printf("%llu\n", (unsigned long long)c.live_bytes);
+		} else if (strcmp(line, "pend\n") == 0) {
+			pend();
+			printf("pended\n");
+		} else if (strcmp(line, "open\n") == 0) {
+			pthread_mutex_lock(&gate_lock);
+			gate_open = 1;
+			pthread_cond_broadcast(&gate_cond);
+			pthread_mutex_unlock(&gate_lock);
+			printf("opened\n");
 		} else {
 			break;
 		}
@@ -361,6 +417,29 @@ int main(int argc, char **argv)
 	e2e_check(sum(&l) + l.other == l.nvml && l.other == (long long)CONTEXT_BYTES,
 		  "the lines still add up to NVML's figure (%lld + %lld = %lld)", sum(&l), l.other,
 		  l.nvml);
+
+	/* A block freed under a running kernel: pending over several of the view's periods (the
+	 * control thread drives the fences of the still program; the kernel holds them), idle
+	 * once the kernel is done, with no call of the program's in between. */
+	if (write(c.in, "pend\n", 5) != 5 || !hear(&c, line, sizeof(line), 10000) ||
+	    strcmp(line, "pended") != 0)
+		e2e_fail("the child did not free its block under a kernel: \"%s\"", line);
+	e2e_sleep_ms(e2e_scaled_ms(1000)); /* five of the view's periods and more */
+	l = read_json(pid);
+	e2e_check(l.pending == (long long)PEND_BYTES && l.idle == 0,
+		  "while the kernel runs the freed block is pending, not idle (%lld, %lld)", l.pending,
+		  l.idle);
+	if (write(c.in, "open\n", 5) != 5 || !hear(&c, line, sizeof(line), 10000))
+		e2e_fail("the child did not open its kernel's gate");
+	for (int i = 0; i < 200; i++) {
+		l = read_json(pid);
+		if (l.pending == 0)
+			break;
+		e2e_sleep_ms(e2e_scaled_ms(25));
+	}
+	e2e_check(l.pending == 0 && l.idle == (long long)PEND_BYTES,
+		  "once the kernel is done the block shows idle, the program still (%lld pending, "
+		  "%lld idle)", l.pending, l.idle);
 
 	/* Without NVML: a library path with none on it. A host with a real NVML in its default
 	 * path finds that one instead, and there the check means nothing. (Not dlopen here: this
