@@ -15,6 +15,14 @@ static int try_drive(struct gp_pool *p)
 	return atomic_compare_exchange_strong(&p->driving, &expected, 1);
 }
 
+/* Every free stamped below `num` may be reused. Only the driving thread stores done_epoch, and it
+ * only grows: a join may have made a later number done than the fence reaped after it. */
+static void mark_done(struct gp_pool *p, uint64_t num)
+{
+	if (num > atomic_load_explicit(&p->done_epoch, memory_order_relaxed))
+		atomic_store_explicit(&p->done_epoch, num, memory_order_release);
+}
+
 /* Poll (or wait for) fences in order; a fence counts only once all earlier ones have. */
 static void reap_fences(struct gp_pool *p, int wait)
 {
@@ -41,9 +49,7 @@ static void reap_fences(struct gp_pool *p, int wait)
 		p->ring_head = (p->ring_head + 1) % MAX_FENCES;
 		p->ring_count--;
 		gp_mutex_unlock(&p->fence_lock);
-		/* A join may have made a later number done already: done_epoch only grows. */
-		if (f.num > atomic_load_explicit(&p->done_epoch, memory_order_relaxed))
-			atomic_store_explicit(&p->done_epoch, f.num, memory_order_release);
+		mark_done(p, f.num);
 		if (p->be.fence_destroy)
 			p->be.fence_destroy(p->be.ctx, f.handle);
 	}
@@ -98,7 +104,7 @@ static int record_fence(struct gp_pool *p, int ask)
 		if (!empty && p->be.join != NULL &&
 		    num > atomic_load_explicit(&p->done_epoch, memory_order_relaxed) &&
 		    p->be.join(p->be.ctx, 1) == 1)
-			atomic_store_explicit(&p->done_epoch, num, memory_order_release);
+			mark_done(p, num);
 		return GP_OK;
 	}
 	if (full && p->be.join == NULL)
@@ -109,10 +115,9 @@ static int record_fence(struct gp_pool *p, int ask)
 	atomic_store(&p->dirty, 0);
 	num = atomic_fetch_add(&p->epoch, 1) + 1;
 	/* An idle GPU (no fence in flight), or a join (which covers the fences in flight too):
-	 * every earlier number is done. Only the driving thread stores done_epoch. */
+	 * every earlier number is done. */
 	if (try_quiet(p, empty, ask) || (p->be.join != NULL && p->be.join(p->be.ctx, !empty) == 1)) {
-		if (num > atomic_load_explicit(&p->done_epoch, memory_order_relaxed))
-			atomic_store_explicit(&p->done_epoch, num, memory_order_release);
+		mark_done(p, num);
 		return GP_OK;
 	}
 	if (full) {

@@ -295,7 +295,6 @@ static int be_joinable(void *ctx, void *a, void *b)
 	return gp_vmm_joinable(a, b);
 }
 
-/* Coarse on purpose: it is read on every free, and idle ages need milliseconds, not ns. */
 /* A real free while a graph is being captured would invalidate the capture. */
 static int be_may_release(void *ctx)
 {
@@ -314,7 +313,7 @@ void gp_backend_fill(struct gp_backend *be)
 	be->fence_destroy = gp_fence_destroy;
 	be->quiet = gp_fence_quiet;
 	be->join = gp_fence_join;
-	be->now_ns = gp_pool_coarse_ns;
+	be->now_ns = gp_pool_coarse_ns; /* coarse: read on every free; idle ages need ms, not ns */
 	be->may_release = be_may_release;
 	be->movable = atomic_load(&gp_shim.vmm.on) ? be_movable : NULL;
 	be->remap = atomic_load(&gp_shim.vmm.on) ? be_remap : NULL;

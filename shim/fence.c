@@ -442,22 +442,6 @@ int gp_fence_quiet(void *ctx)
 	return idle;
 }
 
-/* The frees made so far need no fence when every stream the program created is idle: what work
- * they used may still be doing is then on the legacy stream (one device only), and an event
- * recorded there now, which every non-blocking stream is made to wait for, comes after it in
- * every stream's order: the legacy stream's own, blocking (and per-thread default) streams' by
- * CUDA's implicit synchronization with it, non-blocking ones' by the wait, streams created later
- * by a wait at their creation (start_behind_legacy). So a block freed before this call may be
- * handed out at once, as PyTorch's own cache does on one stream, where a fence would leave it
- * pending until the GPU has caught up and let the pool grow meanwhile. Only in takeover mode
- * (join_on): a later kernel on a non-blocking stream now waits for the legacy stream's earlier
- * work, which a program whose kernels wait for each other across streams could not afford. Not
- * with a capture (the gate), destroyed streams' events pending (or, with fences in flight, ever:
- * those fences may hold one, which is on no stream the join reaches), a per-thread default
- * stream, work of a stream destroyed during its capture, or a second device. Fences in flight are
- * otherwise covered: their events are on the legacy stream (before the join's) or on the idle
- * streams. 1 joined, 0 not (nothing done that matters: a wait already queued only delays a
- * stream). */
 /* The join's event, kept recorded (start_behind_legacy waits for it during a capture): made
  * once, and again after a device reset destroyed it (one device: joins need one). NULL when it
  * cannot be made. With the registry lock held and dev's context current. */
@@ -474,6 +458,22 @@ static struct ev *join_event(int dev)
 	return j;
 }
 
+/* The frees made so far need no fence when every stream the program created is idle: what work
+ * they used may still be doing is then on the legacy stream (one device only), and an event
+ * recorded there now, which every non-blocking stream is made to wait for, comes after it in
+ * every stream's order: the legacy stream's own, blocking (and per-thread default) streams' by
+ * CUDA's implicit synchronization with it, non-blocking ones' by the wait, streams created later
+ * by a wait at their creation (start_behind_legacy). So a block freed before this call may be
+ * handed out at once, as PyTorch's own cache does on one stream, where a fence would leave it
+ * pending until the GPU has caught up and let the pool grow meanwhile. Only in takeover mode
+ * (join_on): a later kernel on a non-blocking stream now waits for the legacy stream's earlier
+ * work, which a program whose kernels wait for each other across streams could not afford. Not
+ * with a capture (the gate), destroyed streams' events pending (or, with fences in flight, ever:
+ * those fences may hold one, which is on no stream the join reaches), a per-thread default
+ * stream, work of a stream destroyed during its capture, or a second device. Fences in flight are
+ * otherwise covered: their events are on the legacy stream (before the join's) or on the idle
+ * streams. 1 joined, 0 not (nothing done that matters: a wait already queued only delays a
+ * stream). */
 int gp_fence_join(void *ctx, int inflight)
 {
 	uint64_t mask = atomic_load(&gp_shim.fence.devmask);

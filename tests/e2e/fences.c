@@ -81,12 +81,12 @@ static void launch(void (*fn)(void **), void **args, cudaStream_t s)
 		 "cudaLaunchKernel");
 }
 
-static void open_gate(void)
+static void open_gate(struct gate *g)
 {
-	pthread_mutex_lock(&gate.lock);
-	gate.open = 1;
-	pthread_cond_broadcast(&gate.cond);
-	pthread_mutex_unlock(&gate.lock);
+	pthread_mutex_lock(&g->lock);
+	g->open = 1;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
 }
 
 static int flag_set(void *arg)
@@ -113,7 +113,7 @@ static void run_quiet(void)
 	e2e_cuda(cudaFree(p), "cudaFree while the kernel uses the block");
 	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc of its size");
 	e2e_check(q != p, "a block a running kernel on a blocking stream may use is not handed out");
-	open_gate();
+	open_gate(&gate);
 	e2e_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 	e2e_cuda(cudaFree(q), "cudaFree");
 	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
@@ -143,7 +143,7 @@ static void run_join(void)
 	e2e_check(e2e_poll(flag_set, NULL, 5000),
 		  "the other blocking stream's next kernel runs while the first is busy: the fence "
 		  "did not join the streams");
-	open_gate();
+	open_gate(&gate);
 	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 	e2e_cuda(cudaFree(q), "cudaFree");
 	e2e_cuda(cudaStreamDestroy(s1), "cudaStreamDestroy");
@@ -174,7 +174,7 @@ static void run_destroyed(void)
 	}
 	e2e_check(handed == 0, "the block a kernel of a stream destroyed during the capture still "
 		  "uses is not handed out (%d of 4 times)", handed);
-	open_gate();
+	open_gate(&gate);
 	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 	for (int i = 0; i < 4; i++)
 		e2e_cuda(cudaFree(q[i]), "cudaFree");
@@ -252,7 +252,7 @@ static void run_gate(void)
 	e2e_check(begin_rc == cudaSuccess && end_rc == cudaSuccess,
 		  "the capture begun beside a fence call stays valid (begin: %s, end: %s)",
 		  cudaGetErrorName(begin_rc), cudaGetErrorName(end_rc));
-	open_gate();
+	open_gate(&gate);
 	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 	e2e_cuda(cudaFree(q), "cudaFree");
 	e2e_cuda(cudaStreamDestroy(busy), "cudaStreamDestroy");
@@ -265,7 +265,7 @@ static void run_gate(void)
 static void flag_after_gate(const char *what)
 {
 	e2e_check(!e2e_poll(flag_set, NULL, 300), "%s: its kernel waits for the legacy stream's", what);
-	open_gate();
+	open_gate(&gate);
 	e2e_check(e2e_poll(flag_set, NULL, 10000), "%s: its kernel runs once that one is done", what);
 }
 
@@ -301,7 +301,7 @@ static void run_joined(void)
 		flag_after_gate("the non-blocking stream after the join");
 	} else {
 		e2e_check(q != p, "default mode: the block waits for its fence (no join)");
-		open_gate();
+		open_gate(&gate);
 	}
 	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 	e2e_cuda(cudaFree(q), "cudaFree");
@@ -334,10 +334,7 @@ static void run_inflight(void)
 	e2e_cuda(cudaFree(p), "cudaFree while the legacy stream's kernel uses the block");
 	e2e_cuda(cudaMalloc(&q, BYTES), "cudaMalloc: a fence, no join (a stream is busy)");
 	e2e_check(q != p, "the non-blocking stream busy: no join, the block waits for its fence");
-	pthread_mutex_lock(&gate2.lock);
-	gate2.open = 1;
-	pthread_cond_broadcast(&gate2.cond);
-	pthread_mutex_unlock(&gate2.lock);
+	open_gate(&gate2);
 	e2e_cuda(cudaStreamSynchronize(nb), "cudaStreamSynchronize(nb)");
 	mallocs = e2e_counters().mallocs;
 	e2e_cuda(cudaMalloc(&r, BYTES), "cudaMalloc: a join with that fence in flight");
@@ -372,7 +369,7 @@ static void run_capjoin(void)
 		  "a stream created during a capture after a join: its kernel waits for the legacy "
 		  "stream's");
 	e2e_cuda(cudaStreamEndCapture(cap, &g), "cudaStreamEndCapture");
-	open_gate();
+	open_gate(&gate);
 	e2e_check(e2e_poll(flag_set, NULL, 10000), "then runs");
 	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 	if (g != NULL)
