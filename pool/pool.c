@@ -318,13 +318,15 @@ static struct gp_block *oldest_first(struct gp_block *b)
 	return r;
 }
 
-/* A block this thread's free has just made cached (ours alone, on no list), freed at time t, into
- * the thread's own cache when reuse needs no fence, the cache serves its device, the block is not
- * movable and fits the cache's bytes: 1, else 0 (the caller lists it). A full class pushes its
- * oldest blocks into the lists (tc_evict). It moves to the thread's stripe, whose in-use count
- * its next hit adds to without a locked instruction. */
-static inline __attribute__((always_inline)) int tc_put(struct gp_pool *p, struct gp_block *b,
-							uint64_t t)
+/* A block this thread's free has just made cached (ours alone, on no list) into the thread's own
+ * cache when reuse needs no fence, the cache serves its device, the block is not movable and fits
+ * the cache's bytes: 1, else 0 (the caller lists it). A full class pushes its oldest blocks into
+ * the lists (tc_evict). It moves to the thread's stripe, whose in-use count its next hit adds to
+ * without a locked instruction. No clock is read: a cached block's free time is only ever looked
+ * at in a list, and gp_tc_relist stamps it on the way there with its own reading, which is no
+ * earlier than the free (an age counted from it is never too old: a release by age may come
+ * later than from the free itself, never earlier). */
+static inline __attribute__((always_inline)) int tc_put(struct gp_pool *p, struct gp_block *b)
 {
 	struct gp_tcache *tc = tc_of(p);
 	unsigned cls = b->cls, home = list_of(b);
@@ -359,7 +361,6 @@ static inline __attribute__((always_inline)) int tc_put(struct gp_pool *p, struc
 	if (gp_pool_test_in_section != NULL)
 		gp_pool_test_in_section(p);
 #endif
-	b->freed_ns = t;
 	b->epoch = atomic_load_explicit(&p->epoch, memory_order_relaxed);
 	b->next = tc->head[cls];
 	tc->head[cls] = b;
@@ -783,8 +784,7 @@ static __attribute__((noinline, cold)) void drop_unlisted_free(struct gp_pool *p
 /* A block whose state this thread has just changed from in use to cached (a free, an unhold): ours
  * alone, on no list, invisible to alloc and release. Onto the tail of its list, freed at time t,
  * fenced by the next fence (its epoch): once there it may be reused or released at once, so what
- * is needed of it is read before. Always inline: the free's path (its caller reads the clock
- * before the lookup, where fewer values must outlive the call). */
+ * is needed of it is read before. Always inline: the free's path. */
 static inline __attribute__((always_inline)) void cache_block(struct gp_pool *p,
 							       struct gp_block *b, uint64_t t)
 {
@@ -823,11 +823,9 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 {
 	struct gp_block *b;
 	uint32_t word;
-	uint64_t t;
 
 	if (ptr == NULL)
 		return GP_ENOTOWNED;
-	t = now(p);
 	/* The hint's answer is as good as the lookup's (hint_find). */
 	b = hint_find(p, ptr, &word);
 	if (b == NULL)
@@ -846,9 +844,9 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 	    (gp_rmw_note(),
 	     !atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_CACHED))))
 		return bad_free(p, ptr);
-	if (tc_put(p, b, t))
+	if (tc_put(p, b))
 		return GP_OK;
-	cache_block(p, b, t);
+	cache_block(p, b, now(p));
 	return GP_OK;
 }
 

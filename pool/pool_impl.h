@@ -60,7 +60,7 @@ struct gp_block {
 	size_t bytes;         /* real allocation size (the class size, or more after a remap) */
 	size_t requested;     /* bytes the owner asked for */
 	uint64_t epoch;       /* fence count when freed: reusable once done_epoch > epoch */
-	uint64_t freed_ns;    /* when freed (backend clock) */
+	uint64_t freed_ns;    /* when freed (backend clock); from a thread cache, when it left it */
 	struct gp_block *next; /* class free list, oldest first; the spare list */
 	int device;
 	uint16_t cls;
@@ -767,9 +767,10 @@ void gp_tc_destroy(struct gp_pool *p);
 /* The calling thread's cache for p on `device`, made or adopted (slow path: its first free);
  * NULL when thread caches are off, the thread is exiting, or its cache serves another device. */
 struct gp_tcache *gp_tc_attach(struct gp_pool *p, int device);
-/* Blocks taken out of a cache (linked by next, cached, on no list) into their lists, each unless
- * its address was handed out again meanwhile (push_cached: then dropped); with reuse behind
- * fences, the next fence asked for. No cache lock held: push_cached takes a shard's. */
+/* Blocks taken out of a cache (linked by next, oldest first, cached, on no list) into their lists,
+ * each stamped freed now (a cache keeps no free times) unless its address was handed out again
+ * meanwhile (push_cached: then dropped); with reuse behind fences, the next fence asked for. No
+ * cache lock held: push_cached takes a shard's. */
 void gp_tc_relist(struct gp_pool *p, struct gp_block *b);
 /* The owner's own cache out of the fast path: its blocks into their lists (when reuse needs
  * fences, or the thread leaves). */

@@ -115,13 +115,17 @@ static struct gp_block *detach_all(struct gp_tcache *tc)
 
 void gp_tc_relist(struct gp_pool *p, struct gp_block *b)
 {
+	uint64_t t;
+
 	if (b == NULL)
 		return;
+	t = now(p); /* their free time (tc_put reads no clock): no earlier than any of their frees */
 	while (b != NULL) {
 		struct gp_block *next = b->next;
 		struct gp_dev *d = dev_get(p, b->device, 0);
 
 		b->next = NULL;
+		b->freed_ns = t;
 		push_cached(p, d, b);
 		b = next;
 	}

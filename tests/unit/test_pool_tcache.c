@@ -18,6 +18,7 @@
 #include "hooks.h"
 
 #define TC_BYTES (4 * MiB)
+#define SEC 1000000000ull
 
 static int setup_tc(void **state, int ordered)
 {
@@ -61,13 +62,14 @@ static void need_tcache(struct fx *fx)
 /* Proves: a thread's free of a block puts it in its own cache and its next allocation of the size
  * takes it back: no pool lock taken by either, no locked instruction in the hit, one in the free
  * (the compare-and-swap that keeps a double free racing it from succeeding twice), no backend
- * call; the figures count the hit, the free and the cached block. */
+ * call and no reading of the clock by either; the figures count the hit, the free and the cached
+ * block. */
 static void test_own_free_then_alloc_takes_no_lock(void **state)
 {
 	struct fx *fx = *state;
 	struct gp_pool_dev_stats st;
 	unsigned long locks, rmw;
-	uint64_t allocs;
+	uint64_t allocs, clocks;
 	void *a, *b;
 
 	need_tcache(fx);
@@ -76,9 +78,11 @@ static void test_own_free_then_alloc_takes_no_lock(void **state)
 	a = fx_alloc(fx, 0, 4 * KiB);
 	locks = gp_pool_test_locks_taken();
 	rmw = gp_pool_test_rmw_count();
+	clocks = fake_calls(&fx->fake, FAKE_OP_NOW);
 	fx_free(fx, a);
 	assert_int_equal(gp_pool_test_locks_taken() - locks, 0);
 	assert_int_equal(gp_pool_test_rmw_count() - rmw, 1);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_NOW), clocks);
 	assert_int_equal(gp_pool_test_tcache_blocks(fx->pool), 1);
 	st = fx_stats(fx, 0);
 	assert_int_equal(st.idle_blocks, 1);
@@ -92,6 +96,7 @@ static void test_own_free_then_alloc_takes_no_lock(void **state)
 	b = fx_alloc(fx, 0, 4 * KiB);
 	assert_int_equal(gp_pool_test_locks_taken() - locks, 0);
 	assert_int_equal(gp_pool_test_rmw_count() - rmw, 0);
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_NOW), clocks);
 	assert_ptr_equal(a, b);
 	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_ALLOC), allocs);
 	assert_int_equal(gp_pool_test_tcache_blocks(fx->pool), 0);
@@ -296,6 +301,31 @@ static void test_release_oldest_first(void **state)
 		assert_false(fake_holds(&fx->fake, p[i], NULL, NULL));
 	assert_true(fake_holds(&fx->fake, p[4], NULL, NULL));
 	assert_true(fake_holds(&fx->fake, p[5], NULL, NULL));
+}
+
+/* Proves: a block's idle age in a thread cache is never counted from before its free, though the
+ * free reads no clock: freed 20 s into the clock's run and looked at by a release of the blocks
+ * freed before 15 s, it stays (the release moved it to its list, stamped then); 10 s later a
+ * release of those freed before 25 s gives it back. */
+static void test_cached_age_not_before_free(void **state)
+{
+	struct fx *fx = *state;
+	struct gp_release_result res;
+	void *a;
+
+	need_tcache(fx);
+	fake_set_clock(&fx->fake, 20 * SEC);
+	a = fx_alloc(fx, 0, 64 * KiB);
+	fx_free(fx, a);
+	assert_int_equal(gp_pool_test_tcache_blocks(fx->pool), 1);
+	assert_int_equal(gp_pool_release_idle(fx->pool, -1, 15 * SEC, GP_CAUSE_IDLE, &res), GP_OK);
+	assert_int_equal(res.blocks, 0);
+	assert_true(fake_holds(&fx->fake, a, NULL, NULL));
+	assert_int_equal(gp_pool_test_tcache_blocks(fx->pool), 0);
+	fake_advance_clock(&fx->fake, 10 * SEC);
+	assert_int_equal(gp_pool_release_idle(fx->pool, -1, 25 * SEC, GP_CAUSE_IDLE, &res), GP_OK);
+	assert_int_equal(res.blocks, 1);
+	assert_false(fake_holds(&fx->fake, a, NULL, NULL));
 }
 
 /* The free in its section: a stream is created and its fence recorded and done right there,
@@ -571,6 +601,8 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_miss_takes_larger_cached_block,
 						setup_oversize_tc, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_cached_age_not_before_free, setup_ordered_tc,
+						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_release_oldest_first, setup_ordered_tc,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_trim_takes_cached_block, setup_trim_tc,
