@@ -48,6 +48,11 @@ int gp_pool_test_fenced(struct gp_pool *p, int device, uint64_t *bytes, uint64_t
  * (NULL: nothing). */
 extern void (*gp_pool_test_in_section)(struct gp_pool *p);
 extern void (*gp_pool_test_in_steal)(struct gp_pool *p);
+/* Runs in the free of a block by its own cache's owner (own_free), inside its section, after the
+ * look at the block's state and before the plain store that frees it (NULL: nothing). */
+extern void (*gp_pool_test_in_own_free)(void *ptr);
+/* How many thread caches of p are shared (gp_tc_revoke). */
+unsigned gp_pool_test_tcaches_shared(struct gp_pool *p);
 
 /* Runs between a free's lookup and its change of the block's state, to stage what another
  * thread could do there (NULL: nothing). */

@@ -252,6 +252,7 @@ tc_take(struct gp_pool *p, int device, unsigned cls, size_t bytes)
 		gp_pool_test_in_section(p);
 #endif
 	b->requested = bytes;
+	atomic_store_explicit(&b->owner, tc, memory_order_relaxed);
 	/* Its fields before its state: a free that finds it in use reads them. */
 	atomic_store_explicit(&b->state, next_live(word), memory_order_release);
 	bump(&tc->allocs, 1);
@@ -318,44 +319,23 @@ static struct gp_block *oldest_first(struct gp_block *b)
 	return r;
 }
 
-/* A block this thread's free has just made cached (ours alone, on no list) into the thread's own
- * cache when reuse needs no fence, the cache serves its device, the block is not movable and fits
- * the cache's bytes: 1, else 0 (the caller lists it). A full class pushes its oldest blocks into
- * the lists (tc_evict). It moves to the thread's stripe, whose in-use count its next hit adds to
- * without a locked instruction. No clock is read: a cached block's free time is only ever looked
- * at in a list, and gp_tc_relist stamps it on the way there with its own reading, which is no
- * earlier than the free (an age counted from it is never too old: a release by age may come
- * later than from the free itself, never earlier). */
-static inline __attribute__((always_inline)) int tc_put(struct gp_pool *p, struct gp_block *b)
+/* Inside the owner's section on tc: block b (cached, ours alone, on no list, on the thread's
+ * stripe) onto its class, newest first; a full class pushes its oldest blocks out into *out
+ * (tc_evict). 0 when even all of them would not make room (other classes fill the cache). */
+static inline __attribute__((always_inline)) int tc_push(struct gp_pool *p, struct gp_tcache *tc,
+							 struct gp_block *b, struct gp_block **out)
 {
-	struct gp_tcache *tc = tc_of(p);
-	unsigned cls = b->cls, home = list_of(b);
+	unsigned cls = b->cls;
 	size_t bytes = b->bytes;
-	int device = b->device, fits = 1;
-	struct gp_block *out = NULL;
-	struct gp_dev *d;
+	int fits = 1;
 
-	if (!atomic_load_explicit(&p->ordered, memory_order_relaxed) || b->movable || p->id == 0)
-		return 0;
-	if (__builtin_expect(tc == NULL, 0) && (tc = gp_tc_attach(p, device)) == NULL)
-		return 0;
-	if (tc->device != device || bytes > p->cfg.tcache_bytes)
-		return 0;
-	set_list(b, cls * GP_STRIPES + my_stripe());
-	if (!tc_enter(tc)) {
-		set_list(b, home);
-		return 0;
-	}
 	if (__builtin_expect(atomic_load_explicit(&tc->n[cls], memory_order_relaxed) >=
 					     TC_CLASS_MAX ||
 				     ld(&tc->bytes) + bytes > p->cfg.tcache_bytes,
 			     0)) {
-		out = tc_evict(tc, cls, bytes, p->cfg.tcache_bytes, &fits);
-		if (!fits) {
-			tc_leave(tc);
-			set_list(b, home);
+		*out = tc_evict(tc, cls, bytes, p->cfg.tcache_bytes, &fits);
+		if (!fits)
 			return 0;
-		}
 	}
 #ifdef GP_POOL_TEST_HOOKS
 	if (gp_pool_test_in_section != NULL)
@@ -371,13 +351,111 @@ static inline __attribute__((always_inline)) int tc_put(struct gp_pool *p, struc
 	bump(&tc->live_blocks, -1);
 	bump(&tc->live_bytes, -(int64_t)bytes);
 	bump(&tc->requested_bytes, -(int64_t)b->requested);
-	tc_leave(tc);
+	return 1;
+}
+
+/* After the section of a tc_push of a block of `bytes` on `device`, whose list was `home`: what
+ * it pushed out into the lists, and the bytes out of home's in-use count. The block itself is not
+ * looked at: once the section is over, a thief may have taken it, and its record may serve
+ * another block. */
+static inline __attribute__((always_inline)) void tc_pushed(struct gp_pool *p, int device,
+							    size_t bytes, unsigned home,
+							    struct gp_block *out)
+{
+	struct gp_dev *d;
+
 	if (__builtin_expect(out != NULL, 0))
 		gp_tc_relist(p, oldest_first(out));
 	d = dev_get(p, device, 0);
 	account_live(d, home % GP_STRIPES, -(int64_t)bytes);
 	check_cap(p, d, device);
+}
+
+/* A block this thread's free has just made cached (ours alone, on no list) into the thread's own
+ * cache when reuse needs no fence, the cache serves its device, the block is not movable and fits
+ * the cache's bytes: 1, else 0 (the caller lists it). It moves to the thread's stripe, whose
+ * in-use count its next hit adds to without a locked instruction. No clock is read: a cached
+ * block's free time is only ever looked at in a list, and gp_tc_relist stamps it on the way there
+ * with its own reading, which is no earlier than the free (an age counted from it is never too
+ * old: a release by age may come later than from the free itself, never earlier). */
+static inline __attribute__((always_inline)) int tc_put(struct gp_pool *p, struct gp_block *b)
+{
+	struct gp_tcache *tc = tc_of(p);
+	unsigned home = list_of(b);
+	size_t bytes = b->bytes;
+	int device = b->device;
+	struct gp_block *out = NULL;
+
+	if (!atomic_load_explicit(&p->ordered, memory_order_relaxed) || b->movable || p->id == 0)
+		return 0;
+	if (__builtin_expect(tc == NULL, 0) && (tc = gp_tc_attach(p, device)) == NULL)
+		return 0;
+	if (tc->device != device || bytes > p->cfg.tcache_bytes)
+		return 0;
+	set_list(b, b->cls * GP_STRIPES + my_stripe());
+	if (!tc_enter(tc)) {
+		set_list(b, home);
+		return 0;
+	}
+	if (!tc_push(p, tc, b, &out)) {
+		tc_leave(tc);
+		set_list(b, home);
+		return 0;
+	}
+	tc_leave(tc);
+	tc_pushed(p, device, bytes, home, out);
 	return 1;
+}
+
+/* The free of live block b (state word `word`) by the owner of tc, the cache it came from, while
+ * reuse needs no fence: in one section on tc, its state made cached with a plain store and the
+ * block put back in tc (1). Else nothing changed (0: the caller takes the compare-and-swap and
+ * the usual way): tc shared, a thief on it, or the state not `word` any more. No other thread
+ * changes the state of a live block a cache owns without first making the cache shared, with its
+ * owner out of its sections (gp_tc_revoke): seen not shared inside a section (looked at again
+ * there: a revoke may have ended just before it began), the block's state is the section's alone
+ * until it ends. A block a cache owns went into it once, so its device is the cache's, it is not
+ * movable and it fits. */
+static inline __attribute__((always_inline)) int own_free(struct gp_pool *p, struct gp_tcache *tc,
+							  struct gp_block *b, uint32_t word)
+{
+	unsigned home = list_of(b);
+	size_t bytes = b->bytes;
+	struct gp_block *out = NULL;
+
+	if (atomic_load_explicit(&tc->shared, memory_order_relaxed) ||
+	    !atomic_load_explicit(&p->ordered, memory_order_relaxed) || !tc_enter(tc))
+		return 0;
+	if (__builtin_expect(atomic_load_explicit(&tc->shared, memory_order_relaxed) ||
+				     atomic_load_explicit(&b->state, memory_order_relaxed) != word,
+			     0)) {
+		tc_leave(tc);
+		return 0;
+	}
+#ifdef GP_POOL_TEST_HOOKS
+	if (gp_pool_test_in_own_free != NULL)
+		gp_pool_test_in_own_free(b->ptr);
+#endif
+	set_list(b, b->cls * GP_STRIPES + my_stripe());
+	if (__builtin_expect(!tc_push(p, tc, b, &out), 0)) {
+		set_list(b, home);
+		tc_leave(tc);
+		return 0;
+	}
+	atomic_store_explicit(&b->state, with_state(word, BLOCK_CACHED), memory_order_relaxed);
+	tc_leave(tc);
+	tc_pushed(p, tc->device, bytes, home, out);
+	return 1;
+}
+
+/* Before the calling thread changes the state of live block b (anything but
+ * its own cache's free): the cache that owns b, if another thread's, made shared (gp_tc_revoke). */
+static inline void revoke_owner(struct gp_pool *p, struct gp_block *b)
+{
+	struct gp_tcache *owner = atomic_load_explicit(&b->owner, memory_order_relaxed);
+
+	if (__builtin_expect(owner != NULL, 0) && owner != tc_of(p))
+		gp_tc_revoke(p, owner);
 }
 
 /* The state is looked at under the list's lock, where the claim of a stale record marks a block
@@ -444,6 +522,8 @@ static int claim_stale(struct gp_pool *p, struct gp_block *old)
 		int claimed;
 
 		if (state_of(word) == BLOCK_LIVE || state_of(word) == BLOCK_HELD) {
+			if (state_of(word) == BLOCK_LIVE)
+				revoke_owner(p, old);
 			if (atomic_compare_exchange_strong(&old->state, &word,
 							   with_state(word, BLOCK_UNUSED)))
 				return state_of(word) == BLOCK_HELD ? STALE_HELD : STALE_LIVE;
@@ -692,6 +772,7 @@ void (*gp_pool_test_after_lookup)(struct gp_pool *p, void *ptr);
 void (*gp_pool_test_before_list)(struct gp_pool *p, void *ptr);
 void (*gp_pool_test_in_section)(struct gp_pool *p);
 void (*gp_pool_test_in_steal)(struct gp_pool *p);
+void (*gp_pool_test_in_own_free)(void *ptr);
 #endif
 
 /* The block of ptr and its state word, read together: while ptr -> b was in the map. Lock-free
@@ -822,6 +903,7 @@ static inline __attribute__((always_inline)) void cache_block(struct gp_pool *p,
 int gp_pool_free(struct gp_pool *p, void *ptr)
 {
 	struct gp_block *b;
+	struct gp_tcache *owner, *mine;
 	uint32_t word;
 
 	if (ptr == NULL)
@@ -839,10 +921,17 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 	/* From the word read with the lookup: fails if the block was freed already (a double
 	 * free, or held for a graph), or has been handed out again since, from the cache or as a
 	 * recycled record (a new generation: a free racing its own double free cannot free the
-	 * next owner's block). */
-	if (state_of(word) != BLOCK_LIVE ||
-	    (gp_rmw_note(),
-	     !atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_CACHED))))
+	 * next owner's block). A block from the thread's own cache: a plain store (own_free). */
+	if (state_of(word) != BLOCK_LIVE)
+		return bad_free(p, ptr);
+	owner = atomic_load_explicit(&b->owner, memory_order_relaxed);
+	mine = tc_of(p);
+	if (owner != NULL && owner == mine && own_free(p, owner, b, word))
+		return GP_OK;
+	if (owner != NULL && owner != mine)
+		gp_tc_revoke(p, owner);
+	gp_rmw_note();
+	if (!atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_CACHED)))
 		return bad_free(p, ptr);
 	if (tc_put(p, b))
 		return GP_OK;
@@ -862,6 +951,8 @@ int gp_pool_hold(struct gp_pool *p, void *ptr, uint32_t *ticket, size_t *bytes, 
 	if (b == NULL)
 		return GP_ENOTOWNED;
 	/* As a free: one compare-and-swap from the word the lookup read. */
+	if (state_of(word) == BLOCK_LIVE)
+		revoke_owner(p, b);
 	if (state_of(word) != BLOCK_LIVE ||
 	    !atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_HELD)))
 		return bad_free(p, ptr);
@@ -1075,6 +1166,15 @@ uint64_t gp_pool_test_tcaches_blocks(struct gp_pool *p)
 
 	for (struct gp_tcache *tc = atomic_load(&p->tcs); tc != NULL; tc = tc->next)
 		n += ld(&tc->blocks);
+	return n;
+}
+
+unsigned gp_pool_test_tcaches_shared(struct gp_pool *p)
+{
+	unsigned n = 0;
+
+	for (struct gp_tcache *tc = atomic_load(&p->tcs); tc != NULL; tc = tc->next)
+		n += atomic_load(&tc->shared) != 0;
 	return n;
 }
 

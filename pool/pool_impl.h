@@ -70,6 +70,11 @@ struct gp_block {
 	 * only for the claim of a stale record (pool.c), which reads it while the block may be out of
 	 * its list and another thread changes it; everyone else reads it as its owner. */
 	_Atomic unsigned list;
+	/* The thread cache it was handed out from, whose owner frees it without a locked
+	 * instruction while the cache is not shared (pool.c own_free); NULL when it came from
+	 * anywhere else. Written before the state word that makes it live, so that a reader of that
+	 * word sees this generation's. */
+	struct gp_tcache *_Atomic owner;
 	_Atomic uint32_t state; /* generation and block_state, above */
 } GP_BLOCK_ALIGN;
 
@@ -203,6 +208,10 @@ struct gp_tcache {
 	_Atomic int owned;      /* a thread has it (changed under the pool's tc_lock) */
 	_Atomic int refs;       /* the pool's and the owning thread's: the last one frees it */
 	_Atomic int pool_gone;  /* gp_pool_destroy ran: the owner must not touch the pool */
+	/* Another thread had to change the state of a block the cache owns (gp_tc_revoke): from
+	 * then on, for good, its owner frees with the compare-and-swap as every other thread. Set
+	 * only while the owner is kept out of its sections; read by the owner inside one. */
+	_Atomic int shared;
 } __attribute__((aligned(GP_LINE)));
 
 struct fence_slot {
@@ -492,6 +501,7 @@ static inline int head_fenced(struct gp_pool *p, struct gp_list *c)
 static inline void hand_out_locked(struct gp_list *c, struct gp_block *b, size_t bytes)
 {
 	b->requested = bytes;
+	atomic_store_explicit(&b->owner, NULL, memory_order_relaxed);
 	atomic_store_explicit(&b->state, next_live(atomic_load_explicit(&b->state, memory_order_relaxed)),
 			      memory_order_relaxed);
 	bump(&c->live_blocks, 1);
@@ -785,7 +795,12 @@ int gp_tc_claim(struct gp_pool *p, struct gp_block *old);
 /* Every owner section under way has ended (a state changed before this call is seen by every
  * later one). */
 void gp_tc_quiesce(struct gp_pool *p);
-/* forget_device: every cache of `device` drained, its in-use figures zeroed. */
+/* forget_device: every cache of `device` drained, its in-use figures zeroed, made shared. */
 void gp_tc_forget(struct gp_pool *p, int device);
+/* Before a thread other than tc's owner changes the state of a live block that tc owns (a free,
+ * a hold, a stale claim): tc made shared, with its owner out of its sections (one membarrier,
+ * once per cache), so that the owner's plain store of that state can no longer race the caller's
+ * compare-and-swap. */
+void gp_tc_revoke(struct gp_pool *p, struct gp_tcache *tc);
 
 #endif

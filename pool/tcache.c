@@ -11,6 +11,7 @@
 #include <linux/membarrier.h>
 #include <sched.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 _Thread_local struct gp_tcache *gp_tc_mine __attribute__((tls_model("initial-exec")));
@@ -277,8 +278,29 @@ void gp_tc_forget(struct gp_pool *p, int device)
 		atomic_store(&tc->live_blocks, 0);
 		atomic_store(&tc->live_bytes, 0);
 		atomic_store(&tc->requested_bytes, 0);
+		atomic_store(&tc->shared, 1); /* its live blocks are retired under its owner's frees */
 		go_on(tc);
 	}
+}
+
+void gp_tc_revoke(struct gp_pool *p, struct gp_tcache *tc)
+{
+	struct timespec ts = { 0, 1000000 };
+
+	(void)p;
+	if (atomic_load_explicit(&tc->shared, memory_order_acquire))
+		return;
+	if (stop(tc, 0) == 0) {
+		atomic_store(&tc->shared, 1);
+		go_on(tc);
+		return;
+	}
+	/* The barrier refused after the pool registered for it (never seen): shared at once, then
+	 * time for a section under way, whose store may still sit in its processor's store buffer,
+	 * to show and end. */
+	atomic_store(&tc->shared, 1);
+	nanosleep(&ts, NULL);
+	await_owner(tc);
 }
 
 /* ---- a thread's own cache: made, adopted, handed back ---------------------------------- */

@@ -2,7 +2,10 @@
  * random allocations and frees of 512 B to 4 MiB (THREADS_OPS: fewer under the sanitizers),
  * writing a per-thread pattern into every block and checking it before the free, while another
  * thread sends SIGUSR1 to the process every 1 ms. No crash, no pattern mismatch; at the end
- * everything is freed, one more SIGUSR1 is sent and the runtime's live bytes must reach 0. */
+ * everything is freed, one more SIGUSR1 is sent and the runtime's live bytes must reach 0.
+ * THREADS_HANDOFF=1: every other free swaps the block for the one in a shared exchange slot and
+ * frees that one instead, mostly a block another thread allocated (its pattern checked first):
+ * with GPUPOOL_THREAD_CACHE, frees of blocks that other threads' caches handed out. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -26,6 +29,32 @@ struct worker {
 static atomic_int stop_signals;
 static atomic_ulong signals_sent;
 static int ops = OPS;
+static int handoff;
+
+/* THREADS_HANDOFF's exchange: a block one thread put there, for another to free. */
+struct held {
+	void *ptr;
+	size_t size;
+	uint64_t seed;
+};
+static pthread_mutex_t exchange_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct held exchange[SLOTS];
+static atomic_ulong handed_over;
+
+/* The block at slot k of a thread swapped for the one in the exchange's slot k. */
+static void swap_with_exchange(int k, void **ptr, size_t *size, uint64_t *seed)
+{
+	struct held mine = { *ptr, *size, *seed };
+
+	pthread_mutex_lock(&exchange_lock);
+	*ptr = exchange[k].ptr;
+	*size = exchange[k].size;
+	*seed = exchange[k].seed;
+	exchange[k] = mine;
+	pthread_mutex_unlock(&exchange_lock);
+	if (*ptr != NULL && (*seed >> 32) != (mine.seed >> 32))
+		atomic_fetch_add(&handed_over, 1);
+}
 
 static size_t random_size(unsigned *seed)
 {
@@ -46,6 +75,11 @@ static void *work(void *arg)
 
 	for (op = 0; op < ops; op++) {
 		k = rand_r(&w->seed) % SLOTS;
+		if (ptr[k] != NULL && handoff && (op & 1)) {
+			swap_with_exchange(k, &ptr[k], &size[k], &seed[k]);
+			if (ptr[k] == NULL)
+				continue; /* the slot was empty: ours waits there */
+		}
 		if (ptr[k] != NULL) {
 			if (!e2e_verify(ptr[k], size[k], seed[k]))
 				e2e_fail("thread %d op %d: a %zu B block lost its pattern before its free",
@@ -101,6 +135,7 @@ int main(void)
 	e2e_start("e2e_threads");
 	if (getenv("THREADS_OPS") != NULL && atoi(getenv("THREADS_OPS")) > 0)
 		ops = atoi(getenv("THREADS_OPS"));
+	handoff = getenv("THREADS_HANDOFF") != NULL && atoi(getenv("THREADS_HANDOFF")) == 1;
 	/* CUDA in use before the signals start */
 	{
 		void *p = NULL;
@@ -121,6 +156,16 @@ int main(void)
 		pthread_join(w[i].tid, NULL);
 		allocs += w[i].allocs;
 	}
+	for (i = 0; i < SLOTS; i++) {
+		if (exchange[i].ptr == NULL)
+			continue;
+		if (!e2e_verify(exchange[i].ptr, exchange[i].size, exchange[i].seed))
+			e2e_fail("a %zu B block in the exchange lost its pattern", exchange[i].size);
+		e2e_cuda(cudaFree(exchange[i].ptr), "cudaFree(a block left in the exchange)");
+	}
+	if (handoff)
+		e2e_check(atomic_load(&handed_over) > 0, "%lu blocks freed by a thread that did not allocate them",
+			  atomic_load(&handed_over));
 	atomic_store(&stop_signals, 1);
 	pthread_join(sig_tid, NULL);
 	c = e2e_counters();
