@@ -293,13 +293,12 @@ static void per_thread_stream(CUstream s, int per_thread)
 		unordered();
 }
 
-static void note_device(int dev)
+/* A device's first allocation (bit: its bit in seen_devices): its fences, and with a second
+ * device, reuse behind fences. */
+static __attribute__((noinline, cold)) void note_new_device(int dev, uint64_t bit)
 {
-	uint64_t bit = 1ULL << (dev & (GP_MAX_DEVICES - 1));
-	uint64_t seen = atomic_load_explicit(&gp_shim.life.seen_devices, memory_order_relaxed);
+	uint64_t seen;
 
-	if (seen & bit)
-		return;
 	gp_fence_use_device(dev); /* before the bit: no fence may miss this device */
 	seen = atomic_fetch_or(&gp_shim.life.seen_devices, bit);
 	if (seen & bit)
@@ -307,6 +306,17 @@ static void note_device(int dev)
 	seen |= bit;
 	if (seen != bit)
 		unordered();
+}
+
+/* Inline: an allocation on a device seen before costs a load and a branch. */
+static inline __attribute__((always_inline)) void note_device(int dev)
+{
+	uint64_t bit = 1ULL << (dev & (GP_MAX_DEVICES - 1));
+
+	if (__builtin_expect(!(atomic_load_explicit(&gp_shim.life.seen_devices, memory_order_relaxed) &
+			       bit),
+			     0))
+		note_new_device(dev, bit);
 }
 
 /* ---- the runtime door ---- */
