@@ -903,7 +903,7 @@ static inline __attribute__((always_inline)) void cache_block(struct gp_pool *p,
 int gp_pool_free(struct gp_pool *p, void *ptr)
 {
 	struct gp_block *b;
-	struct gp_tcache *owner, *mine;
+	struct gp_tcache *owner;
 	uint32_t word;
 
 	if (ptr == NULL)
@@ -925,11 +925,12 @@ int gp_pool_free(struct gp_pool *p, void *ptr)
 	if (state_of(word) != BLOCK_LIVE)
 		return bad_free(p, ptr);
 	owner = atomic_load_explicit(&b->owner, memory_order_relaxed);
-	mine = tc_of(p);
-	if (owner != NULL && owner == mine && own_free(p, owner, b, word))
-		return GP_OK;
-	if (owner != NULL && owner != mine)
-		gp_tc_revoke(p, owner);
+	if (owner != NULL) {
+		if (owner != tc_of(p))
+			gp_tc_revoke(p, owner);
+		else if (own_free(p, owner, b, word))
+			return GP_OK;
+	}
 	gp_rmw_note();
 	if (!atomic_compare_exchange_strong(&b->state, &word, with_state(word, BLOCK_CACHED)))
 		return bad_free(p, ptr);
