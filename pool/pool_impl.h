@@ -502,8 +502,9 @@ static inline void hand_out_locked(struct gp_list *c, struct gp_block *b, size_t
 {
 	b->requested = bytes;
 	atomic_store_explicit(&b->owner, NULL, memory_order_relaxed);
+	/* Release: a free that reads this word reads this generation's owner (none). */
 	atomic_store_explicit(&b->state, next_live(atomic_load_explicit(&b->state, memory_order_relaxed)),
-			      memory_order_relaxed);
+			      memory_order_release);
 	bump(&c->live_blocks, 1);
 	bump(&c->live_bytes, (int64_t)b->bytes);
 	bump(&c->requested_bytes, (int64_t)bytes);
