@@ -448,8 +448,8 @@ static inline __attribute__((always_inline)) int own_free(struct gp_pool *p, str
 	return 1;
 }
 
-/* Before the calling thread changes the state of live block b (anything but
- * its own cache's free): the cache that owns b, if another thread's, made shared (gp_tc_revoke). */
+/* Before the calling thread changes the state of live block b (anything but its own cache's free):
+ * the cache that owns b, if another thread's, made shared (gp_tc_revoke). */
 static inline void revoke_owner(struct gp_pool *p, struct gp_block *b)
 {
 	struct gp_tcache *owner = atomic_load_explicit(&b->owner, memory_order_relaxed);

@@ -1,9 +1,10 @@
 /* tcache.c — each thread's own cache of blocks it freed (struct gp_tcache): made, adopted and
- * handed back (a thread's exit), and taken from under its owner by thieves (releases, a miss
- * about to grow, a stale claim, a device reset). The owner's hit and free (pool.c) make no locked
- * instruction; a thief pays for both sides with one membarrier system call. Never a backend call,
- * and never a map shard's lock taken with a cache's lock held (claim_stale holds one while it
- * takes a cache's). */
+ * handed back (a thread's exit), taken from under its owner by thieves (releases, a miss about to
+ * grow, a stale claim, a device reset), and made shared by the first other thread that changes
+ * the state of a block it owns (a revoke). The owner's hit and free (pool.c) make no locked
+ * instruction; a thief or a revoke pays for both sides with one membarrier system call. Never a
+ * backend call, and never a map shard's lock taken with a cache's lock held (claim_stale holds
+ * one while it takes a cache's). */
 #define _GNU_SOURCE
 #include "pool_impl.h"
 #include "hooks.h"
