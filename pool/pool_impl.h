@@ -310,7 +310,7 @@ uint64_t gp_fence_age_ns(struct gp_pool *p, uint64_t epoch);
 static inline uint64_t now(struct gp_pool *p)
 {
 	if (__builtin_expect(p->be.now_ns == gp_pool_coarse_ns, 1))
-		return gp_clock_ns(CLOCK_MONOTONIC_COARSE); /* every free reads it: no call */
+		return gp_clock_ns(CLOCK_MONOTONIC_COARSE); /* a free into the lists reads it: no call */
 	return p->be.now_ns ? p->be.now_ns(p->be.ctx) : 0;
 }
 

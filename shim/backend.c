@@ -313,7 +313,7 @@ void gp_backend_fill(struct gp_backend *be)
 	be->fence_destroy = gp_fence_destroy;
 	be->quiet = gp_fence_quiet;
 	be->join = gp_fence_join;
-	be->now_ns = gp_pool_coarse_ns; /* coarse: read on every free; idle ages need ms, not ns */
+	be->now_ns = gp_pool_coarse_ns; /* coarse: read by frees into the lists; idle ages need ms */
 	be->may_release = be_may_release;
 	be->movable = atomic_load(&gp_shim.vmm.on) ? be_movable : NULL;
 	be->remap = atomic_load(&gp_shim.vmm.on) ? be_remap : NULL;

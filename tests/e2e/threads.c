@@ -164,7 +164,8 @@ int main(void)
 		e2e_cuda(cudaFree(exchange[i].ptr), "cudaFree(a block left in the exchange)");
 	}
 	if (handoff)
-		e2e_check(atomic_load(&handed_over) > 0, "%lu blocks freed by a thread that did not allocate them",
+		e2e_check(atomic_load(&handed_over) > 0,
+			  "%lu blocks freed by a thread that did not allocate them",
 			  atomic_load(&handed_over));
 	atomic_store(&stop_signals, 1);
 	pthread_join(sig_tid, NULL);
