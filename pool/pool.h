@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sizeclass.h"
+
 /* Devices are bits of a 64-bit mask throughout the pool and the shim. */
 #define GP_MAX_DEVICES 64
 
@@ -247,10 +249,9 @@ struct gp_pool;
 
 /* Size classes: a request of `bytes` is rounded up to class_bytes(class_of(bytes)), which
  * wastes at most 12.5% over what a native allocation of `bytes` occupies on the device
- * (the driver rounds requests above 1 MiB up to 2 MiB). */
-unsigned gp_pool_class_of(size_t bytes);
+ * (the driver rounds requests above 1 MiB up to 2 MiB). gp_pool_class_of and
+ * gp_pool_class_count are inline (sizeclass.h). */
 size_t gp_pool_class_bytes(unsigned cls);
-unsigned gp_pool_class_count(void);
 /* The largest class a block of `bytes` serves (bytes at least 512): class_bytes <= bytes. */
 unsigned gp_pool_class_floor(size_t bytes);
 

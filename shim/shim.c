@@ -343,15 +343,11 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size)
 	return gp_shim_malloc_on(dev, ptr, size);
 }
 
-/* One pooled allocation; GP_EINVAL: a size the pool does not serve (the caller's real one). */
-static int pool_alloc(int dev, void **ptr, size_t size)
+/* After a pooled allocation that was retried (the pool released and tried again) or failed:
+ * what it says, and the trace of a failure. Out of line: a hit never gets here. */
+static __attribute__((noinline, cold)) int pool_alloc_after(int rc, int retried, int dev,
+							    void **ptr, size_t size)
 {
-	int retried, rc;
-
-	if (dev < 0 || dev >= GP_MAX_DEVICES)
-		return GP_EINVAL; /* not a device the pool (or a bit mask) can name: the caller's real one */
-	note_device(dev);
-	rc = gp_pool_alloc(gp_shim.life.pool, dev, size, ptr, &retried);
 	if (retried)
 		gp_obs_oom_retry(dev);
 	if (rc == GP_OK && retried && gp_backend_runtime_failed())
@@ -361,6 +357,22 @@ static int pool_alloc(int dev, void **ptr, size_t size)
 	else if (rc != GP_EINVAL)
 		gp_trace(GP_TRACE_FAIL, NULL, size);
 	return rc;
+}
+
+/* One pooled allocation; GP_EINVAL: a size the pool does not serve (the caller's real one).
+ * Inline into both doors: a hit's cost is the pool's. */
+static inline __attribute__((always_inline)) int pool_alloc(int dev, void **ptr, size_t size)
+{
+	int retried, rc;
+
+	if (__builtin_expect(dev < 0 || dev >= GP_MAX_DEVICES, 0))
+		return GP_EINVAL; /* not a device the pool (or a bit mask) can name: the caller's real one */
+	note_device(dev);
+	rc = gp_pool_alloc(gp_shim.life.pool, dev, size, ptr, &retried);
+	if (__builtin_expect(rc != GP_OK || retried, 0))
+		return pool_alloc_after(rc, retried, dev, ptr, size);
+	gp_trace(GP_TRACE_ALLOC, *ptr, size);
+	return GP_OK;
 }
 
 /* A thread's first call through the runtime door: a hit calls no runtime function, but the
@@ -387,18 +399,13 @@ static inline __attribute__((always_inline)) void runtime_thread_start(void)
 		runtime_thread_first();
 }
 
-cudaError_t gp_shim_malloc_on(int dev, void **ptr, size_t size)
+/* gp_shim_malloc_on's answer to a pooled allocation that did not succeed. */
+static __attribute__((noinline)) cudaError_t malloc_not_pooled(int prc, int dev, void **ptr,
+							       size_t size)
 {
 	cudaError_t rc;
-	int prc;
 
-	runtime_thread_start();
-	gp_backend_via_runtime = 1;
-	prc = pool_alloc(dev, ptr, size);
-	gp_backend_via_runtime = 0;
 	switch (prc) {
-	case GP_OK:
-		return cudaSuccess;
 	case GP_ENOMEM:
 		return cudaErrorMemoryAllocation;
 	case GP_EBACKEND:
@@ -411,6 +418,19 @@ cudaError_t gp_shim_malloc_on(int dev, void **ptr, size_t size)
 			gp_account_add(GP_ACCOUNT_UNPOOLED, dev, (uint64_t)(uintptr_t)*ptr, size);
 		return rc;
 	}
+}
+
+cudaError_t gp_shim_malloc_on(int dev, void **ptr, size_t size)
+{
+	int prc;
+
+	runtime_thread_start();
+	gp_backend_via_runtime = 1;
+	prc = pool_alloc(dev, ptr, size);
+	gp_backend_via_runtime = 0;
+	if (__builtin_expect(prc == GP_OK, 1))
+		return cudaSuccess;
+	return malloc_not_pooled(prc, dev, ptr, size);
 }
 
 /* 1: held for a capture, 0: the pool took it back, GP_ENOTOWNED: not the pool's, GP_EINVAL: a
