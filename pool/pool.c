@@ -239,7 +239,6 @@ tc_take(struct gp_pool *p, int device, unsigned cls, size_t bytes)
 	tc->head[cls] = b->next;
 	b->next = NULL;
 	tc_count(&tc->n[cls], -1);
-	bump(&tc->blocks, -1);
 	bump(&tc->bytes, -(int64_t)b->bytes);
 	word = atomic_load_explicit(&b->state, memory_order_relaxed);
 	if (__builtin_expect(state_of(word) != BLOCK_CACHED, 0)) {
@@ -256,7 +255,6 @@ tc_take(struct gp_pool *p, int device, unsigned cls, size_t bytes)
 	/* Its fields before its state: a free that finds it in use reads them. */
 	atomic_store_explicit(&b->state, next_live(word), memory_order_release);
 	bump(&tc->allocs, 1);
-	bump(&tc->live_blocks, 1);
 	bump(&tc->live_bytes, (int64_t)b->bytes);
 	bump(&tc->requested_bytes, (int64_t)bytes);
 	tc_leave(tc);
@@ -300,7 +298,6 @@ static __attribute__((noinline)) struct gp_block *tc_evict(struct gp_tcache *tc,
 	else
 		x[n - k - 1]->next = NULL;
 	tc_count(&tc->n[cls], -(int)k);
-	bump(&tc->blocks, -(int64_t)k);
 	bump(&tc->bytes, -(int64_t)gone);
 	return chain;
 }
@@ -345,10 +342,8 @@ static inline __attribute__((always_inline)) int tc_push(struct gp_pool *p, stru
 	b->next = tc->head[cls];
 	tc->head[cls] = b;
 	tc_count(&tc->n[cls], 1);
-	bump(&tc->blocks, 1);
 	bump(&tc->bytes, (int64_t)bytes);
 	bump(&tc->frees, 1);
-	bump(&tc->live_blocks, -1);
 	bump(&tc->live_bytes, -(int64_t)bytes);
 	bump(&tc->requested_bytes, -(int64_t)b->requested);
 	return 1;
@@ -1110,22 +1105,22 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 	/* The threads' caches: their blocks idle (pending once reuse needs fences: their fences are
 	 * not looked at), their hits and frees. */
 	for (struct gp_tcache *tc = atomic_load(&p->tcs); tc != NULL; tc = tc->next) {
-		uint64_t a = ld(&tc->allocs);
+		uint64_t a = ld(&tc->allocs), f = ld(&tc->frees);
 
 		if (tc->device != device)
 			continue;
 		o->allocs += a;
 		o->hits += a;
-		o->frees += ld(&tc->frees);
-		o->live_blocks += ld(&tc->live_blocks);
+		o->frees += f;
+		o->live_blocks += a - f - ld(&tc->retired);
 		o->live_bytes += ld(&tc->live_bytes);
 		o->requested_bytes += ld(&tc->requested_bytes);
 		if (ordered) {
 			o->idle_bytes += ld(&tc->bytes);
-			o->idle_blocks += ld(&tc->blocks);
+			o->idle_blocks += tc_blocks(tc);
 		} else {
 			o->pending_bytes += ld(&tc->bytes);
-			o->pending_blocks += ld(&tc->blocks);
+			o->pending_blocks += tc_blocks(tc);
 		}
 	}
 	for (unsigned i = 0; i < GP_STRIPES; i++)
@@ -1181,7 +1176,7 @@ uint64_t gp_pool_test_tcache_blocks(struct gp_pool *p)
 {
 	struct gp_tcache *tc = tc_of(p);
 
-	return tc != NULL ? ld(&tc->blocks) : 0;
+	return tc != NULL ? tc_blocks(tc) : 0;
 }
 
 uint64_t gp_pool_test_tcaches_blocks(struct gp_pool *p)
@@ -1189,7 +1184,7 @@ uint64_t gp_pool_test_tcaches_blocks(struct gp_pool *p)
 	uint64_t n = 0;
 
 	for (struct gp_tcache *tc = atomic_load(&p->tcs); tc != NULL; tc = tc->next)
-		n += ld(&tc->blocks);
+		n += tc_blocks(tc);
 	return n;
 }
 

@@ -198,9 +198,10 @@ struct gp_tcache {
 	_Atomic int busy;  /* owner: 1 inside a section */
 	_Atomic int steal; /* a thief has the cache (lock held) */
 	int device;        /* the device of its blocks, for good */
-	_Atomic uint64_t blocks, bytes; /* cached in it */
-	/* What its hits and frees did to the pool's figures (modulo 2^64, summed by stats): */
-	_Atomic uint64_t allocs, frees, live_blocks, live_bytes, requested_bytes;
+	_Atomic uint64_t bytes; /* cached in it (its blocks: tc_blocks) */
+	/* What its hits and frees did to the pool's figures (modulo 2^64, summed by stats; the
+	 * blocks in use: allocs - frees - retired, retired counting those a device reset took): */
+	_Atomic uint64_t allocs, frees, retired, live_bytes, requested_bytes;
 	struct gp_block *head[MAX_CLASSES]; /* per class, the newest freed first (by next) */
 	_Atomic uint8_t n[MAX_CLASSES];     /* blocks per class; read by thieves without lock */
 	pthread_mutex_t lock; /* thieves, and the owner outside its sections */
@@ -213,6 +214,17 @@ struct gp_tcache {
 	 * only while the owner is kept out of its sections; read by the owner inside one. */
 	_Atomic int shared;
 } __attribute__((aligned(GP_LINE)));
+
+/* The blocks tc holds, from its classes' counts (for stats and tests: the hit and the free keep
+ * no total). */
+static inline uint64_t tc_blocks(struct gp_tcache *tc)
+{
+	uint64_t n = 0;
+
+	for (unsigned c = 0; c < MAX_CLASSES; c++)
+		n += atomic_load_explicit(&tc->n[c], memory_order_relaxed);
+	return n;
+}
 
 struct fence_slot {
 	void *handle;

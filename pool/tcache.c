@@ -110,7 +110,6 @@ static struct gp_block *detach_all(struct gp_tcache *tc)
 		tc->head[c] = NULL;
 		atomic_store_explicit(&tc->n[c], 0, memory_order_relaxed);
 	}
-	atomic_store_explicit(&tc->blocks, 0, memory_order_relaxed);
 	atomic_store_explicit(&tc->bytes, 0, memory_order_relaxed);
 	return chain;
 }
@@ -142,7 +141,7 @@ void gp_tc_flush(struct gp_pool *p, struct gp_tcache *tc)
 {
 	struct gp_block *chain;
 
-	if (atomic_load_explicit(&tc->blocks, memory_order_relaxed) == 0)
+	if (atomic_load_explicit(&tc->bytes, memory_order_relaxed) == 0) /* no block */
 		return;
 	gp_mutex_lock(&tc->lock);
 	chain = detach_all(tc);
@@ -195,7 +194,7 @@ static void go_on(struct gp_tcache *tc)
  * any class). */
 static int holds(struct gp_tcache *tc, int device, unsigned cls, unsigned last)
 {
-	if (atomic_load_explicit(&tc->blocks, memory_order_relaxed) == 0)
+	if (atomic_load_explicit(&tc->bytes, memory_order_relaxed) == 0) /* no block */
 		return 0;
 	if (device >= 0 && tc->device != device)
 		return 0;
@@ -247,7 +246,6 @@ int gp_tc_claim(struct gp_pool *p, struct gp_block *old)
 				old->next = NULL;
 				atomic_store_explicit(&tc->n[old->cls], tc->n[old->cls] - 1,
 						      memory_order_relaxed);
-				bump(&tc->blocks, -1);
 				bump(&tc->bytes, -(int64_t)old->bytes);
 				found = 1;
 				break;
@@ -276,7 +274,7 @@ void gp_tc_forget(struct gp_pool *p, int device)
 	for (struct gp_tcache *tc = atomic_load(&p->tcs); tc != NULL; tc = tc->next) {
 		if (tc->device != device || stop(tc, 0) != 0)
 			continue;
-		atomic_store(&tc->live_blocks, 0);
+		atomic_store(&tc->retired, ld(&tc->allocs) - ld(&tc->frees));
 		atomic_store(&tc->live_bytes, 0);
 		atomic_store(&tc->requested_bytes, 0);
 		atomic_store(&tc->shared, 1); /* its live blocks are retired under its owner's frees */
