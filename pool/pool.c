@@ -700,29 +700,31 @@ static __attribute__((noinline)) int miss_movable(struct gp_pool *p, struct gp_d
 	return rc == GP_OK ? GP_OK : GP_ENOMEM;
 }
 
-/* gp_pool_alloc after its hit missed, or with a size or device it does not serve. Out of line:
- * the hit's own frame stays small. */
-static __attribute__((noinline)) int alloc_rest(struct gp_pool *p, int device, size_t bytes,
-						void **out, int *retried)
+int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *retried)
 {
-	unsigned cls = gp_pool_class_of(bytes), s0 = my_stripe();
+	unsigned cls = gp_pool_class_of(bytes), s0;
 	struct gp_dev *d;
 	struct gp_block *b;
 	int waiting = 0, rc;
 
 	if (retried)
 		*retried = 0;
-	if (out == NULL || cls >= gp_pool_class_count())
+	if (__builtin_expect(out == NULL || cls >= gp_pool_class_count(), 0))
 		return GP_EINVAL;
+	/* The hit: the thread's own cache (which serves one device, one the pool has), */
+	b = tc_take(p, device, cls, bytes);
+	if (b != NULL) {
+		account_live(dev_get(p, device, 0), list_of(b) % GP_STRIPES, (int64_t)b->bytes);
+		*out = b->ptr;
+		hint_set(p, b, b->ptr);
+		return GP_OK;
+	}
 	d = dev_get(p, device, 1);
 	if (d == NULL)
 		return device < 0 || device >= GP_MAX_DEVICES ? GP_EINVAL : GP_ENOMEM;
-
-	/* The hit again (a thread's first allocation made its device), else the oldest block of its
-	 * own list of the class. */
-	b = tc_take(p, device, cls, bytes);
-	if (b == NULL)
-		b = take_cached(p, &d->list[cls * GP_STRIPES + s0], bytes, &waiting);
+	/* else the oldest block of the thread's own list of the class. */
+	s0 = my_stripe();
+	b = take_cached(p, &d->list[cls * GP_STRIPES + s0], bytes, &waiting);
 	if (b == NULL)
 		b = gp_pool_take_missed(p, d, cls, s0, bytes, waiting);
 	/* Before the pool grows: blocks of the class in other threads' caches. */
@@ -751,25 +753,6 @@ static __attribute__((noinline)) int alloc_rest(struct gp_pool *p, int device, s
 	if (rc != GP_OK)
 		atomic_fetch_add(&d->failed_allocs, 1);
 	return rc;
-}
-
-/* The hit: the thread's own cache (nothing to check first: a cache exists only for a device the
- * pool has, and only a served size went into it), else alloc_rest. */
-int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *retried)
-{
-	unsigned cls = gp_pool_class_of(bytes);
-	struct gp_block *b;
-
-	if (__builtin_expect(cls < gp_pool_class_count() && out != NULL, 1) &&
-	    (b = tc_take(p, device, cls, bytes)) != NULL) {
-		if (retried)
-			*retried = 0;
-		account_live(dev_get(p, device, 0), list_of(b) % GP_STRIPES, (int64_t)b->bytes);
-		*out = b->ptr;
-		hint_set(p, b, b->ptr);
-		return GP_OK;
-	}
-	return alloc_rest(p, device, bytes, out, retried);
 }
 
 static void check_cap(struct gp_pool *p, struct gp_dev *d, int device)
