@@ -96,6 +96,14 @@ uint64_t e2e_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t e2e_wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 e2e_release_fn e2e_shim_release(void)
 {
 	void *sym = dlsym(RTLD_DEFAULT, "gpupool_release");

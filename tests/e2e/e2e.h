@@ -57,6 +57,8 @@ void e2e_sleep_ms(int ms);
 uint64_t e2e_now_ms(void);
 /* CLOCK_MONOTONIC in nanoseconds: the clock of the stand-in's event latency. */
 uint64_t e2e_now_ns(void);
+/* CLOCK_REALTIME in nanoseconds: the clock of a view's taken_time_ns. */
+uint64_t e2e_wall_ns(void);
 
 /* The preloaded shim's gpupool_release, found in the process; fails the test when it is not
  * there (the program was run without LD_PRELOAD=libgpupool.so). */
