@@ -602,7 +602,7 @@ int gp_pool_enter_block(struct gp_pool *p, struct gp_dev *d, int device, unsigne
 	return GP_OK;
 }
 
-static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
+static GP_MISS_PATH int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 		      unsigned s0, size_t bytes, void **out)
 {
 	size_t cbytes = gp_pool_class_bytes(cls);
@@ -629,7 +629,7 @@ static int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned 
  * bytes (gp_pool_set_cap), a miss first brings the cache down to the cap, in this thread: the
  * footprint then never passes the live bytes plus the cap. The over_cap notice alone comes too
  * late for a program that allocates in a burst: it frees and misses again before the release. */
-static void trim_to_cap(struct gp_pool *p, struct gp_dev *d, int device)
+static GP_MISS_PATH void trim_to_cap(struct gp_pool *p, struct gp_dev *d, int device)
 {
 	uint64_t cap = ld(&d->cap);
 

@@ -420,7 +420,7 @@ static __attribute__((noinline)) cudaError_t malloc_not_pooled(int prc, int dev,
 	}
 }
 
-cudaError_t gp_shim_malloc_on(int dev, void **ptr, size_t size)
+__attribute__((flatten)) cudaError_t gp_shim_malloc_on(int dev, void **ptr, size_t size)
 {
 	int prc;
 

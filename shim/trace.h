@@ -13,7 +13,9 @@
 
 enum gp_trace_action { GP_TRACE_ALLOC = 0, GP_TRACE_FREE, GP_TRACE_FAIL };
 
-void gp_trace_event(int action, const void *ptr, size_t bytes);
+/* The slow halves below are never inlined: the hit path is flattened (shim.c) and stops at them. */
+
+__attribute__((noinline)) void gp_trace_event(int action, const void *ptr, size_t bytes);
 
 /* An allocation (or its failure), just after it happened. bytes: what the program asked for. */
 static inline void gp_trace(int action, const void *ptr, size_t bytes)
@@ -25,8 +27,8 @@ static inline void gp_trace(int action, const void *ptr, size_t bytes)
 /* A free is stamped before the pool takes the block back (begin), so that its row comes before
  * the row of whichever thread gets the block next; end appends it if the free happened (ptr not
  * NULL). Its size is found at flush, from its allocation. */
-uint64_t gp_trace_free_begin_slow(void);
-void gp_trace_free_end_slow(uint64_t ns, const void *ptr);
+__attribute__((noinline)) uint64_t gp_trace_free_begin_slow(void);
+__attribute__((noinline)) void gp_trace_free_end_slow(uint64_t ns, const void *ptr);
 
 static inline uint64_t gp_trace_free_begin(void)
 {
