@@ -602,8 +602,8 @@ int gp_pool_enter_block(struct gp_pool *p, struct gp_dev *d, int device, unsigne
 	return GP_OK;
 }
 
-static GP_MISS_PATH int real_alloc(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
-		      unsigned s0, size_t bytes, void **out)
+static GP_MISS_PATH int real_alloc(struct gp_pool *p, struct gp_dev *d, int device,
+				   unsigned cls, unsigned s0, size_t bytes, void **out)
 {
 	size_t cbytes = gp_pool_class_bytes(cls);
 	struct gp_block *b;

@@ -578,13 +578,13 @@ take_cached(struct gp_pool *p, struct gp_list *c, size_t bytes, int *waiting)
  * another list, a larger one, or a fenced one waited for (miss.c); NULL: make a real allocation.
  * own_fenced: the thread's own list holds a block still fenced. Out of line: the hit path in
  * gp_pool_alloc only calls it. */
-GP_MISS_PATH struct gp_block *gp_pool_take_missed(struct gp_pool *p, struct gp_dev *d, unsigned cls,
-				     unsigned s0, size_t bytes, int own_fenced);
+struct gp_block *gp_pool_take_missed(struct gp_pool *p, struct gp_dev *d, unsigned cls,
+				     unsigned s0, size_t bytes, int own_fenced) GP_MISS_PATH;
 
 /* The largest class whose cached blocks may serve a miss of class cls for `bytes`
  * (cfg.oversize_pct; cls itself when no larger one may): what a miss takes from the lists, and
  * from the threads' caches before it grows (miss.c). */
-GP_MISS_PATH unsigned gp_pool_larger_last(const struct gp_pool *p, unsigned cls, size_t bytes);
+unsigned gp_pool_larger_last(const struct gp_pool *p, unsigned cls, size_t bytes) GP_MISS_PATH;
 
 /* A block's record made and entered: `real` bytes at ptr (at least the class's), asked for
  * `bytes`, in the pointer map, counted live on list `list` (pool.c). GP_ENOMEM: no record or map
@@ -609,8 +609,8 @@ struct gp_block *gp_pool_take_movable(struct gp_pool *p, struct gp_list *c, uint
 
 /* cfg.remap_trim: before a miss of class cls grows the pool by `need` bytes, idle blocks of other
  * classes that could not serve it given back, about `need` bytes of them (trim.c). */
-GP_MISS_PATH void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
-			 size_t need);
+void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
+			 size_t need) GP_MISS_PATH;
 
 /* gp_pool_advance(p, 0) for a miss that would otherwise move memory or grow the pool (split,
  * merge, remap): with no fence in flight the GPU is asked whether it is idle even while the
@@ -659,7 +659,7 @@ enum stale_from {
 
 /* A stale block's accounting undone (in use, reserved, movable), counted (stale_evictions), its
  * record retired, and cfg.stale told (no lock held: none may be when this is called). */
-GP_MISS_PATH void gp_pool_drop_stale(struct gp_pool *p, struct gp_block *b, enum stale_from from);
+void gp_pool_drop_stale(struct gp_pool *p, struct gp_block *b, enum stale_from from) GP_MISS_PATH;
 
 /* A block that a remap or split made for a request of `bytes` (class cls, stripe s0), `real`
  * bytes at ptr: entered live, or, with no record for it, given back (`settled`). */
@@ -794,19 +794,19 @@ void gp_tc_create(struct gp_pool *p);
 void gp_tc_destroy(struct gp_pool *p);
 /* The calling thread's cache for p on `device`, made or adopted (slow path: its first free);
  * NULL when thread caches are off, the thread is exiting, or its cache serves another device. */
-GP_MISS_PATH struct gp_tcache *gp_tc_attach(struct gp_pool *p, int device);
+struct gp_tcache *gp_tc_attach(struct gp_pool *p, int device) GP_MISS_PATH;
 /* Blocks taken out of a cache (linked by next, oldest first, cached, on no list) into their lists,
  * each stamped freed now (a cache keeps no free times) unless its address was handed out again
  * meanwhile (push_cached: then dropped); with reuse behind fences, the next fence asked for. No
  * cache lock held: push_cached takes a shard's. */
-GP_MISS_PATH void gp_tc_relist(struct gp_pool *p, struct gp_block *b);
+void gp_tc_relist(struct gp_pool *p, struct gp_block *b) GP_MISS_PATH;
 /* The owner's own cache out of the fast path: its blocks into their lists (when reuse needs
  * fences, or the thread leaves). */
-GP_MISS_PATH void gp_tc_flush(struct gp_pool *p, struct gp_tcache *tc);
+void gp_tc_flush(struct gp_pool *p, struct gp_tcache *tc) GP_MISS_PATH;
 /* Thieves: the blocks of every cache of `device` (< 0: all) into their lists, waiting for any
  * other thief; with cls < MAX_CLASSES only caches that hold a block of a class in [cls, last]
  * and no other thief holds (a miss's, which does not wait). 1 when any block moved. */
-GP_MISS_PATH int gp_tc_drain(struct gp_pool *p, int device, unsigned cls, unsigned last);
+int gp_tc_drain(struct gp_pool *p, int device, unsigned cls, unsigned last) GP_MISS_PATH;
 /* A stale claim (pool.c claim_stale, the map shard's lock held): `old`, cached, taken out of
  * whichever cache holds it (1), else 0. */
 int gp_tc_claim(struct gp_pool *p, struct gp_block *old);
@@ -819,6 +819,6 @@ void gp_tc_forget(struct gp_pool *p, int device);
  * a hold, a stale claim): tc made shared, with its owner out of its sections (one membarrier,
  * once per cache), so that the owner's plain store of that state can no longer race the caller's
  * compare-and-swap. */
-GP_MISS_PATH void gp_tc_revoke(struct gp_pool *p, struct gp_tcache *tc);
+void gp_tc_revoke(struct gp_pool *p, struct gp_tcache *tc) GP_MISS_PATH;
 
 #endif

@@ -225,8 +225,8 @@ static int release_devices(struct gp_pool *p, int device, const struct keep *k,
 	return r.errors ? GP_EBACKEND : GP_OK;
 }
 
-GP_MISS_PATH int gp_pool_release(struct gp_pool *p, int device, uint64_t target, enum gp_release_cause cause,
-		    struct gp_release_result *res)
+GP_MISS_PATH int gp_pool_release(struct gp_pool *p, int device, uint64_t target,
+				 enum gp_release_cause cause, struct gp_release_result *res)
 {
 	struct keep k = { 0, target, 0 };
 	return release_devices(p, device, &k, cause, res);
