@@ -23,9 +23,10 @@ enum gp_account_kind {
 void gp_account_add(enum gp_account_kind kind, int device, uint64_t key, uint64_t bytes);
 /* Before the real free of a pointer the pool does not own (handle 0), or the release of a VMM
  * handle (handle 1): it is no longer counted. Returns what gp_account_put_back needs if the real
- * call fails (0: it was not counted). */
-uint64_t gp_account_take(int handle, uint64_t key);
-void gp_account_put_back(int handle, uint64_t key, uint64_t token);
+ * call fails (0: it was not counted). Never inlined: the frees that call them are flattened
+ * around the pool's (shim.c), and these are off their hit path. */
+uint64_t gp_account_take(int handle, uint64_t key) __attribute__((noinline));
+void gp_account_put_back(int handle, uint64_t key, uint64_t token) __attribute__((noinline));
 
 /* Control thread, before a publish: ask the driver for each active device's default memory
  * pool's reserved bytes (at most once a period). */

@@ -498,7 +498,7 @@ static cudaError_t no_real_free(void *ptr, cudaStream_t s)
 	return cudaErrorInitializationError;
 }
 
-cudaError_t gp_shim_free(void *ptr)
+__attribute__((flatten)) cudaError_t gp_shim_free(void *ptr)
 {
 	if (ptr == NULL)
 		return gp_real.Free(ptr); /* initialises the runtime, as the program expects */
@@ -626,7 +626,7 @@ static CUresult real_cu_free(CUdeviceptr dptr, CUstream s)
 	return gp_cu.MemFree_v2(dptr);
 }
 
-CUresult gp_shim_cu_free(CUdeviceptr dptr)
+__attribute__((flatten)) CUresult gp_shim_cu_free(CUdeviceptr dptr)
 {
 	if (dptr == 0)
 		return gp_cu.MemFree_v2(dptr);
