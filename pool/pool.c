@@ -418,8 +418,8 @@ static inline __attribute__((always_inline)) int own_free(struct gp_pool *p, str
 	size_t bytes = b->bytes;
 	struct gp_block *out = NULL;
 
-	if (atomic_load_explicit(&tc->shared, memory_order_relaxed) ||
-	    !atomic_load_explicit(&p->ordered, memory_order_relaxed) || !tc_enter(tc))
+	/* Shared is looked at inside the section only (a revoke may end just before it begins). */
+	if (!atomic_load_explicit(&p->ordered, memory_order_relaxed) || !tc_enter(tc))
 		return 0;
 	if (__builtin_expect(atomic_load_explicit(&tc->shared, memory_order_relaxed) ||
 				     atomic_load_explicit(&b->state, memory_order_relaxed) != word,

@@ -321,26 +321,26 @@ static inline __attribute__((always_inline)) void note_device(int dev)
 
 /* ---- the runtime door ---- */
 
-static cudaError_t current_device(int *dev)
-{
-	if (atomic_load_explicit(&gp_shim.life.single_device, memory_order_relaxed)) {
-		*dev = 0;
-		return cudaSuccess;
-	}
-	return gp_real.GetDevice(dev);
-}
-
-cudaError_t gp_shim_malloc(void **ptr, size_t size)
+/* An allocation on the runtime's current device, asked of it: several devices seen. */
+static __attribute__((noinline)) cudaError_t malloc_current(void **ptr, size_t size)
 {
 	cudaError_t rc;
 	int dev;
 
-	if (ptr == NULL || size == 0 || !gp_shim_serves())
-		return gp_real.Malloc(ptr, size);
-	rc = current_device(&dev);
+	rc = gp_real.GetDevice(&dev);
 	if (rc != cudaSuccess)
 		return rc; /* the runtime's answer: it cannot tell the current device either */
 	return gp_shim_malloc_on(dev, ptr, size);
+}
+
+/* With one device, a tail call: no frame of its own on the hit path. */
+cudaError_t gp_shim_malloc(void **ptr, size_t size)
+{
+	if (ptr == NULL || size == 0 || !gp_shim_serves())
+		return gp_real.Malloc(ptr, size);
+	if (atomic_load_explicit(&gp_shim.life.single_device, memory_order_relaxed))
+		return gp_shim_malloc_on(0, ptr, size);
+	return malloc_current(ptr, size);
 }
 
 /* After a pooled allocation that was retried (the pool released and tried again) or failed:
