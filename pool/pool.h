@@ -311,9 +311,16 @@ size_t gp_pool_block_size(struct gp_pool *pool, const void *ptr, int *device);
  * not given back yet: side by side, releases may leave the cache below a target by those. */
 int gp_pool_release(struct gp_pool *pool, int device, uint64_t target,
 		    enum gp_release_cause cause, struct gp_release_result *res);
-/* Both return GP_EBACKEND when a backend free failed (the block is forgotten all the same).
- * gp_pool_release counts every call under its cause; gp_pool_release_idle only calls that
- * released something (it runs on a timer). */
+/* Give back about `bytes` of each device's cached blocks (device < 0: every device), the oldest
+ * freed first, in whole blocks (the last may pass `bytes`), fewer when less is cached: a cut by
+ * an amount, however much the program frees between the caller's decision and the release (a
+ * target computed from a cached figure read before would give back those frees too). A cut of 0
+ * bytes does nothing. */
+int gp_pool_release_bytes(struct gp_pool *pool, int device, uint64_t bytes,
+			  enum gp_release_cause cause, struct gp_release_result *res);
+/* All three return GP_EBACKEND when a backend free failed (the block is forgotten all the same).
+ * gp_pool_release and gp_pool_release_bytes count every call under its cause;
+ * gp_pool_release_idle only calls that released something (it runs on a timer). */
 
 /* Give back the cached blocks of `device` (< 0: all) freed before `freed_before_ns` (backend
  * clock): the idle-age policy. */

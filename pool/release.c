@@ -142,20 +142,21 @@ static void release_all(struct gp_pool *p, struct gp_dev *d, struct gp_release_r
  * against 273 classes x GP_STRIPES), and the cached total is reserved minus live (per stripe),
  * not a sum over every list: a release gives back many blocks, and a walk of every list per
  * block would make its cost the blocks times all the lists. */
-static void release_dev(struct gp_pool *p, struct gp_dev *d, uint64_t target,
+static void release_dev(struct gp_pool *p, struct gp_dev *d, uint64_t target, uint64_t budget,
 			struct gp_release_result *r)
 {
 	uint64_t cached, excess, start = r->bytes;
 	unsigned *idx, n = 0;
 
-	if (target == 0) {
+	if (target == 0 && budget == 0) {
 		release_all(p, d, r);
 		return;
 	}
-	/* What is over the target now, and no more: the frees that land meanwhile would keep the
-	 * release going for as long as the program churns (the next over-cap free asks again). */
+	/* What is over the target now (or the budget), and no more: the frees that land meanwhile
+	 * would keep the release going for as long as the program churns (the next over-cap free
+	 * asks again). */
 	cached = dev_cached(d);
-	excess = cached > target ? cached - target : 0;
+	excess = budget != 0 ? budget : cached > target ? cached - target : 0;
 	if (excess == 0)
 		return;
 	idx = malloc(nlists() * sizeof(*idx));
@@ -184,11 +185,11 @@ static void release_older(struct gp_pool *p, struct gp_dev *d, uint64_t before,
 			gp_pool_free_blocks(p, d, detach_older(&d->list[i], SIZE_MAX, before), r);
 }
 
-/* What a release keeps: by size, at most `target` cached bytes per device (oldest go first);
- * by age, the blocks freed at or after `before_ns`. */
+/* What a release keeps: by size, at most `target` cached bytes per device (oldest go first), or
+ * all but `budget` bytes of them; by age, the blocks freed at or after `before_ns`. */
 struct keep {
 	int by_age;
-	uint64_t target, before_ns;
+	uint64_t target, before_ns, budget;
 };
 
 static int release_devices(struct gp_pool *p, int device, const struct keep *k,
@@ -212,7 +213,7 @@ static int release_devices(struct gp_pool *p, int device, const struct keep *k,
 			release_older(p, d, k->before_ns, &r);
 		} else {
 			atomic_store(&d->cap_notified, 0);
-			release_dev(p, d, k->target, &r);
+			release_dev(p, d, k->target, k->budget, &r);
 		}
 	}
 	r.duration_ns = now(p) - t0;
@@ -228,14 +229,27 @@ static int release_devices(struct gp_pool *p, int device, const struct keep *k,
 GP_MISS_PATH int gp_pool_release(struct gp_pool *p, int device, uint64_t target,
 				 enum gp_release_cause cause, struct gp_release_result *res)
 {
-	struct keep k = { 0, target, 0 };
+	struct keep k = { 0, target, 0, 0 };
+	return release_devices(p, device, &k, cause, res);
+}
+
+int gp_pool_release_bytes(struct gp_pool *p, int device, uint64_t bytes,
+			  enum gp_release_cause cause, struct gp_release_result *res)
+{
+	struct keep k = { 0, 0, 0, bytes };
+
+	if (bytes == 0) {
+		if (res)
+			*res = (struct gp_release_result){ 0, 0, 0, 0 };
+		return cause < GP_CAUSE_COUNT && device < GP_MAX_DEVICES ? GP_OK : GP_EINVAL;
+	}
 	return release_devices(p, device, &k, cause, res);
 }
 
 int gp_pool_release_idle(struct gp_pool *p, int device, uint64_t freed_before_ns,
 			 enum gp_release_cause cause, struct gp_release_result *res)
 {
-	struct keep k = { 1, 0, freed_before_ns };
+	struct keep k = { 1, 0, freed_before_ns, 0 };
 	return release_devices(p, device, &k, cause, res);
 }
 

@@ -111,11 +111,11 @@ static void mode_pressure(void)
 		e2e_check(e2e_verify(p[i], 8 * MIB, (uint64_t)i), "live block %d kept its data", i);
 }
 
-/* A pressure release that begins while less is cached than the deficit gives back what was
- * cached then, not also what the program frees while it runs (each real cudaFree takes 100 ms
- * here): the device ends at the threshold, not below it. A release to 0 cached instead would
- * give back every block it finds, new ones included, and leave the device below the
- * threshold. */
+/* A pressure release that begins while less is cached than the deficit gives back the deficit,
+ * out of what was cached then and what the program frees while it runs (each real cudaFree
+ * takes 100 ms here), and no more: the device ends at the threshold, not below it. A release to
+ * 0 cached instead would give back every block it finds, new ones included, and leave the
+ * device below the threshold. */
 static void mode_pressure_churn(void)
 {
 	void *small, *p[24];

@@ -1,6 +1,6 @@
-/* test_pool_release.c — giving cached blocks back: everything, down to a target (oldest freed
- * first), per device, per cause; the OOM path (release that device's cache, retry once); and
- * forgetting a device. Live blocks must never be touched. */
+/* test_pool_release.c — giving cached blocks back: everything, down to a target or by an amount
+ * (oldest freed first), per device, per cause; the OOM path (release that device's cache, retry
+ * once); and forgetting a device. Live blocks must never be touched. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -116,6 +116,62 @@ static void test_release_target_oldest_first(void **state)
 	assert_true(fake_holds(&fx->fake, d, NULL, NULL));
 	assert_ptr_equal(fx_alloc(fx, 0, sd), d);
 	fx_free(fx, d);
+}
+
+/* Proves: a release by amount (gp_pool_release_bytes, the pressure policy's) gives back whole
+ * blocks, the oldest freed first, until the amount is reached, and no more however much was
+ * freed since the caller looked at the cache: with c and d cached, a cut of one block worked out
+ * then takes c alone after e and f were freed too (a target of cached-then less the cut would
+ * have taken c, d and e). A cut of 0 does nothing; one larger than the cache takes all of it and
+ * leaves live blocks alone. Each call that cut counts under its cause. */
+static void test_release_bytes_oldest_first(void **state)
+{
+	struct fx *fx = *state;
+	struct gp_release_result res;
+	uint64_t counts[GP_CAUSE_COUNT], bytes[GP_CAUSE_COUNT];
+	void *p[7];
+
+	for (int i = 0; i < 7; i++)
+		p[i] = fx_alloc(fx, 0, MiB);
+	for (int i = 0; i < 4; i++) { /* a, b, c, d: one second apart */
+		fx_free(fx, p[i]);
+		fake_advance_clock(&fx->fake, 1000000000ull);
+	}
+	assert_int_equal(gp_pool_release_bytes(fx->pool, -1, cb(MiB) + 1, GP_CAUSE_PRESSURE, &res),
+			 GP_OK);
+	assert_int_equal(res.blocks, 2);
+	assert_int_equal(res.bytes, 2 * cb(MiB));
+	assert_false(fake_holds(&fx->fake, p[0], NULL, NULL));
+	assert_false(fake_holds(&fx->fake, p[1], NULL, NULL));
+	assert_true(fake_free_log_find(&fx->fake, p[0]) < fake_free_log_find(&fx->fake, p[1]));
+
+	/* The cut decided with c and d cached; e and f freed before it runs. */
+	assert_int_equal(gp_pool_cached_bytes(fx->pool, 0), 2 * cb(MiB));
+	fx_free(fx, p[4]);
+	fake_advance_clock(&fx->fake, 1000000000ull);
+	fx_free(fx, p[5]);
+	assert_int_equal(gp_pool_release_bytes(fx->pool, 0, cb(MiB), GP_CAUSE_PRESSURE, &res), GP_OK);
+	assert_int_equal(res.blocks, 1);
+	assert_false(fake_holds(&fx->fake, p[2], NULL, NULL));
+	assert_true(fake_holds(&fx->fake, p[3], NULL, NULL));
+	assert_true(fake_holds(&fx->fake, p[4], NULL, NULL));
+	assert_int_equal(gp_pool_cached_bytes(fx->pool, 0), 3 * cb(MiB));
+
+	memset(&res, 0xff, sizeof(res));
+	assert_int_equal(gp_pool_release_bytes(fx->pool, 0, 0, GP_CAUSE_PRESSURE, &res), GP_OK);
+	assert_int_equal(res.blocks + res.bytes, 0);
+	assert_int_equal(gp_pool_cached_bytes(fx->pool, 0), 3 * cb(MiB));
+
+	assert_int_equal(gp_pool_release_bytes(fx->pool, -1, 1ull << 40, GP_CAUSE_PRESSURE, &res),
+			 GP_OK);
+	assert_int_equal(res.blocks, 3);
+	assert_int_equal(gp_pool_cached_bytes(fx->pool, 0), 0);
+	assert_true(fake_holds(&fx->fake, p[6], NULL, NULL));
+	gp_pool_release_counts(fx->pool, counts, bytes);
+	assert_int_equal(counts[GP_CAUSE_PRESSURE], 3);
+	assert_int_equal(bytes[GP_CAUSE_PRESSURE], 6 * cb(MiB));
+	assert_int_equal(gp_pool_release_bytes(fx->pool, 0, MiB, GP_CAUSE_COUNT, NULL), GP_EINVAL);
+	fx_free(fx, p[6]);
 }
 
 /* Proves: a release for one device gives back only that device's cache; others keep theirs and
@@ -444,6 +500,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_release_all_cached, fx_setup_unordered,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_release_target_oldest_first, fx_setup_ordered,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_release_bytes_oldest_first, fx_setup_ordered,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_release_one_device, fx_setup_ordered,
 						fx_teardown),
