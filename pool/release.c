@@ -185,8 +185,9 @@ static void release_older(struct gp_pool *p, struct gp_dev *d, uint64_t before,
 			gp_pool_free_blocks(p, d, detach_older(&d->list[i], SIZE_MAX, before), r);
 }
 
-/* What a release keeps: by size, at most `target` cached bytes per device (oldest go first), or
- * all but `budget` bytes of them; by age, the blocks freed at or after `before_ns`. */
+/* What a release keeps: by size, at most `target` cached bytes per device (oldest go first), or,
+ * with `budget`, all but about `budget` bytes given back (oldest first); by age, the blocks freed
+ * at or after `before_ns`. */
 struct keep {
 	int by_age;
 	uint64_t target, before_ns, budget;
