@@ -6,10 +6,14 @@
  * event fence). Built with the shared runtime, the preloaded run also measures the runtime's own
  * cudaMalloc reaching gpupool's driver entry point ("gpupool-via-runtime": the way every runtime
  * would come in without the exported cudaMalloc); built with the static runtime (hitpath_static,
- * -DHITPATH_STATIC) every contender is the driver door's and is named "static-...".
+ * -DHITPATH_STATIC) every contender is the driver door's and is named "static-...". Both builds
+ * also measure cuMemAlloc_v2 + cuMemFree_v2 called directly, found as a driver-API program
+ * (CuPy, numba, cuda-python) finds them ("gpupool-driver": the driver door alone, without a
+ * runtime's own code in front of it).
  * Each sample times a batch of pairs with CLOCK_MONOTONIC; per-pair ns = batch time / pairs.
  * Output: one "BENCH contender=... size=... median_ns=... p99_ns=..." line per (contender,size)
  * and a markdown table; bench/hitpath_table.awk merges the two runs into one table. */
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <stdint.h>
@@ -24,18 +28,23 @@ static const size_t sizes[] = { 512, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 <<
 				 (size_t)1 << 30 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
-enum contender { NATIVE, ASYNC, POOL, POOL_VIA_RUNTIME, POOL_FENCED, NCONTENDERS };
+enum contender { NATIVE, ASYNC, POOL, POOL_VIA_RUNTIME, POOL_DRIVER, POOL_FENCED, NCONTENDERS };
 #ifdef HITPATH_STATIC
 static const char *const names[NCONTENDERS] = { "static-native", "static-async", "static-gpupool",
-						"-", "static-gpupool-fenced" };
+						"-", "static-gpupool-driver",
+						"static-gpupool-fenced" };
 #else
 static const char *const names[NCONTENDERS] = { "native", "async", "gpupool",
-						"gpupool-via-runtime", "gpupool-fenced" };
+						"gpupool-via-runtime", "gpupool-driver",
+						"gpupool-fenced" };
 #endif
 
 /* The runtime's own cudaMalloc/cudaFree, past the exported ones (gpupool-via-runtime). */
 static cudaError_t (*rt_malloc)(void **, size_t);
 static cudaError_t (*rt_free)(void *);
+/* The driver's cuMemAlloc_v2/cuMemFree_v2 as the runtime's lookup hands them out (gpupool-driver). */
+static CUresult (*drv_alloc)(CUdeviceptr *, size_t);
+static CUresult (*drv_free)(CUdeviceptr);
 
 struct result {
 	int done;
@@ -72,6 +81,10 @@ static int batch(enum contender c, size_t size, int pairs)
 		} else if (c == POOL_VIA_RUNTIME) {
 			errors += rt_malloc(&p, size) != cudaSuccess;
 			errors += rt_free(p) != cudaSuccess;
+		} else if (c == POOL_DRIVER) {
+			CUdeviceptr d = 0;
+			errors += drv_alloc(&d, size) != CUDA_SUCCESS;
+			errors += drv_free(d) != CUDA_SUCCESS;
 		} else {
 			errors += cudaMalloc(&p, size) != cudaSuccess;
 			errors += cudaFree(p) != cudaSuccess;
@@ -146,6 +159,23 @@ static void table(void)
 	}
 }
 
+/* cuMemAlloc_v2 and cuMemFree_v2 (CUDA 3.2's), as a driver-API program finds them. */
+static int find_driver_pair(void)
+{
+	enum cudaDriverEntryPointQueryResult q1 = cudaDriverEntryPointSymbolNotFound, q2 = q1;
+	void *a = NULL, *f = NULL;
+
+	if (cudaGetDriverEntryPointByVersion("cuMemAlloc", &a, 3020, cudaEnableDefault, &q1) != cudaSuccess ||
+	    cudaGetDriverEntryPointByVersion("cuMemFree", &f, 3020, cudaEnableDefault, &q2) != cudaSuccess ||
+	    q1 != cudaDriverEntryPointSuccess || q2 != cudaDriverEntryPointSuccess || a == NULL || f == NULL) {
+		cudaGetLastError();
+		return -1;
+	}
+	memcpy(&drv_alloc, &a, sizeof(a));
+	memcpy(&drv_free, &f, sizeof(f));
+	return 0;
+}
+
 /* Keep memory freed by cudaFreeAsync in the stream-ordered pool across synchronizations. */
 static int warm_async_pool(void)
 {
@@ -187,6 +217,10 @@ int main(int argc, char **argv)
 			if (rt_malloc != NULL && rt_free != NULL)
 				run(POOL_VIA_RUNTIME, pool_pairs);
 		}
+		if (find_driver_pair() == 0)
+			run(POOL_DRIVER, pool_pairs);
+		else
+			printf("# gpupool-driver: cuMemAlloc_v2/cuMemFree_v2 not found; skipped\n");
 		/* A created stream turns immediate reuse off for good: measure the fenced path. */
 		if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess) {
 			run(POOL_FENCED, pool_pairs);
