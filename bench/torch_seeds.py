@@ -27,7 +27,8 @@ setting given (in that order; LABEL= alone: no setting), and prints each run's m
 and peak. --rounds N runs only seed 1 in PyTorch's default mode, takeover mode and takeover with
 the recommended settings (and --extra LABEL=K=V,...), interleaved, N rounds, and prints each
 round's ms per forward, its ratio to PyTorch's in the same round, the peak and what the idle
-process holds (before the signal), with the pool's real allocations and fence waits.
+process holds (before the signal), with the pool's real allocations and fence waits, in the
+whole run and in the timed sweeps alone (read with `gpupool stats` from the process's live view).
 
 Usage: python3 bench/torch_seeds.py --lib build/shim/libgpupool.so --out DIR [--quick] [--vmm]
 """
@@ -111,6 +112,24 @@ class Sampler:
         return out
 
 
+POOL_COUNTS = ("real_mallocs", "real_frees", "hits", "allocs", "fence_waits", "fence_joins", "trims", "remaps")
+
+
+def pool_counts():
+    """The pool's counters now (summed over devices), read with `gpupool stats` from this
+    process's live view; None without gpupool (GPUPOOL_BENCH_CLI names the command)."""
+    cli = os.environ.get("GPUPOOL_BENCH_CLI")
+    if not cli:
+        return None
+    try:
+        p = subprocess.run([cli, "stats", str(os.getpid()), "--json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, timeout=10)
+        devs = json.loads(p.stdout.decode()).get("devices", [])
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+    return {k: sum(d.get(k, 0) or 0 for d in devs) for k in POOL_COUNTS}
+
+
 def build_model(torch, d, layers, heads, ff):
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(d, heads, ff, batch_first=True, dropout=0.0,
@@ -130,10 +149,13 @@ def child_growing(args):
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     torch.manual_seed(1)
     steps, fwd_ms = [], []
+    timed_from = None
     with torch.no_grad():
         for rep in range(args.warm + args.timed):
             s.phase = "warm" if rep < args.warm else "timed"
             torch.cuda.synchronize()
+            if rep == args.warm:  # outside the timed sweeps: what the pool did during them
+                timed_from = pool_counts()
             t0 = time.perf_counter()
             for n in lengths:
                 x = torch.randn(1, n, 2048, device="cuda", dtype=torch.bfloat16)
@@ -149,6 +171,9 @@ def child_growing(args):
                 fwd_ms.append((time.perf_counter() - t0) * 1000 / len(lengths))
     s.phase = "idle"
     torch.cuda.synchronize()
+    timed_to = pool_counts()
+    timed_pool = ({k: timed_to[k] - timed_from[k] for k in POOL_COUNTS}
+                  if timed_from and timed_to else None)
     live = max(torch.cuda.memory_allocated(), params)
     time.sleep(0.5)
     before = used()
@@ -174,7 +199,7 @@ def child_growing(args):
     return {"ctx": ctx, "params": params, "live": live, "fwd_ms": fwd_ms,
             "peak": s.peak({"timed"}), "peak_all": s.peak({"warm", "timed"}),
             "before_signal": before, "after_signal": after, "back_ms": back_ms,
-            "steps": steps, "series": series}
+            "steps": steps, "series": series, "timed_pool": timed_pool}
 
 
 def child_reload(args):
@@ -216,6 +241,9 @@ def run_child(workload, config, lib, args, extra_env=None, label=None):
     stats = f"/tmp/torch-seeds-stats.{os.getpid()}.json"
     if config in ("shim", "takeover"):
         env["GPUPOOL_STATS_FILE"] = stats
+        cli = os.path.join(os.path.dirname(os.path.abspath(lib)), "..", "cli", "gpupool")
+        if os.access(cli, os.X_OK):
+            env["GPUPOOL_BENCH_CLI"] = os.path.normpath(cli)
         env.setdefault("GPUPOOL_LOG", "info")
     t0 = time.monotonic()
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
@@ -245,6 +273,12 @@ def run_child(workload, config, lib, args, extra_env=None, label=None):
 RECOMMENDED = "GPUPOOL_VMM=on,GPUPOOL_VMM_AGE=100ms,GPUPOOL_VMM_TRIM=1,GPUPOOL_IDLE_TIMEOUT=10s"
 
 
+def timed_cell(t):
+    if not t:
+        return "-"
+    return f"{t['real_mallocs']} / {t['fence_waits']} / {t['allocs'] - t['hits']}"
+
+
 def growing_rounds(args):
     """Seed 1 in PyTorch's default mode, in takeover mode and with the recommended settings (and
     any LABEL=K=V,... given), interleaved: round after round, each configuration a fresh process."""
@@ -271,12 +305,12 @@ def growing_rounds(args):
     base_held = max((r["before_signal"] for r in ok if r["config"] == "pytorch"), default=None)
     print("\n| configuration | settings | ms per forward, each round | vs PyTorch, each round "
           "| peak MiB | idle, held MiB | vs PyTorch (worst) | real allocations | fence waits (timed out) "
-          "| fences joined |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| fences joined | timed sweeps: real allocations / fence waits / misses |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for label, config, kvs in specs:
         rs = [r for r in ok if r["config"] == label]
         if not rs:
-            print(f"| {label} | {kvs or '-'} | failed | | | | | | | |")
+            print(f"| {label} | {kvs or '-'} | failed | | | | | | | | |")
             continue
         ms = [med(r["fwd_ms"]) for r in rs]
         ratios = [med(r["fwd_ms"]) / base[r["round"]] for r in rs if r["round"] in base]
@@ -288,7 +322,8 @@ def growing_rounds(args):
               f"{', '.join(mib(r['peak']) for r in rs)} | {', '.join(mib(h) for h in held)} | {vs} | "
               f"{', '.join(str(p.get('real_mallocs', '-')) for p in pool)} | "
               f"{', '.join(str(p.get('fence_waits', '-')) + ' (' + str(p.get('fence_wait_timeouts', '-')) + ')' for p in pool)} | "
-              f"{', '.join(str(p.get('fence_joins', '-')) for p in pool)} |")
+              f"{', '.join(str(p.get('fence_joins', '-')) for p in pool)} | "
+              f"{', '.join(timed_cell(r.get('timed_pool')) for r in rs)} |")
     seen = sorted({ln for r in ok for ln in r.get("streams", [])})
     print("\nstreams created (shim log): " + ("; ".join(seen) if seen else "none") +
           "; one stream order: " + ", ".join(f"{r['config']}={r.get('ordered')}" for r in ok
