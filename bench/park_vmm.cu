@@ -123,13 +123,18 @@ static int child(size_t gib, unsigned slots, size_t slot_mib, unsigned threads, 
 			return 1;
 		}
 		va.push_back(p);
-		fill<<<1024, 256>>>((unsigned long long *)p, n / 8, va.size());
+	}
+	// The bus first: its copies back to the device overwrite the first block's start.
+	if (with_bus)
+		bus(va[0], &dtoh, &htod);
+	for (size_t i = 0; i < va.size(); i++) {
+		size_t n = bytes - i * BLOCK < BLOCK ? bytes - i * BLOCK : BLOCK;
+
+		fill<<<1024, 256>>>((unsigned long long *)va[i], n / 8, i + 1);
 	}
 	cudaMalloc(&bad, sizeof(*bad));
 	cudaMemset(bad, 0, sizeof(*bad));
 	cudaDeviceSynchronize();
-	if (with_bus)
-		bus(va[0], &dtoh, &htod);
 	cuMemGetInfo(&free1, &total);
 	rc1 = gp_park_vmm(&f1);
 	cuMemGetInfo(&free2, &total);
