@@ -9,7 +9,8 @@
  * -DHITPATH_STATIC) every contender is the driver door's and is named "static-...". Both builds
  * also measure cuMemAlloc_v2 + cuMemFree_v2 called directly, found as a driver-API program
  * (CuPy, numba, cuda-python) finds them ("gpupool-driver": the driver door alone, without a
- * runtime's own code in front of it).
+ * runtime's own code in front of it), and glibc's malloc + free of the same sizes in the same
+ * process ("glibc", for scale).
  * Each sample times a batch of pairs with CLOCK_MONOTONIC; per-pair ns = batch time / pairs.
  * Output: one "BENCH contender=... size=... median_ns=... p99_ns=..." line per (contender,size)
  * and a markdown table; bench/hitpath_table.awk merges the two runs into one table. */
@@ -28,15 +29,16 @@ static const size_t sizes[] = { 512, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 <<
 				 (size_t)1 << 30 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
-enum contender { NATIVE, ASYNC, POOL, POOL_VIA_RUNTIME, POOL_DRIVER, POOL_FENCED, NCONTENDERS };
+enum contender { NATIVE, ASYNC, POOL, POOL_VIA_RUNTIME, POOL_DRIVER, POOL_FENCED, GLIBC,
+		 NCONTENDERS };
 #ifdef HITPATH_STATIC
 static const char *const names[NCONTENDERS] = { "static-native", "static-async", "static-gpupool",
 						"-", "static-gpupool-driver",
-						"static-gpupool-fenced" };
+						"static-gpupool-fenced", "static-glibc" };
 #else
 static const char *const names[NCONTENDERS] = { "native", "async", "gpupool",
 						"gpupool-via-runtime", "gpupool-driver",
-						"gpupool-fenced" };
+						"gpupool-fenced", "glibc" };
 #endif
 
 /* The runtime's own cudaMalloc/cudaFree, past the exported ones (gpupool-via-runtime). */
@@ -68,6 +70,9 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* Where glibc's blocks go, so that the compiler keeps each malloc+free pair. */
+static void *volatile glibc_sink;
+
 /* One batch of `pairs` pairs; returns the number of failed calls. */
 static int batch(enum contender c, size_t size, int pairs)
 {
@@ -81,6 +86,13 @@ static int batch(enum contender c, size_t size, int pairs)
 		} else if (c == POOL_VIA_RUNTIME) {
 			errors += rt_malloc(&p, size) != cudaSuccess;
 			errors += rt_free(p) != cudaSuccess;
+		} else if (c == GLIBC) {
+			char *h = (char *)malloc(size);
+			errors += h == NULL;
+			if (h != NULL)
+				h[0] = (char)i;
+			glibc_sink = h;
+			free(h);
 		} else if (c == POOL_DRIVER) {
 			CUdeviceptr d = 0;
 			errors += drv_alloc(&d, size) != CUDA_SUCCESS;
@@ -221,6 +233,8 @@ int main(int argc, char **argv)
 			run(POOL_DRIVER, pool_pairs);
 		else
 			printf("# gpupool-driver: cuMemAlloc_v2/cuMemFree_v2 not found; skipped\n");
+		/* glibc's malloc+free of the same sizes, in this process, for scale. */
+		run(GLIBC, pool_pairs);
 		/* A created stream turns immediate reuse off for good: measure the fenced path. */
 		if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess) {
 			run(POOL_FENCED, pool_pairs);

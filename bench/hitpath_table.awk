@@ -21,7 +21,7 @@ function cell(c, s) {
 END {
 	if (nsizes == 0) { print "(no BENCH lines)"; exit 1 }
 	n = 0
-	split("native async gpupool gpupool-via-runtime gpupool-driver gpupool-fenced static-native static-async static-gpupool static-gpupool-driver static-gpupool-fenced cupy-native cupy-gpupool", all, " ")
+	split("native async gpupool gpupool-via-runtime gpupool-driver gpupool-fenced glibc static-native static-async static-gpupool static-gpupool-driver static-gpupool-fenced static-glibc cupy-native cupy-gpupool", all, " ")
 	for (i = 1; i in all; i++) if ((all[i], sizes[1]) in med || (all[i], sizes[2]) in med) order[++n] = all[i]
 	hdr = "| size |"; sep = "|---|"
 	for (i = 1; i <= n; i++) { hdr = hdr " " order[i] " |"; sep = sep "---|" }
