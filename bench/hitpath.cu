@@ -11,6 +11,7 @@
  * (CuPy, numba, cuda-python) finds them ("gpupool-driver": the driver door alone, without a
  * runtime's own code in front of it), and glibc's malloc + free of the same sizes in the same
  * process ("glibc", for scale).
+ * Usage: hitpath [SAMPLES [LARGEST_BYTES]] (50 samples, every size up to 1 GiB).
  * Each sample times a batch of pairs with CLOCK_MONOTONIC; per-pair ns = batch time / pairs.
  * Output: one "BENCH contender=... size=... median_ns=... p99_ns=..." line per (contender,size)
  * and a markdown table; bench/hitpath_table.awk merges the two runs into one table. */
@@ -130,9 +131,12 @@ static void measure(enum contender c, size_t si, int pairs)
 	cudaGetLastError();
 }
 
+/* The largest size measured (argv[2]; all of them by default). */
+static size_t max_bytes = SIZE_MAX;
+
 static void run(enum contender c, int pairs)
 {
-	for (size_t i = 0; i < NSIZES; i++)
+	for (size_t i = 0; i < NSIZES && sizes[i] <= max_bytes; i++)
 		measure(c, i, pairs);
 }
 
@@ -160,7 +164,7 @@ static void table(void)
 		if (results[c][0].done)
 			printf("---|");
 	printf("\n");
-	for (size_t i = 0; i < NSIZES; i++) {
+	for (size_t i = 0; i < NSIZES && sizes[i] <= max_bytes; i++) {
 		printf("| %s |", size_name(sizes[i], buf, sizeof(buf)));
 		for (int c = 0; c < NCONTENDERS; c++)
 			if (results[c][i].done)
@@ -209,6 +213,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1)
 		samples = atoi(argv[1]);
+	if (argc > 2)
+		max_bytes = strtoull(argv[2], NULL, 0);
 	if (samples < 1 || samples > MAX_SAMPLES)
 		samples = 50;
 	if (cudaDeviceSynchronize() != cudaSuccess) { /* creates the context */

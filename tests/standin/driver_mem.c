@@ -891,6 +891,27 @@ static CUresult pool_attribute(const struct CUmemPoolHandle_st *p, CUmemPool_att
 	}
 }
 
+/* The release threshold is kept (and read back); the reuse policies are accepted. */
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+	struct CUmemPoolHandle_st *p;
+	CUresult rc = enter();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	p = pool_of(pool);
+	if (p == NULL || value == NULL)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+		p->release_threshold = *(const cuuint64_t *)value;
+	else if (attr != CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+		 attr != CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC &&
+		 attr != CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	leave();
+	return rc;
+}
+
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
 	struct CUmemPoolHandle_st *p;

@@ -86,6 +86,7 @@ static const struct proc_entry table[] = {
 	{ "cuMemPoolTrimTo", { { 11020, FN(cuMemPoolTrimTo), NULL } } },
 	{ "cuDeviceGetDefaultMemPool", { { 11020, FN(cuDeviceGetDefaultMemPool), NULL } } },
 	{ "cuMemPoolGetAttribute", { { 11020, FN(cuMemPoolGetAttribute), NULL } } },
+	{ "cuMemPoolSetAttribute", { { 11020, FN(cuMemPoolSetAttribute), NULL } } },
 	/* streams */
 	{ "cuStreamCreate", { { 2000, FN(cuStreamCreate), NULL } } },
 	{ "cuStreamCreateWithPriority", { { 5050, FN(cuStreamCreateWithPriority), NULL } } },

@@ -67,6 +67,7 @@ static const struct {
 	LEGACY("cuPointerGetAttribute", PointerGetAttribute),
 	LEGACY("cuMemPoolTrimTo", MemPoolTrimTo),
 	LEGACY("cuDeviceGetDefaultMemPool", DeviceGetDefaultMemPool),
+	LEGACY("cuMemPoolSetAttribute", MemPoolSetAttribute),
 	LEGACY("cuStreamCreate", StreamCreate),
 	LEGACY("cuStreamCreateWithPriority", StreamCreateWithPriority),
 	LEGACY("cuStreamDestroy", StreamDestroy),
@@ -277,6 +278,29 @@ cudaError_t use_device(void)
 	if (drv.CtxGetCurrent(&cur) == CUDA_SUCCESS && cur == want)
 		return cudaSuccess;
 	return from_cu(drv.CtxSetCurrent(want));
+}
+
+/* A driver function by name and CUDA version, through the driver's cuGetProcAddress as every
+ * other lookup of the runtime's (the flags' and the answers' numbers are the driver's). */
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
+					     unsigned int cudaVersion, unsigned long long flags,
+					     enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	cudaError_t rc = ready();
+	CUresult cu;
+
+	if (rc != cudaSuccess)
+		return result(rc);
+	if (symbol == NULL || funcPtr == NULL)
+		return result(cudaErrorInvalidValue);
+	*funcPtr = NULL;
+	cu = rt.get_proc(symbol, funcPtr, (int)cudaVersion, (cuuint64_t)flags, &status);
+	if (driverStatus != NULL)
+		*driverStatus = (enum cudaDriverEntryPointQueryResult)status;
+	if (cu == CUDA_ERROR_NOT_FOUND)
+		return result(cudaErrorSymbolNotFound);
+	return cu_result(cu);
 }
 
 /* Failed calls set the calling thread's last error, like the runtime (cudaErrorNotReady is a

@@ -41,6 +41,7 @@ struct rt_driver {
 	PFN_cuPointerGetAttribute_v4000 PointerGetAttribute;
 	PFN_cuMemPoolTrimTo_v11020 MemPoolTrimTo;
 	PFN_cuDeviceGetDefaultMemPool_v11020 DeviceGetDefaultMemPool;
+	PFN_cuMemPoolSetAttribute_v11020 MemPoolSetAttribute;
 	PFN_cuStreamCreate_v2000 StreamCreate;
 	PFN_cuStreamCreateWithPriority_v5050 StreamCreateWithPriority;
 	PFN_cuStreamDestroy_v4000 StreamDestroy;

@@ -202,6 +202,16 @@ cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
 	return cu_result(drv.MemPoolTrimTo(memPool, minBytesToKeep));
 }
 
+/* The attributes' numbers are the driver's. */
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
+{
+	cudaError_t rc = use_device();
+
+	if (rc != cudaSuccess)
+		return result(rc);
+	return cu_result(drv.MemPoolSetAttribute(memPool, (CUmemPool_attribute)attr, value));
+}
+
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
 {
 	cudaError_t rc = use_device();
