@@ -6,9 +6,12 @@
  *                      the next 64 MiB cudaMalloc waits and reuses one (N = 1, GPUPOOL_REUSE_WAIT
  *                      of 1 s) or makes a real cudaMalloc (N = 0, GPUPOOL_REUSE_WAIT=0)
  *   --mode age N       the same with one freed 64 MiB block (too few to wait for): the miss right
- *                      after its free grows the pool (its fence is just recorded); 15 ms later
+ *                      after its free grows the pool (its fence is just recorded); 300 ms later
  *                      another waits for that fence and reuses the block (N = 1, GPUPOOL_REUSE_AGE
- *                      of 5 ms) or makes a real cudaMalloc (N = 0, GPUPOOL_REUSE_AGE=0)
+ *                      of 100 ms) or makes a real cudaMalloc (N = 0, GPUPOOL_REUSE_AGE=0); "the
+ *                      GPU" reaches the fence 1.5 s after it is recorded. The margins are wide so
+ *                      that a busy machine's preemptions (milliseconds) cannot move a miss across
+ *                      the age: the first miss has 100 ms, the second 1.2 s.
  *   --mode threads N   16 threads of cudaMalloc+cudaFree pairs of 1 MiB after a stream exists,
  *                      "the GPU" behind every fence (STANDIN_EVENT_LATENCY_US): with
  *                      GPUPOOL_REUSE_WAIT of 1 s (N = 1, 3000 pairs a thread) the pool stops
@@ -76,7 +79,7 @@ static void mode_wait(int want_reuse)
 static void mode_age(int want_reuse)
 {
 	struct standin_counters c0, c1;
-	struct timespec pause = { 0, 15000000 };
+	struct timespec pause = { 0, 300000000 }; /* past GPUPOOL_REUSE_AGE, well before the fence */
 	cudaStream_t s;
 	void *a = NULL, *b = NULL, *c = NULL;
 
@@ -95,11 +98,11 @@ static void mode_age(int want_reuse)
 	c1 = e2e_counters();
 	if (want_reuse)
 		e2e_check(c == a && c1.mallocs == c0.mallocs,
-			  "GPUPOOL_REUSE_AGE=5ms: 15 ms later the miss waited for that fence and reused "
-			  "the block (no real cudaMalloc)");
+			  "GPUPOOL_REUSE_AGE=100ms: 300 ms later the miss waited for that fence and "
+			  "reused the block (no real cudaMalloc)");
 	else
 		e2e_check(c != a && c1.mallocs == c0.mallocs + 1,
-			  "GPUPOOL_REUSE_AGE=0: 15 ms later the miss still made a real cudaMalloc");
+			  "GPUPOOL_REUSE_AGE=0: 300 ms later the miss still made a real cudaMalloc");
 	e2e_cuda(cudaFree(b), "cudaFree(b)");
 	e2e_cuda(cudaFree(c), "cudaFree(c)");
 	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
