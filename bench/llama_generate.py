@@ -109,7 +109,7 @@ def shim_stats(path):
     devs = st.get("devices", [])
     res = {k: sum(d.get(k, 0) or 0 for d in devs)
            for k in ("real_mallocs", "splits", "merges", "remaps", "remapped_bytes", "fence_joins",
-                     "fence_waits", "fence_wait_timeouts", "trims", "allocs", "hits")}
+                     "fence_waits", "fence_wait_timeouts", "trims", "trimmed_bytes", "allocs", "hits")}
     res["peak_reserved_mib"] = sum(d.get("peak_reserved_bytes", 0) or 0 for d in devs) >> 20
     return res
 

@@ -6,14 +6,25 @@
  * allocations of their own that no other size can use. Those go only while the GPU is idle
  * (backend quiet): giving one back waits for the whole device (cudaFree's wait), which then costs
  * nothing; a miss of such a class gives back only such blocks (a movable one would be far more
- * than it grows by), and below 64 KiB nothing is given back or made room for. Never a backend
- * call under a pool lock. */
+ * than it grows by), and below 64 KiB nothing is given back or made room for. Every block given
+ * back has been idle at least cfg.remap_age_ns: a loop that asks for several sizes in turn would
+ * otherwise trade its blocks back and forth, each miss giving back the block the next one needs,
+ * a real allocation and a real free per size per pass. Never a backend call under a pool lock. */
 #define _POSIX_C_SOURCE 200809L
 #include "pool_impl.h"
 
+/* Whether a block freed at freed_ns has been idle cfg.remap_age_ns at time t. */
+static int old_enough(const struct gp_pool *p, uint64_t freed_ns, uint64_t t)
+{
+	uint64_t age = p->cfg.remap_age_ns;
+
+	return age == 0 || (t > freed_ns && t - freed_ns >= age);
+}
+
 /* Unlink the oldest block of list c that may go: a movable one that may move now
- * (gp_pool_take_movable); else the head when it is an ordinary block (the GPU is idle: whatever
- * its fence says, its work is done). NULL when none may. */
+ * (gp_pool_take_movable, which holds it to the same age); else the head when it is an ordinary
+ * block idle long enough (the GPU is idle: whatever its fence says, its work is done; the list is
+ * in free order, so a younger head means no block of it is old enough). NULL when none may. */
 static struct gp_block *take_one(struct gp_pool *p, struct gp_list *c, int movable, uint64_t t)
 {
 	struct gp_block *b;
@@ -24,7 +35,7 @@ static struct gp_block *take_one(struct gp_pool *p, struct gp_list *c, int movab
 		return NULL;
 	gp_lock(&c->lock);
 	b = c->head;
-	if (b != NULL && !b->movable)
+	if (b != NULL && !b->movable && old_enough(p, b->freed_ns, t))
 		unlink_cached(c, NULL, b);
 	else
 		b = NULL;
@@ -82,8 +93,9 @@ void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, int device, unsign
 		unsigned lo = gp_pool_class_of(TRIM_SMALL_MIN);
 
 		got += gather(p, d, lo, mid, cls, need - got, 0, &list);
-		/* The threads' caches hold such blocks too (never movable ones). */
-		if (got < need && gp_tc_drain(p, device, lo, mid - 1))
+		/* The threads' caches hold such blocks too (never movable ones), stamped freed as
+		 * they leave (a cache keeps no free times): none of them is old enough with an age. */
+		if (got < need && p->cfg.remap_age_ns == 0 && gp_tc_drain(p, device, lo, mid - 1))
 			gather(p, d, lo, mid, cls, need - got, 0, &list);
 	}
 	if (list == NULL)

@@ -38,6 +38,14 @@ static int setup_trim(void **state)
 	return setup_with(state, cfg, 4 * MiB);
 }
 
+static int setup_trim_aged(void **state)
+{
+	struct gp_pool_config cfg = { .remap_trim = 1, .remap_max_pieces = 1,
+				      .remap_age_ns = 100000000ull };
+
+	return setup_with(state, cfg, 4 * MiB);
+}
+
 static int setup_default(void **state)
 {
 	return setup_remap(state, 0, 4 * MiB, 0, 0);
@@ -187,6 +195,57 @@ static void test_trim_small_when_idle(void **state)
 	assert_int_equal(fx_stats(fx, 0).trims, 2);
 	assert_int_equal(fx_stats(fx, 0).trimmed_bytes, 1 * MiB + 768 * KiB);
 	assert_int_equal(fake_used(&fx->fake, 0), 640 * KiB + 512 * KiB + 32 * KiB + cb(100 * KiB));
+	fx_free(fx, p);
+}
+
+/* Three sizes of 64 KiB to 1 MiB asked for in turn, `passes` times, on an idle GPU, 1 ms apart. */
+static void sizes_in_turn(struct fx *fx, int passes)
+{
+	const size_t sizes[] = { 96 * KiB, 256 * KiB, 512 * KiB };
+
+	fake_set_quiet(&fx->fake, 1);
+	for (int pass = 0; pass < passes; pass++)
+		for (int i = 0; i < 3; i++) {
+			fx_free(fx, fx_alloc(fx, 0, sizes[i]));
+			fake_advance_clock(&fx->fake, 1000000ull);
+		}
+}
+
+/* Proves what the age below prevents: with no cfg.remap_age_ns, three sizes asked for in turn
+ * trade their blocks back and forth, each miss giving back the block the next one needs: a real
+ * allocation per size per pass, and the pool holds one block. */
+static void test_trim_small_trades(void **state)
+{
+	struct fx *fx = *state;
+
+	sizes_in_turn(fx, 10);
+	assert_int_equal(fx_stats(fx, 0).real_allocs, 30);
+	assert_int_equal(fx_stats(fx, 0).trims, 29);
+	assert_int_equal(fake_used(&fx->fake, 0), cb(512 * KiB));
+}
+
+/* Proves: with cfg.remap_age_ns a trim gives back only blocks idle that long, small ones too: the
+ * same three sizes in turn make each block once, and keep it, and so does a fourth size asked for
+ * 1 ms later. Once they have all been idle that long, a new size gives back the largest (768 KiB
+ * for 640 KiB); the next one, at once, the old ones (512, 256 and 96 KiB for 900 KiB), not the
+ * 640 KiB block just freed. */
+static void test_trim_small_aged(void **state)
+{
+	struct fx *fx = *state;
+	void *p;
+
+	sizes_in_turn(fx, 10);
+	assert_int_equal(fx_stats(fx, 0).real_allocs, 3);
+	fx_free(fx, fx_alloc(fx, 0, 768 * KiB));
+	assert_int_equal(fx_stats(fx, 0).trims, 0);
+	fake_advance_clock(&fx->fake, 100000000ull);
+	fx_free(fx, fx_alloc(fx, 0, 640 * KiB));
+	assert_int_equal(fx_stats(fx, 0).trims, 1);
+	assert_int_equal(fx_stats(fx, 0).trimmed_bytes, cb(768 * KiB));
+	p = fx_alloc(fx, 0, 900 * KiB);
+	assert_int_equal(fx_stats(fx, 0).real_allocs, 6);
+	assert_int_equal(fx_stats(fx, 0).trims, 4);
+	assert_int_equal(fake_used(&fx->fake, 0), cb(900 * KiB) + cb(640 * KiB));
 	fx_free(fx, p);
 }
 
@@ -545,6 +604,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_trim, setup_trim, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_trim_small_when_idle, setup_trim, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_trim_small_kept, setup_trim, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_trim_small_trades, setup_trim, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_trim_small_aged, setup_trim_aged, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_needs_quiet, setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_idle_gpu, setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_age, setup_aged, fx_teardown),
