@@ -39,12 +39,12 @@ with tempfile.TemporaryDirectory() as d:
     stats = os.path.join(d, "stats.json")
     with open(stats, "w") as f:
         json.dump({"devices": [{"real_mallocs": 3, "splits": 5, "merges": 1, "remaps": 2,
-                                "remapped_bytes": 7, "peak_reserved_bytes": 3 << 20},
+                                "remapped_bytes": 7, "trimmed_bytes": 9, "peak_reserved_bytes": 3 << 20},
                                {"real_mallocs": 1, "splits": 0, "peak_reserved_bytes": 2 << 20}]}, f)
     got = lg.shim_stats(stats)
     check(got == {"real_mallocs": 4, "splits": 5, "merges": 1, "remaps": 2, "remapped_bytes": 7,
                   "fence_joins": 0, "fence_waits": 0, "fence_wait_timeouts": 0, "trims": 0,
-                  "allocs": 0, "hits": 0, "peak_reserved_mib": 5},
+                  "trimmed_bytes": 9, "allocs": 0, "hits": 0, "peak_reserved_mib": 5},
           f"exit statistics summed over devices ({got})")
 
 with open(os.path.join(sys.argv[1], "..", "shim", "shim.c")) as f:
