@@ -15,6 +15,11 @@
  *   loud   on: the refused IPC handle of a VMM-backed block is said once on stderr at the
  *          default log level (a child of the test, its stderr read).
  *   novmm  a device without the API: ordinary blocks, nothing else changes.
+ *   trim   with GPUPOOL_VMM_TRIM=1, a stream made (no thread cache) and an idle GPU: three sizes
+ *          of 64 KiB to 1 MiB asked for in turn, 40 times. GPUPOOL_VMM_AGE=0: each miss gives
+ *          back the block the next request needs (120 real allocations, 119 real frees); an age
+ *          longer than the loop: nothing given back, and once each size holds its fence batch
+ *          its blocks are reused (fewer than half as many real allocations).
  *   threads  8 threads allocate and free random sizes (3-40 MiB) with a stream each
  *          (fences), while another thread asks for releases: every block keeps its owner's bytes
  *          while it is live, and at the end a release leaves no handle and no range behind.
@@ -466,6 +471,36 @@ static void mode_novmm(void)
 	release_all();
 }
 
+static void mode_trim(void)
+{
+	const size_t sizes[] = { 96 * 1024, 256 * 1024, 512 * 1024 };
+	const char *age = getenv("GPUPOOL_VMM_AGE");
+	int aged = age != NULL && strcmp(age, "0") != 0, passes = 40;
+	struct standin_counters c0, c;
+	unsigned long long made, given;
+	cudaStream_t s;
+
+	e2e_cuda(cudaStreamCreate(&s), "cudaStreamCreate");
+	c0 = e2e_counters();
+	for (int pass = 0; pass < passes; pass++)
+		for (int i = 0; i < 3; i++)
+			e2e_cuda(cudaFree(alloc(sizes[i])), "cudaFree");
+	c = e2e_counters();
+	made = c.mallocs - c0.mallocs;
+	given = c.frees - c0.frees;
+	if (aged)
+		e2e_check(given == 0 && made < 3ull * passes / 2,
+			  "GPUPOOL_VMM_AGE=%s: three sizes in turn give nothing back and reuse their "
+			  "blocks (%llu real allocations for %d requests, %llu real frees)", age, made,
+			  3 * passes, given);
+	else
+		e2e_check(made == 3ull * passes && given == made - 1,
+			  "no age: each miss gives back the block the next request needs (%llu real "
+			  "allocations for %d requests, %llu real frees)", made, 3 * passes, given);
+	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+	release_all();
+}
+
 /* PyTorch's cache on: torch.multiprocessing shares tensors, so auto makes no VMM block. */
 static void mode_torch(const char *lib)
 {
@@ -533,6 +568,8 @@ int main(int argc, char **argv)
 		mode_novmm();
 	else if (strcmp(mode, "threads") == 0)
 		mode_threads();
+	else if (strcmp(mode, "trim") == 0)
+		mode_trim();
 	else if (strcmp(mode, "torch") == 0 && argc > 2)
 		mode_torch(argv[2]);
 	else if (strcmp(mode, "loud") == 0)
@@ -540,6 +577,6 @@ int main(int argc, char **argv)
 	else if (strcmp(mode, "loud-child") == 0)
 		mode_loud_child();
 	else
-		e2e_fail("mode: on, auto, novmm, threads, torch LIB or loud, not %s", mode);
+		e2e_fail("mode: on, auto, novmm, threads, trim, torch LIB or loud, not %s", mode);
 	return 0;
 }
