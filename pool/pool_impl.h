@@ -767,14 +767,19 @@ static inline int gp_may_release(struct gp_pool *p)
 	return p->be.may_release == NULL || p->be.may_release(p->be.ctx);
 }
 
-/* Whether a cached block may move now (a remap source): movable, its fence done, idle at least
- * cfg.remap_age_ns at time t. */
-static inline int may_move(struct gp_pool *p, const struct gp_block *b, uint64_t t)
+/* Whether a cached block has been idle at least cfg.remap_age_ns at time t: old enough to move
+ * (a remap) or to be given back (a trim). */
+static inline int old_enough(const struct gp_pool *p, const struct gp_block *b, uint64_t t)
 {
 	uint64_t age = p->cfg.remap_age_ns;
 
-	return b->movable && settled(p, b) &&
-	       (age == 0 || (t > b->freed_ns && t - b->freed_ns >= age));
+	return age == 0 || (t > b->freed_ns && t - b->freed_ns >= age);
+}
+
+/* Whether a cached block may move now (a remap source): movable, its fence done, old enough. */
+static inline int may_move(struct gp_pool *p, const struct gp_block *b, uint64_t t)
+{
+	return b->movable && settled(p, b) && old_enough(p, b, t);
 }
 
 /* ---- thread caches (tcache.c) ---- */

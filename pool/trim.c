@@ -13,14 +13,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "pool_impl.h"
 
-/* Whether a block freed at freed_ns has been idle cfg.remap_age_ns at time t. */
-static int old_enough(const struct gp_pool *p, uint64_t freed_ns, uint64_t t)
-{
-	uint64_t age = p->cfg.remap_age_ns;
-
-	return age == 0 || (t > freed_ns && t - freed_ns >= age);
-}
-
 /* Unlink the oldest block of list c that may go: a movable one that may move now
  * (gp_pool_take_movable, which holds it to the same age); else the head when it is an ordinary
  * block idle long enough (the GPU is idle: whatever its fence says, its work is done; the list is
@@ -35,7 +27,7 @@ static struct gp_block *take_one(struct gp_pool *p, struct gp_list *c, int movab
 		return NULL;
 	gp_lock(&c->lock);
 	b = c->head;
-	if (b != NULL && !b->movable && old_enough(p, b->freed_ns, t))
+	if (b != NULL && !b->movable && old_enough(p, b, t))
 		unlink_cached(c, NULL, b);
 	else
 		b = NULL;
