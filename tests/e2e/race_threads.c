@@ -171,7 +171,6 @@ static pthread_mutex_t turn_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t turn_cond = PTHREAD_COND_INITIALIZER;
 static int turn, nturns;
 static void *passed;          /* the block just freed */
-static uint64_t passed_ret_ns; /* when its cudaFree returned: its fence was recorded before */
 
 static void wait_turn(int t)
 {
@@ -188,7 +187,6 @@ static void pass_on(struct worker *w, void *p)
 	e2e_cuda(cudaFree(p), "cudaFree");
 	pthread_mutex_lock(&turn_lock);
 	passed = p;
-	passed_ret_ns = e2e_now_ns();
 	turn++;
 	pthread_cond_broadcast(&turn_cond);
 	pthread_mutex_unlock(&turn_lock);
@@ -196,13 +194,17 @@ static void pass_on(struct worker *w, void *p)
 
 /* Ask for the block just passed on at once (the pool must not hand it out before its fence can
  * have completed: note_alloc counts that as early), then, if that ask got another block, once
- * the fence has completed: now it must come back. Returns the block taken. */
+ * the fence has completed: now it must come back. Returns the block taken. The fence is recorded
+ * by the free, or, when another thread was driving the fences just then (the control thread),
+ * by the next call that drives them, this first ask at the latest: it has completed the latency
+ * after the later of the two. */
 static void *take(struct worker *w)
 {
-	uint64_t ready_ns = passed_ret_ns + latency_ns + 1000000u; /* 1 ms to spare */
+	uint64_t ready_ns;
 	void *p = NULL;
 
 	e2e_cuda(cudaMalloc(&p, HANDOVER_BYTES), "cudaMalloc");
+	ready_ns = e2e_now_ns() + latency_ns + 1000000u; /* 1 ms to spare */
 	note_alloc(w, p, HANDOVER_BYTES, e2e_now_ns());
 	if (p == passed) {
 		w->at_once = 1;
