@@ -26,7 +26,7 @@ Measured from outside with nvidia-smi (device memory in use above what it was be
 started): what the idle client holds, and (the shim) what it holds after SIGUSR1 (its floor);
 from inside: tokens per second over all prompts, the first pass and the best of the warm
 ones; from the shim's statistics at exit (GPUPOOL_STATS_FILE): the pool's peak (live and cached), real
-allocations, splits, merges and remaps; from its log (GPUPOOL_LOG=info, in a file): whether GPU
+allocations, splits, merges, remaps and trims; from its log (GPUPOOL_LOG=info, in a file): whether GPU
 work stayed in one stream order (no stream created: a freed block is reused at once; else it waits
 for a fence, and sizes of 1 MiB and less grow by a fence batch first).
 Prints `BENCH llama {json}` per run and a markdown table.
@@ -219,7 +219,7 @@ def table(results, shape, configs, late):
     later = f" | {late:g} s later MiB | tokens/s after it" if late > 0 else ""
     print(f"| config | idle held MiB | vs PyTorch{later} | pool: in use / idle + pending MiB | "
           "pool's peak MiB | after SIGUSR1 MiB | tokens/s, first pass | tokens/s, warm (best) | "
-          "real allocations | splits / merges / remaps | one stream order |")
+          "real allocations | splits / merges / remaps / trims | one stream order |")
     print("|---|---|---|" + ("---|---|" if late > 0 else "") + "---|---|---|---|---|---|---|---|")
     base = [r["held_mib"] for r in results
             if r["shape"] == shape and r["config"] == "pytorch" and "error" not in r]
@@ -241,7 +241,8 @@ def table(results, shape, configs, late):
         pool = (f"{span('in_use_mib', '{}')} / {span('idle_mib', '{}')} + {span('pending_mib', '{}')}" if shim
                 else f"PyTorch's cache: {span('torch_allocated_mib', '{}')} / "
                      f"{span('torch_reserved_mib', '{}')} reserved")
-        moves = f"{span('splits', '{}')} / {span('merges', '{}')} / {span('remaps', '{}')}" if shim else "-"
+        moves = (f"{span('splits', '{}')} / {span('merges', '{}')} / {span('remaps', '{}')} / "
+                 f"{span('trims', '{}')}" if shim else "-")
         said = {True: "yes", False: "no", None: "?"}
         order = "/".join(sorted({said[r.get("ordered")] for r in rs})) if shim else "-"
         lat = f" | {span('held_late_mib', '{}')} | {span('tok_s_again', '{:.1f}')}" if late > 0 else ""

@@ -57,7 +57,7 @@ runs = [
      "torch_reserved_mib": 3804},
     {"config": "takeover-vmm", "held_mib": 4400, "floor_mib": 4000, "tok_s_first": 21.0,
      "tok_s_warm": 91.0, "tokens": [1, 2], "real_mallocs": 9, "splits": 40, "merges": 3,
-     "remaps": 2, "peak_reserved_mib": 3900, "in_use_mib": 2000, "idle_mib": 1900,
+     "remaps": 2, "trims": 5, "peak_reserved_mib": 3900, "in_use_mib": 2000, "idle_mib": 1900,
      "pending_mib": 0, "ordered": True},
 ]
 second = [dict(runs[0]), dict(runs[1], held_mib=4450, splits=44, ordered=None)]
@@ -73,7 +73,7 @@ row = next((line for line in text.splitlines() if line.startswith("| takeover-vm
 check(rc == 0 and "| pytorch | 4517 | - | PyTorch's cache: 1851 / 3804 reserved | - | - | 20.0 | "
                   "90.0 | - | - | - |" in text, "the PyTorch row: its own cache in the pool's column")
 check(row == "| takeover-vmm | 4400–4450 | -1.5% (worst) | 2000 / 1900 + 0 | 3900 | 4000 | 21.0 | "
-             "91.0 | 9 | 40–44 / 3 / 2 | ?/yes |", f"the VMM row: ranges over the rounds ({row})")
+             "91.0 | 9 | 40–44 / 3 / 2 / 5 | ?/yes |", f"the VMM row: ranges over the rounds ({row})")
 check("#### shape base" in text, "a table per shape")
 check("generated tokens identical across runs and configs, per shape: True" in text,
       "the tokens compared")
