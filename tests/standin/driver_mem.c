@@ -869,21 +869,29 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 	return rc;
 }
 
-/* The pool holds exactly its live allocations: reserved and used are the same. */
-static CUresult pool_attribute(const struct CUmemPoolHandle_st *p, CUmemPool_attribute attr,
-			       void *value)
+/* One attribute of pool p read into, or (set) written from, value. The pool holds exactly its
+ * live allocations: reserved and used are the same, and read-only; the release threshold is kept
+ * (and read back); the reuse policies are always on, and a set is accepted. */
+static CUresult pool_attr(struct CUmemPoolHandle_st *p, CUmemPool_attribute attr, void *value,
+		     int set)
 {
 	switch (attr) {
 	case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
 	case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
 	case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-		*(int *)value = 1;
+		if (!set)
+			*(int *)value = 1;
 		return CUDA_SUCCESS;
 	case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-		*(cuuint64_t *)value = p->release_threshold;
+		if (set)
+			p->release_threshold = *(const cuuint64_t *)value;
+		else
+			*(cuuint64_t *)value = p->release_threshold;
 		return CUDA_SUCCESS;
 	case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
 	case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+		if (set)
+			return CUDA_ERROR_INVALID_VALUE;
 		*(cuuint64_t *)value = st.dev[p->device].async_used;
 		return CUDA_SUCCESS;
 	default:
@@ -891,8 +899,8 @@ static CUresult pool_attribute(const struct CUmemPoolHandle_st *p, CUmemPool_att
 	}
 }
 
-/* The release threshold is kept (and read back); the reuse policies are accepted. */
-CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+/* An attribute of a pool, read or set, under the state lock. */
+static CUresult pool_attribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value, int set)
 {
 	struct CUmemPoolHandle_st *p;
 	CUresult rc = enter();
@@ -900,30 +908,17 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	p = pool_of(pool);
-	if (p == NULL || value == NULL)
-		rc = CUDA_ERROR_INVALID_VALUE;
-	else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
-		p->release_threshold = *(const cuuint64_t *)value;
-	else if (attr != CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
-		 attr != CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC &&
-		 attr != CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
-		rc = CUDA_ERROR_INVALID_VALUE;
+	rc = p == NULL || value == NULL ? CUDA_ERROR_INVALID_VALUE : pool_attr(p, attr, value, set);
 	leave();
 	return rc;
 }
 
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+	return pool_attribute(pool, attr, value, 1);
+}
+
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
-	struct CUmemPoolHandle_st *p;
-	CUresult rc = enter();
-
-	if (rc != CUDA_SUCCESS)
-		return rc;
-	p = pool_of(pool);
-	if (p == NULL || value == NULL)
-		rc = CUDA_ERROR_INVALID_VALUE;
-	else
-		rc = pool_attribute(p, attr, value);
-	leave();
-	return rc;
+	return pool_attribute(pool, attr, value, 0);
 }

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "formatcheck.h"
+#include "pool_fixture.h" /* fx_mono_ns */
 #include "stats.h"
 #include "view.h"
 
@@ -25,9 +26,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#define GiB (1024ULL * 1024 * 1024)
-#define MiB (1024ULL * 1024)
 
 static char buf[1 << 17];
 
@@ -694,14 +692,6 @@ static void *writer(void *arg)
 	return NULL;
 }
 
-static double seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Proves: readers never see a mix of two publications while a writer publishes every few
  * microseconds (the seqlock), and never give up (busy). The reads go on past 2000 until they have
  * seen more than 100 publications (a busy machine may leave the writer unscheduled for a while),
@@ -712,7 +702,7 @@ static void test_view_seqlock(void **state)
 	struct gp_stats_snapshot s, got;
 	struct race r = { 0 };
 	uint64_t last = 0, changes = 0;
-	double deadline = seconds() + 60;
+	uint64_t deadline = fx_mono_ns() + 60000000000ull;
 	pthread_t t;
 
 	fixture(&s);
@@ -722,7 +712,7 @@ static void test_view_seqlock(void **state)
 	assert_int_equal(gp_stats_view_create(d->view, &s, &r.v), 0);
 	assert_int_equal(pthread_create(&t, NULL, writer, &r), 0);
 	/* Each read also asks /proc about the writer: 2000 of them take 0.5 s in a plain build. */
-	for (int i = 0; i < 2000 || (changes <= 100 && seconds() < deadline); i++) {
+	for (int i = 0; i < 2000 || (changes <= 100 && fx_mono_ns() < deadline); i++) {
 		uint64_t k;
 		int rc = gp_stats_view_read(d->view, &got);
 		if (rc != GP_VIEW_OK)
