@@ -24,7 +24,7 @@ struct gp_block *gp_pool_take_movable(struct gp_pool *p, struct gp_list *c, uint
 	for (b = c->head; b != NULL; prev = b, b = b->next) {
 		if (may_move(p, b, t))
 			break;
-		if (!settled(p, b) || (p->cfg.remap_age_ns != 0 && t - b->freed_ns < p->cfg.remap_age_ns)) {
+		if (!settled(p, b) || !old_enough(p, b, t)) {
 			b = NULL;
 			break;
 		}
