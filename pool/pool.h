@@ -127,7 +127,10 @@ struct gp_pool_config {
 	 * was reset and gp_pool_forget_device not called). The block leaves the pool's figures
 	 * (counted in stale_evictions); `bytes` is its size. May be NULL. */
 	void (*stale)(void *arg, int device, void *ptr, size_t bytes);
-	void *arg; /* passed to over_cap and stale */
+	/* Called (no lock held) when a device comes to owe a trim (gp_pool_trim_owed): a miss grew
+	 * by bytes that idle blocks younger than remap_age_ns would have given back. May be NULL. */
+	void (*owed)(void *arg, int device);
+	void *arg; /* passed to over_cap, stale and owed */
 	/* A miss whose size class holds only blocks still fenced, at least 2 and 64 MiB of them,
 	 * polls their fences for up to this long before a real allocation (0: one poll, and no
 	 * reuse_poll_ns either). Not waiting grows the pool by every block freed while the GPU
@@ -184,7 +187,8 @@ struct gp_pool_config {
 	/* With remap: a miss that must still grow by R bytes first gives back idle movable blocks of
 	 * other classes (settled, as old as remap_age_ns, the largest first) until R bytes are back:
 	 * the device's footprint stays at what is in use plus what could not be moved or given back,
-	 * at the price of new memory when those sizes come back. */
+	 * at the price of new memory when those sizes come back. What blocks too young to go kept
+	 * from it is owed, and given back once they are old (gp_pool_trim_owed). */
 	int remap_trim;
 	/* Bytes of blocks each thread may keep in a cache of its own (0: none): while reuse needs no
 	 * fence (ordered), a thread's free puts the block there and its next allocation of the class
@@ -326,6 +330,14 @@ int gp_pool_release_bytes(struct gp_pool *pool, int device, uint64_t bytes,
  * clock): the idle-age policy. */
 int gp_pool_release_idle(struct gp_pool *pool, int device, uint64_t freed_before_ns,
 			 enum gp_release_cause cause, struct gp_release_result *res);
+
+/* cfg.remap_trim with remap_age_ns: what a device owes (the bytes of idle blocks that misses
+ * grew by instead, because those blocks were younger than the age; at most what such blocks
+ * held at the last of those misses; cfg.owed says when a debt begins), taken (the debt is 0
+ * again) by a caller that has seen the program allocate nothing for the age, to give that many
+ * bytes back (gp_pool_release_bytes). gp_pool_owed only looks. 0 for a device not seen. */
+uint64_t gp_pool_take_owed(struct gp_pool *pool, int device);
+uint64_t gp_pool_owed(struct gp_pool *pool, int device);
 
 /* Cap on a device's cached bytes (0 = none); see gp_pool_config.over_cap. A miss that finds the
  * cache over the cap releases down to it before its real allocation (where may_release allows),

@@ -170,6 +170,7 @@ struct gp_dev {
 	_Atomic unsigned moving;
 	_Atomic uint64_t remaps, remapped_bytes, movable_bytes;
 	_Atomic uint64_t trims, trimmed_bytes; /* cfg.remap_trim's give-backs (trim.c) */
+	_Atomic uint64_t trim_owed; /* bytes the age kept from a trim (trim.c) */
 	_Atomic uint64_t held_bytes, held_blocks; /* of the live ones, held for a graph */
 	_Atomic uint64_t stale_evictions; /* records dropped: the driver reused their address */
 	_Atomic uint64_t cap;      /* bytes of cache allowed, 0 = no cap */

@@ -9,7 +9,12 @@
  * than it grows by), and below 64 KiB nothing is given back or made room for. Every block given
  * back has been idle at least cfg.remap_age_ns: a loop that asks for several sizes in turn would
  * otherwise trade its blocks back and forth, each miss giving back the block the next one needs,
- * a real allocation and a real free per size per pass. Never a backend call under a pool lock. */
+ * a real allocation and a real free per size per pass. What the age kept is owed: the bytes of
+ * idle blocks too young to go that the miss grew by instead (d->trim_owed, at most what they
+ * hold). The shim's control thread takes the debt once the process has allocated nothing for
+ * the age (gp_pool_take_owed) and gives back that many bytes, the blocks idle longest first: a
+ * loop that goes on asking never pays it; a client gone quiet holds about what a trim without an
+ * age would have left it. Never a backend call under a pool lock. */
 #define _POSIX_C_SOURCE 200809L
 #include "pool_impl.h"
 
@@ -36,9 +41,10 @@ static struct gp_block *take_one(struct gp_pool *p, struct gp_list *c, int movab
 }
 
 /* Blocks of classes [lo, hi) other than cls, the largest classes first, taken until `need`
- * bytes are gathered on *list; returns the bytes. */
+ * bytes are gathered on *list; returns the bytes. *kept (when not NULL) adds the bytes the lists
+ * it looked at still cache after it: blocks too young to go (or still fenced). */
 static size_t gather(struct gp_pool *p, struct gp_dev *d, unsigned lo, unsigned hi, unsigned cls,
-		     size_t need, int movable, struct gp_block **list)
+		     size_t need, int movable, struct gp_block **list, size_t *kept)
 {
 	uint64_t t = now(p);
 	size_t got = 0;
@@ -47,12 +53,17 @@ static size_t gather(struct gp_pool *p, struct gp_dev *d, unsigned lo, unsigned 
 	for (unsigned c = hi; c-- > lo && got < need;) {
 		if (c == cls)
 			continue;
-		for (unsigned i = 0; i < GP_STRIPES && got < need; i++)
-			while (got < need && (b = take_one(p, &d->list[c * GP_STRIPES + i], movable, t))) {
+		for (unsigned i = 0; i < GP_STRIPES && got < need; i++) {
+			struct gp_list *l = &d->list[c * GP_STRIPES + i];
+
+			while (got < need && (b = take_one(p, l, movable, t))) {
 				b->next = *list;
 				*list = b;
 				got += b->bytes;
 			}
+			if (kept != NULL && got < need)
+				*kept += ld(&l->cached_bytes);
+		}
 	}
 	return got;
 }
@@ -68,31 +79,81 @@ static unsigned first_large_class(void)
 	return gp_pool_class_of(SMALL_CLASS_MAX_BYTES) + 1;
 }
 
-void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
-			 size_t need)
+/* Gather up to `need` bytes to give back for a miss of class cls (none: a class past the last),
+ * movable blocks first (not for a small class's miss), then, while the GPU is idle, ordinary
+ * ones of 64 KiB to 1 MiB; *kept as in gather. */
+static size_t gather_all(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
+			 size_t need, struct gp_block **list, size_t *kept)
 {
-	struct gp_release_result r = { 0, 0, 0, 0 };
-	struct gp_block *list = NULL;
 	unsigned mid = first_large_class();
 	size_t got = 0;
 
-	if (!p->cfg.remap_trim || need == 0 || gp_pool_class_bytes(cls) < TRIM_SMALL_MIN ||
-	    !gp_may_release(p))
-		return;
-	if (!small_class(cls))
-		got = gather(p, d, mid, gp_pool_class_count(), cls, need, 1, &list);
+	if (cls >= gp_pool_class_count() || !small_class(cls))
+		got = gather(p, d, mid, gp_pool_class_count(), cls, need, 1, list, kept);
 	if (got < need && p->be.quiet != NULL && p->be.quiet(p->be.ctx) == 1) {
 		unsigned lo = gp_pool_class_of(TRIM_SMALL_MIN);
 
-		got += gather(p, d, lo, mid, cls, need - got, 0, &list);
+		got += gather(p, d, lo, mid, cls, need - got, 0, list, kept);
 		/* The threads' caches hold such blocks too (never movable ones), stamped freed as
 		 * they leave (a cache keeps no free times): none of them is old enough with an age. */
 		if (got < need && p->cfg.remap_age_ns == 0 && gp_tc_drain(p, device, lo, mid - 1))
-			gather(p, d, lo, mid, cls, need - got, 0, &list);
+			got += gather(p, d, lo, mid, cls, need - got, 0, list, NULL);
 	}
+	return got;
+}
+
+static void give_back(struct gp_pool *p, struct gp_dev *d, struct gp_block *list)
+{
+	struct gp_release_result r = { 0, 0, 0, 0 };
+
 	if (list == NULL)
 		return;
 	gp_pool_free_blocks(p, d, list, &r);
 	atomic_fetch_add(&d->trims, r.blocks);
 	atomic_fetch_add(&d->trimmed_bytes, r.bytes);
+}
+
+/* A miss grows by `grows` bytes where `kept` bytes of idle blocks were too young to go: the debt
+ * goes up by what they could have covered, and never above what they hold (the next miss looks
+ * at the same blocks). */
+static void owe(struct gp_pool *p, struct gp_dev *d, int device, uint64_t grows, uint64_t kept)
+{
+	uint64_t was = ld(&d->trim_owed), want;
+
+	do {
+		want = was + grows < kept ? was + grows : kept;
+		if (want <= was)
+			return;
+	} while (!atomic_compare_exchange_weak(&d->trim_owed, &was, want));
+	if (was == 0 && p->cfg.owed != NULL)
+		p->cfg.owed(p->cfg.arg, device);
+}
+
+void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
+			 size_t need)
+{
+	struct gp_block *list = NULL;
+	size_t got, kept = 0;
+
+	if (!p->cfg.remap_trim || need == 0 || gp_pool_class_bytes(cls) < TRIM_SMALL_MIN ||
+	    !gp_may_release(p))
+		return;
+	got = gather_all(p, d, device, cls, need, &list, &kept);
+	give_back(p, d, list);
+	if (got < need && kept > 0 && p->cfg.remap_age_ns > 0)
+		owe(p, d, device, need - got, kept);
+}
+
+uint64_t gp_pool_take_owed(struct gp_pool *p, int device)
+{
+	struct gp_dev *d = dev_get(p, device, 0);
+
+	return d != NULL && ld(&d->trim_owed) != 0 ? atomic_exchange(&d->trim_owed, 0) : 0;
+}
+
+uint64_t gp_pool_owed(struct gp_pool *p, int device)
+{
+	struct gp_dev *d = dev_get(p, device, 0);
+
+	return d != NULL ? ld(&d->trim_owed) : 0;
 }

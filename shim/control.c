@@ -307,6 +307,53 @@ static void run_policy(void)
 	act(&plan, plan.pressure ? GP_CAUSE_PRESSURE : GP_CAUSE_IDLE);
 }
 
+/* What a trim put off because its blocks were younger than GPUPOOL_VMM_AGE (pool/trim.c), given
+ * back once the program has allocated nothing for the age: about that many bytes, the blocks
+ * idle longest first (by then those kept blocks are old; what the program freed last goes last).
+ * A program still asking for memory never pays it (the age's point). Quiet is the pool's
+ * allocation count unchanged across ticks at least the age apart. */
+static uint64_t owed_tick_ns(void)
+{
+	uint64_t t = gp_shim.policy.opt.vmm_age_ns / 2;
+
+	return t < 10000000ULL ? 10000000ULL : t;
+}
+
+static void run_owed(void)
+{
+	struct gp_shim_control *c = &gp_shim.control;
+	uint64_t now, n, mask;
+
+	if (!atomic_load(&c->owed))
+		return;
+	now = gp_clock_ns(CLOCK_MONOTONIC_COARSE);
+	n = pool_allocs();
+	if (c->owed_since == 0 || n != c->owed_allocs) {
+		c->owed_allocs = n;
+		c->owed_since = now;
+		return;
+	}
+	if (now - c->owed_since < gp_shim.policy.opt.vmm_age_ns)
+		return;
+	atomic_store(&c->owed, 0);
+	c->owed_since = 0;
+	mask = gp_pool_devices(c->pool);
+	for (int d = 0; mask != 0; d++, mask >>= 1) {
+		uint64_t owed = (mask & 1) ? gp_pool_take_owed(c->pool, d) : 0;
+
+		if (owed > 0)
+			release_as(c->pool, d, 0, owed, GP_CAUSE_IDLE, NULL);
+	}
+}
+
+void gp_control_owed(void *arg, int device)
+{
+	(void)arg;
+	(void)device;
+	atomic_store(&gp_shim.control.owed, 1);
+	gp_control_wake();
+}
+
 /* Whether the program has replaced our handler for the release signal (servers install their
  * own, to reopen logs): said once, and the view stops naming the signal. The request word of
  * the view still works. */
@@ -365,6 +412,8 @@ static void *control_main(void *arg)
 
 		if (deferred && (sleep_ns == 0 || sleep_ns > DEFER_NS))
 			sleep_ns = DEFER_NS;
+		if (atomic_load(&gp_shim.control.owed))
+			sleep_ns = shorter(sleep_ns, owed_tick_ns());
 		wait_for_work(gp_obs_sleep_ns(shorter(sleep_ns, suspend_ns)));
 		if (atomic_load(&gp_shim.control.stopping))
 			break;
@@ -414,6 +463,7 @@ static void *control_main(void *arg)
 		}
 		atomic_store(&gp_shim.control.policy_due, 0);
 		run_policy();
+		run_owed();
 		suspend_ns = gp_suspend_tick();
 	}
 	return NULL;

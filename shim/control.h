@@ -31,6 +31,9 @@ void gp_control_wake(void);
 /* The pool's over_cap callback: the free path took `device`'s cache over its cap (any thread,
  * no lock held). The control thread brings it down. */
 void gp_control_over_cap(void *arg, int device);
+/* The pool's cfg.owed: a device owes a trim (GPUPOOL_VMM_TRIM with GPUPOOL_VMM_AGE); the thread
+ * pays it once the program has allocated nothing for the age. */
+void gp_control_owed(void *arg, int device);
 void gp_control_release_now(struct gp_pool *pool, int device, enum gp_release_cause cause,
 			    struct gp_release_result *out);
 

@@ -186,7 +186,7 @@ static int init_locked(void)
 	struct gp_options *o = &gp_shim.life.opts;
 	struct gp_backend be = { 0 };
 	struct gp_pool_config cfg = { .ordered = 1, .over_cap = gp_control_over_cap,
-				      .stale = stale_block, .arg = NULL };
+				      .stale = stale_block, .owed = gp_control_owed, .arg = NULL };
 	struct gp_pool *pool;
 	int ndev = 0, observed;
 

@@ -213,6 +213,11 @@ struct gp_shim_control {
 	/* The program replaced our handler of the release signal: set once by the thread. */
 	int handler_lost;
 	_Atomic int said_kept; /* gp_control_signal said the signal's own disposition was kept */
+	/* A device owes a trim (gp_control_owed, any thread); exchanged by the thread when it pays.
+	 * owed_allocs, owed_since: the pool's allocation count the thread last saw and since when
+	 * (the thread's only). */
+	_Atomic int owed;
+	uint64_t owed_allocs, owed_since;
 };
 
 /* policy.c: the release policies. Written by gp_policy_init before the control thread starts,

@@ -20,6 +20,11 @@
  *          back the block the next request needs (120 real allocations, 119 real frees); an age
  *          longer than the loop: nothing given back, and once each size holds its fence batch
  *          its blocks are reused (fewer than half as many real allocations).
+ *   owed   with GPUPOOL_VMM_TRIM=1 and GPUPOOL_VMM_AGE (300 ms, scaled with the machine): idle
+ *          8 and 4 MiB blocks freed a moment ago stay when a 16 MiB miss grows (too young);
+ *          while the program goes on asking (16 MiB, a hit, every few ms) for three ages nothing
+ *          is given back; once it stops, the control thread gives the 12 MiB back, no sooner
+ *          than an age after the last request.
  *   threads  8 threads allocate and free random sizes (3-40 MiB) with a stream each
  *          (fences), while another thread asks for releases: every block keeps its owner's bytes
  *          while it is live, and at the end a release leaves no handle and no range behind.
@@ -501,6 +506,60 @@ static void mode_trim(void)
 	release_all();
 }
 
+static int live_at_most(void *arg)
+{
+	return e2e_counters().live_bytes <= *(const uint64_t *)arg;
+}
+
+static char owed_age[32]; /* GPUPOOL_VMM_AGE, set before the first CUDA call (which reads it) */
+
+static int owed_setup(void)
+{
+	int age_ms = e2e_scaled_ms(300);
+
+	snprintf(owed_age, sizeof(owed_age), "%dms", age_ms);
+	setenv("GPUPOOL_VMM_AGE", owed_age, 1);
+	return age_ms;
+}
+
+static void mode_owed(int age_ms)
+{
+	uint64_t t0, last, quiet_ms, want = 16 * E2E_MIB;
+	const char *age = owed_age;
+	void *a, *b, *c;
+	int ok;
+
+	a = alloc(8 * E2E_MIB);
+	b = alloc(4 * E2E_MIB);
+	e2e_cuda(cudaFree(a), "cudaFree");
+	e2e_cuda(cudaFree(b), "cudaFree");
+	c = alloc(16 * E2E_MIB);
+	e2e_check(e2e_counters().live_bytes == 28 * E2E_MIB,
+		  "the 8 and 4 MiB blocks, too young to go, stay beside the new 16 MiB one (%llu MiB "
+		  "on the device)", (unsigned long long)(e2e_counters().live_bytes / E2E_MIB));
+	t0 = e2e_now_ms();
+	while (e2e_now_ms() - t0 < 3ull * (uint64_t)age_ms) {
+		e2e_cuda(cudaFree(c), "cudaFree");
+		c = alloc(16 * E2E_MIB);
+		e2e_sleep_ms(2);
+	}
+	last = e2e_now_ms();
+	e2e_check(e2e_counters().live_bytes == 28 * E2E_MIB,
+		  "a program that goes on asking for %d ms (GPUPOOL_VMM_AGE=%s) pays nothing of the "
+		  "debt (%llu MiB on the device)", 3 * age_ms, age,
+		  (unsigned long long)(e2e_counters().live_bytes / E2E_MIB));
+	ok = e2e_poll(live_at_most, &want, 10 * age_ms + e2e_scaled_ms(5000));
+	quiet_ms = e2e_now_ms() - last;
+	e2e_check(ok && e2e_counters().live_bytes == 16 * E2E_MIB,
+		  "quiet: the 12 MiB the age kept are given back, the live block stays (%llu MiB on "
+		  "the device)", (unsigned long long)(e2e_counters().live_bytes / E2E_MIB));
+	e2e_check(quiet_ms + 5 >= (uint64_t)age_ms,
+		  "no sooner than an age after the last request (%llu ms, the age %d ms)",
+		  (unsigned long long)quiet_ms, age_ms);
+	e2e_cuda(cudaFree(c), "cudaFree");
+	release_all();
+}
+
 /* PyTorch's cache on: torch.multiprocessing shares tensors, so auto makes no VMM block. */
 static void mode_torch(const char *lib)
 {
@@ -557,6 +616,7 @@ static void mode_loud(void)
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "on";
+	int age_ms = strcmp(mode, "owed") == 0 ? owed_setup() : 0;
 
 	e2e_start("e2e_vmm");
 	e2e_cuda(cudaFree(NULL), "cudaFree(0)");
@@ -570,6 +630,8 @@ int main(int argc, char **argv)
 		mode_threads();
 	else if (strcmp(mode, "trim") == 0)
 		mode_trim();
+	else if (strcmp(mode, "owed") == 0)
+		mode_owed(age_ms);
 	else if (strcmp(mode, "torch") == 0 && argc > 2)
 		mode_torch(argv[2]);
 	else if (strcmp(mode, "loud") == 0)
@@ -577,6 +639,6 @@ int main(int argc, char **argv)
 	else if (strcmp(mode, "loud-child") == 0)
 		mode_loud_child();
 	else
-		e2e_fail("mode: on, auto, novmm, threads, trim, torch LIB or loud, not %s", mode);
+		e2e_fail("mode: on, auto, novmm, threads, trim, owed, torch LIB or loud, not %s", mode);
 	return 0;
 }

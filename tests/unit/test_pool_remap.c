@@ -46,6 +46,25 @@ static int setup_trim_aged(void **state)
 	return setup_with(state, cfg, 4 * MiB);
 }
 
+static int owed_calls, owed_device;
+
+static void on_owed(void *arg, int device)
+{
+	(void)arg;
+	owed_calls++;
+	owed_device = device;
+}
+
+static int setup_trim_owed(void **state)
+{
+	struct gp_pool_config cfg = { .remap_trim = 1, .remap_max_pieces = 1,
+				      .remap_age_ns = 100000000ull, .owed = on_owed };
+
+	owed_calls = 0;
+	owed_device = -1;
+	return setup_with(state, cfg, 4 * MiB);
+}
+
 static int setup_default(void **state)
 {
 	return setup_remap(state, 0, 4 * MiB, 0, 0);
@@ -247,6 +266,51 @@ static void test_trim_small_aged(void **state)
 	assert_int_equal(fx_stats(fx, 0).trims, 4);
 	assert_int_equal(fake_used(&fx->fake, 0), cb(900 * KiB) + cb(640 * KiB));
 	fx_free(fx, p);
+}
+
+/* Proves: what the age keeps from a trim is owed. Growing from nothing owes nothing. Idle 8 and
+ * 4 MiB blocks freed a moment ago stay when a 16 MiB miss grows (too young to move or go):
+ * 12 MiB owed (what they hold, less than the 16 grown by), said once; a 24 MiB miss at once owes
+ * no more (the same 12 MiB are still all that is idle). Taking the debt empties it; a miss then
+ * owes again and says so again. 100 ms later, with the blocks old, a 40 MiB miss moves the
+ * 20 MiB one (one piece at most here) and gives the 8 and 4 MiB ones back itself (the trim): it
+ * owes nothing. */
+static void test_trim_owed(void **state)
+{
+	struct fx *fx = *state;
+	size_t sizes[] = { 8 * MiB, 4 * MiB };
+	void *ptrs[2], *p, *q, *r;
+
+	cache_sizes(fx, 0, sizes, ptrs, 2);
+	assert_int_equal(gp_pool_owed(fx->pool, 0), 0);
+	assert_int_equal(owed_calls, 0);
+	p = fx_alloc(fx, 0, 16 * MiB);
+	assert_int_equal(fx_stats(fx, 0).trims, 0);
+	assert_int_equal(gp_pool_owed(fx->pool, 0), 12 * MiB);
+	assert_int_equal(owed_calls, 1);
+	assert_int_equal(owed_device, 0);
+	q = fx_alloc(fx, 0, 24 * MiB);
+	assert_int_equal(gp_pool_owed(fx->pool, 0), 12 * MiB);
+	assert_int_equal(owed_calls, 1);
+	assert_int_equal(fake_used(&fx->fake, 0), 52 * MiB);
+	assert_int_equal(gp_pool_take_owed(fx->pool, 0), 12 * MiB);
+	assert_int_equal(gp_pool_owed(fx->pool, 0), 0);
+	assert_int_equal(gp_pool_take_owed(fx->pool, 1), 0); /* a device not seen */
+	fx_free(fx, fx_alloc(fx, 0, 20 * MiB));
+	assert_int_equal(gp_pool_owed(fx->pool, 0), 12 * MiB);
+	assert_int_equal(owed_calls, 2);
+	gp_pool_take_owed(fx->pool, 0);
+	fake_advance_clock(&fx->fake, 100000000ull);
+	fx_settle(fx);
+	r = fx_alloc(fx, 0, 40 * MiB);
+	assert_int_equal(fx_stats(fx, 0).remapped_bytes, 20 * MiB);
+	assert_int_equal(fx_stats(fx, 0).trims, 2);
+	assert_int_equal(fx_stats(fx, 0).trimmed_bytes, 12 * MiB);
+	assert_int_equal(gp_pool_owed(fx->pool, 0), 0);
+	assert_int_equal(owed_calls, 2);
+	fx_free(fx, p);
+	fx_free(fx, q);
+	fx_free(fx, r);
 }
 
 /* Proves: a busy GPU (not quiet) keeps the small blocks (giving one back would wait for all its
@@ -606,6 +670,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_trim_small_kept, setup_trim, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_trim_small_trades, setup_trim, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_trim_small_aged, setup_trim_aged, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_trim_owed, setup_trim_owed, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_needs_quiet, setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_idle_gpu, setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_age, setup_aged, fx_teardown),
