@@ -127,7 +127,7 @@ struct gp_pool_config {
 	 * was reset and gp_pool_forget_device not called). The block leaves the pool's figures
 	 * (counted in stale_evictions); `bytes` is its size. May be NULL. */
 	void (*stale)(void *arg, int device, void *ptr, size_t bytes);
-	/* Called (no lock held) when a device comes to owe a trim (gp_pool_trim_owed): a miss grew
+	/* Called (no lock held) when a device comes to owe a trim (gp_pool_take_owed): a miss grew
 	 * by bytes that idle blocks younger than remap_age_ns would have given back. May be NULL. */
 	void (*owed)(void *arg, int device);
 	void *arg; /* passed to over_cap, stale and owed */
@@ -188,7 +188,7 @@ struct gp_pool_config {
 	 * other classes (settled, as old as remap_age_ns, the largest first) until R bytes are back:
 	 * the device's footprint stays at what is in use plus what could not be moved or given back,
 	 * at the price of new memory when those sizes come back. What blocks too young to go kept
-	 * from it is owed, and given back once they are old (gp_pool_trim_owed). */
+	 * from it is owed, for the caller to give back once they are old (gp_pool_take_owed). */
 	int remap_trim;
 	/* Bytes of blocks each thread may keep in a cache of its own (0: none): while reuse needs no
 	 * fence (ordered), a thread's free puts the block there and its next allocation of the class
