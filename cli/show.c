@@ -213,14 +213,15 @@ static void suspended_row(const struct gp_stats_snapshot *s)
 
 	localtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%H:%M:%S", &tm);
+	/* Within 80 columns at the widest (a 7-digit pid, "1023.9 GiB"), like the rows above. */
 	if (s->self_suspended)
-		printf("%7s   AUTO-SUSPENDED since %s, %s parked in host memory, context aside "
-		       "(%u resumes so far; its next CUDA call or gpupool resume %lld)\n", "", when,
-		       gp_stats_human_bytes(s->parked_bytes, parked, sizeof(parked)),
+		printf("%7s   AUTO-SUSPENDED since %s, %s parked in host memory\n"
+		       "%7s   %u resumes so far; next CUDA call or gpupool resume %lld\n", "", when,
+		       gp_stats_human_bytes(s->parked_bytes, parked, sizeof(parked)), "",
 		       (unsigned)s->resumes, (long long)s->pid);
 	else
-		printf("%7s   SUSPENDED since %s, %s parked in host memory (gpupool resume %lld)\n",
-		       "", when, gp_stats_human_bytes(s->parked_bytes, parked, sizeof(parked)),
+		printf("%7s   SUSPENDED since %s, %s parked (gpupool resume %lld)\n", "", when,
+		       gp_stats_human_bytes(s->parked_bytes, parked, sizeof(parked)),
 		       (long long)s->pid);
 }
 

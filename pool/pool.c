@@ -1125,6 +1125,7 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 	o->remapped_bytes = ld(&d->remapped_bytes);
 	o->trims = ld(&d->trims);
 	o->trimmed_bytes = ld(&d->trimmed_bytes);
+	o->trim_owed = ld(&d->trim_owed);
 	o->movable_bytes = ld(&d->movable_bytes);
 	o->held_bytes = ld(&d->held_bytes);
 	o->held_blocks = ld(&d->held_blocks);

@@ -238,6 +238,7 @@ struct gp_pool_dev_stats {
 	uint64_t remapped_bytes;  /* bytes of cached blocks those remaps moved (not new memory) */
 	uint64_t trims;           /* idle blocks given back before the pool grew (cfg.remap_trim) */
 	uint64_t trimmed_bytes;   /* their bytes */
+	uint64_t trim_owed;       /* bytes the age kept from trims, not given back yet */
 	uint64_t movable_bytes;   /* of live + cached bytes, those in movable blocks */
 };
 

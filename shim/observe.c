@@ -120,6 +120,7 @@ static void snapshot(struct gp_stats_snapshot *s)
 		e->remapped_bytes = p.remapped_bytes;
 		e->trims = p.trims;
 		e->trimmed_bytes = p.trimmed_bytes;
+		e->owed_bytes = p.trim_owed;
 		e->vmm_bytes = p.movable_bytes;
 		e->fence_waits = p.fence_waits;
 		e->fence_wait_timeouts = p.fence_wait_timeouts;

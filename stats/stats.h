@@ -83,6 +83,8 @@ enum gp_stats_unit {
 	  "Of those, idle blocks of other sizes given back before the pool grew (GPUPOOL_VMM_TRIM).") \
 	X(trimmed_bytes, GP_STATS_COUNTER, GP_STATS_BYTES, "    given back",                       \
 	  "Bytes of the blocks given back to make room.")                                          \
+	X(owed_bytes, GP_STATS_GAUGE, GP_STATS_BYTES, "    owed",                                  \
+	  "Bytes GPUPOOL_VMM_AGE kept from those (blocks too young to go), given back once the process has allocated nothing for the age.") \
 	X(failed_allocs, GP_STATS_COUNTER, GP_STATS_COUNT, "failed allocations",                  \
 	  "Allocations that returned an error to the program.")                                   \
 	X(oom_retries, GP_STATS_COUNTER, GP_STATS_COUNT, "OOM retries",                           \

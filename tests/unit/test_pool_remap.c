@@ -289,6 +289,7 @@ static void test_trim_owed(void **state)
 	assert_int_equal(gp_pool_owed(fx->pool, 0), 12 * MiB);
 	assert_int_equal(owed_calls, 1);
 	assert_int_equal(owed_device, 0);
+	assert_int_equal(fx_stats(fx, 0).trim_owed, 12 * MiB);
 	q = fx_alloc(fx, 0, 24 * MiB);
 	assert_int_equal(gp_pool_owed(fx->pool, 0), 12 * MiB);
 	assert_int_equal(owed_calls, 1);
