@@ -51,6 +51,9 @@ extern void (*gp_pool_test_in_steal)(struct gp_pool *p);
 /* Runs in the free of a block by its own cache's owner (own_free), inside its section, after the
  * look at the block's state and before the plain store that frees it (NULL: nothing). */
 extern void (*gp_pool_test_in_own_free)(void *ptr);
+/* Runs in a free by a cache's owner that pushed blocks out of its full cache, after its section
+ * and before it puts them back on their lists (NULL: nothing). */
+extern void (*gp_pool_test_after_evict)(struct gp_pool *p);
 /* How many thread caches of p are shared (gp_tc_revoke). */
 unsigned gp_pool_test_tcaches_shared(struct gp_pool *p);
 

@@ -333,6 +333,8 @@ static inline __attribute__((always_inline)) int tc_push(struct gp_pool *p, stru
 		*out = tc_evict(tc, cls, bytes, p->cfg.tcache_bytes, &fits);
 		if (!fits)
 			return 0;
+		if (*out != NULL) /* seen by a thief once the section is over (tc_leave's release) */
+			atomic_store_explicit(&tc->relisting, 1, memory_order_relaxed);
 	}
 #ifdef GP_POOL_TEST_HOOKS
 	if (gp_pool_test_in_section != NULL)
@@ -353,14 +355,21 @@ static inline __attribute__((always_inline)) int tc_push(struct gp_pool *p, stru
  * it pushed out into the lists, and the bytes out of home's in-use count. The block itself is not
  * looked at: once the section is over, a thief may have taken it, and its record may serve
  * another block. */
-static inline __attribute__((always_inline)) void tc_pushed(struct gp_pool *p, int device,
+static inline __attribute__((always_inline)) void tc_pushed(struct gp_pool *p,
+							    struct gp_tcache *tc, int device,
 							    size_t bytes, unsigned home,
 							    struct gp_block *out)
 {
 	struct gp_dev *d;
 
-	if (__builtin_expect(out != NULL, 0))
+	if (__builtin_expect(out != NULL, 0)) {
+#ifdef GP_POOL_TEST_HOOKS
+		if (gp_pool_test_after_evict != NULL)
+			gp_pool_test_after_evict(p);
+#endif
 		gp_tc_relist(p, oldest_first(out));
+		atomic_store_explicit(&tc->relisting, 0, memory_order_release);
+	}
 	d = dev_get(p, device, 0);
 	account_live(d, home % GP_STRIPES, -(int64_t)bytes);
 	check_cap(p, d, device);
@@ -398,7 +407,7 @@ static inline __attribute__((always_inline)) int tc_put(struct gp_pool *p, struc
 		return 0;
 	}
 	tc_leave(tc);
-	tc_pushed(p, device, bytes, home, out);
+	tc_pushed(p, tc, device, bytes, home, out);
 	return 1;
 }
 
@@ -439,7 +448,7 @@ static inline __attribute__((always_inline)) int own_free(struct gp_pool *p, str
 	}
 	atomic_store_explicit(&b->state, with_state(word, BLOCK_CACHED), memory_order_relaxed);
 	tc_leave(tc);
-	tc_pushed(p, tc->device, bytes, home, out);
+	tc_pushed(p, tc, tc->device, bytes, home, out);
 	return 1;
 }
 
@@ -774,6 +783,7 @@ void (*gp_pool_test_before_list)(struct gp_pool *p, void *ptr);
 void (*gp_pool_test_in_section)(struct gp_pool *p);
 void (*gp_pool_test_in_steal)(struct gp_pool *p);
 void (*gp_pool_test_in_own_free)(void *ptr);
+void (*gp_pool_test_after_evict)(struct gp_pool *p);
 #endif
 
 /* The block of ptr and its state word, read together: while ptr -> b was in the map. Lock-free

@@ -203,6 +203,10 @@ _Static_assert(_Alignof(struct gp_stripe_acct) == GP_LINE, "stripe counters are 
 struct gp_tcache {
 	_Atomic int busy;  /* owner: 1 inside a section */
 	_Atomic int steal; /* a thief has the cache (lock held) */
+	/* Owner: 1 from the section of a free that pushed the class's oldest blocks out of the cache
+	 * until they are back on their lists, after it (tc_pushed); a thief waits for it before it
+	 * lists the cache's newer blocks, so that each list stays in free order. */
+	_Atomic int relisting;
 	int device;        /* the device of its blocks, for good */
 	_Atomic uint64_t bytes; /* cached in it (its blocks: tc_blocks) */
 	/* What its hits and frees did to the pool's figures (modulo 2^64, summed by stats; the

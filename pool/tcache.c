@@ -160,6 +160,24 @@ static void await_owner(struct gp_tcache *tc)
 		sched_yield();
 }
 
+/* Until the owner has put back on their lists the blocks its last free pushed out of tc (older
+ * than every block tc still holds): listed after them, tc's blocks keep each list in free order,
+ * which releases by age and to a target rely on. Called by a thief that has stopped the owner.
+ * The owner's relist takes list locks only, which no thief holds while it waits here; bounded
+ * all the same (a second), as only the order of a release depends on it. */
+static void await_relisted(struct gp_tcache *tc)
+{
+	uint64_t t0 = 0;
+
+	while (atomic_load_explicit(&tc->relisting, memory_order_acquire)) {
+		if (t0 == 0)
+			t0 = gp_fine_ns();
+		else if (gp_fine_ns() - t0 > 1000000000ull)
+			return;
+		sched_yield();
+	}
+}
+
 /* A thief's hold on tc: its lock, then the owner kept out of its sections. 0, or -1 (lock given
  * back) when the barrier failed; with `try`, also when another thief has the cache (a miss does
  * not wait for it). */
@@ -218,6 +236,7 @@ int gp_tc_drain(struct gp_pool *p, int device, unsigned cls, unsigned last)
 		/* Racy looks: a cache filled after them is as a free made after the drain began. */
 		if (!holds(tc, device, cls, last) || stop(tc, cls < MAX_CLASSES) != 0)
 			continue;
+		await_relisted(tc);
 #ifdef GP_POOL_TEST_HOOKS
 		if (gp_pool_test_in_steal != NULL)
 			gp_pool_test_in_steal(p);

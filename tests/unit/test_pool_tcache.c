@@ -307,6 +307,65 @@ static void test_release_oldest_first(void **state)
 	assert_true(fake_holds(&fx->fake, p[5], NULL, NULL));
 }
 
+/* A release to a target started between the owner's section that pushed its oldest block out
+ * of the cache and the owner's putting it back on its list: given up to 200 ms to finish first
+ * (without the wait for the owner, it lists the cache's newer blocks ahead of the pushed one). */
+static sem_t evict_race_done;
+static pthread_t evict_race_thread;
+static uint64_t evict_race_target;
+
+static void *evict_release_main(void *arg)
+{
+	(void)arg;
+	gp_pool_release(race_fx->pool, -1, evict_race_target, GP_CAUSE_CAP, NULL);
+	sem_post(&evict_race_done);
+	return NULL;
+}
+
+static void after_evict(struct gp_pool *p)
+{
+	struct timespec ts;
+
+	(void)p;
+	gp_pool_test_after_evict = NULL;
+	assert_int_equal(pthread_create(&evict_race_thread, NULL, evict_release_main, NULL), 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 200 * 1000 * 1000;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	(void)sem_timedwait(&evict_race_done, &ts); /* a wait that ends is the order given up */
+}
+
+/* Proves: a release that comes between a free's push of the class's oldest block out of the full
+ * cache and the owner's putting it back on its list still gives back the oldest block: five
+ * frees of one size (the cache keeps four), and a release that keeps four blocks started in that
+ * window gives back the block freed first, never one of the four newer ones. */
+static void test_release_waits_for_relist(void **state)
+{
+	struct fx *fx = *state;
+	void *p[5];
+
+	need_tcache(fx);
+	for (int i = 0; i < 5; i++)
+		p[i] = fx_alloc(fx, 0, 16 * KiB);
+	for (int i = 0; i < 4; i++)
+		fx_free(fx, p[i]);
+	assert_int_equal(gp_pool_test_tcache_blocks(fx->pool), 4);
+	race_fx = fx;
+	evict_race_target = 4 * cb(16 * KiB);
+	sem_init(&evict_race_done, 0, 0);
+	gp_pool_test_after_evict = after_evict;
+	fx_free(fx, p[4]); /* pushes p[0] out of the cache */
+	assert_null(gp_pool_test_after_evict);
+	assert_int_equal(pthread_join(evict_race_thread, NULL), 0);
+	assert_false(fake_holds(&fx->fake, p[0], NULL, NULL));
+	for (int i = 1; i < 5; i++)
+		assert_true(fake_holds(&fx->fake, p[i], NULL, NULL));
+	sem_destroy(&evict_race_done);
+}
+
 /* Proves: a block's idle age in a thread cache is never counted from before its free, though the
  * free reads no clock: freed 20 s into the clock's run and looked at by a release of the blocks
  * freed before 15 s, it stays (the release moved it to its list, stamped then); 10 s later a
@@ -755,6 +814,8 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_bounds, setup_ordered_tc, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_double_free_caught, setup_ordered_tc,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_release_waits_for_relist, setup_ordered_tc,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_release_waits_for_owner, setup_ordered_tc,
 						fx_teardown),
