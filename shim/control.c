@@ -341,8 +341,11 @@ static void run_owed(void)
 	for (int d = 0; mask != 0; d++, mask >>= 1) {
 		uint64_t owed = (mask & 1) ? gp_pool_take_owed(c->pool, d) : 0;
 
-		if (owed > 0)
-			release_as(c->pool, d, 0, owed, GP_CAUSE_IDLE, NULL);
+		if (owed == 0)
+			continue;
+		gp_log(GP_LOG_DEBUG, "device %d: quiet for GPUPOOL_VMM_AGE: giving back %.1f MiB "
+				     "that the age kept from trims", d, (double)owed / 1048576.0);
+		release_as(c->pool, d, 0, owed, GP_CAUSE_IDLE, NULL);
 	}
 }
 
