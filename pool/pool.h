@@ -336,9 +336,9 @@ int gp_pool_release_idle(struct gp_pool *pool, int device, uint64_t freed_before
  * grew by instead, because those blocks were younger than the age; at most what such blocks
  * held at the last of those misses; cfg.owed says when a debt begins), taken (the debt is 0
  * again) by a caller that has seen the program allocate nothing for the age, to give that many
- * bytes back (gp_pool_release_bytes). gp_pool_owed only looks. 0 for a device not seen. */
+ * bytes back (gp_pool_release_bytes); 0 for a device not seen. The debt as it stands:
+ * gp_pool_dev_stats' trim_owed. */
 uint64_t gp_pool_take_owed(struct gp_pool *pool, int device);
-uint64_t gp_pool_owed(struct gp_pool *pool, int device);
 
 /* Cap on a device's cached bytes (0 = none); see gp_pool_config.over_cap. A miss that finds the
  * cache over the cap releases down to it before its real allocation (where may_release allows),

@@ -79,40 +79,6 @@ static unsigned first_large_class(void)
 	return gp_pool_class_of(SMALL_CLASS_MAX_BYTES) + 1;
 }
 
-/* Gather up to `need` bytes to give back for a miss of class cls (none: a class past the last),
- * movable blocks first (not for a small class's miss), then, while the GPU is idle, ordinary
- * ones of 64 KiB to 1 MiB; *kept as in gather. */
-static size_t gather_all(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
-			 size_t need, struct gp_block **list, size_t *kept)
-{
-	unsigned mid = first_large_class();
-	size_t got = 0;
-
-	if (cls >= gp_pool_class_count() || !small_class(cls))
-		got = gather(p, d, mid, gp_pool_class_count(), cls, need, 1, list, kept);
-	if (got < need && p->be.quiet != NULL && p->be.quiet(p->be.ctx) == 1) {
-		unsigned lo = gp_pool_class_of(TRIM_SMALL_MIN);
-
-		got += gather(p, d, lo, mid, cls, need - got, 0, list, kept);
-		/* The threads' caches hold such blocks too (never movable ones), stamped freed as
-		 * they leave (a cache keeps no free times): none of them is old enough with an age. */
-		if (got < need && p->cfg.remap_age_ns == 0 && gp_tc_drain(p, device, lo, mid - 1))
-			got += gather(p, d, lo, mid, cls, need - got, 0, list, NULL);
-	}
-	return got;
-}
-
-static void give_back(struct gp_pool *p, struct gp_dev *d, struct gp_block *list)
-{
-	struct gp_release_result r = { 0, 0, 0, 0 };
-
-	if (list == NULL)
-		return;
-	gp_pool_free_blocks(p, d, list, &r);
-	atomic_fetch_add(&d->trims, r.blocks);
-	atomic_fetch_add(&d->trimmed_bytes, r.bytes);
-}
-
 /* A miss grows by `grows` bytes where `kept` bytes of idle blocks were too young to go: the debt
  * goes up by what they could have covered, and never above what they hold (the next miss looks
  * at the same blocks). */
@@ -132,14 +98,30 @@ static void owe(struct gp_pool *p, struct gp_dev *d, int device, uint64_t grows,
 void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 			 size_t need)
 {
+	struct gp_release_result r = { 0, 0, 0, 0 };
 	struct gp_block *list = NULL;
-	size_t got, kept = 0;
+	unsigned mid = first_large_class();
+	size_t got = 0, kept = 0;
 
 	if (!p->cfg.remap_trim || need == 0 || gp_pool_class_bytes(cls) < TRIM_SMALL_MIN ||
 	    !gp_may_release(p))
 		return;
-	got = gather_all(p, d, device, cls, need, &list, &kept);
-	give_back(p, d, list);
+	if (!small_class(cls))
+		got = gather(p, d, mid, gp_pool_class_count(), cls, need, 1, &list, &kept);
+	if (got < need && p->be.quiet != NULL && p->be.quiet(p->be.ctx) == 1) {
+		unsigned lo = gp_pool_class_of(TRIM_SMALL_MIN);
+
+		got += gather(p, d, lo, mid, cls, need - got, 0, &list, &kept);
+		/* The threads' caches hold such blocks too (never movable ones), stamped freed as
+		 * they leave (a cache keeps no free times): none of them is old enough with an age. */
+		if (got < need && p->cfg.remap_age_ns == 0 && gp_tc_drain(p, device, lo, mid - 1))
+			gather(p, d, lo, mid, cls, need - got, 0, &list, NULL);
+	}
+	if (list != NULL) {
+		gp_pool_free_blocks(p, d, list, &r);
+		atomic_fetch_add(&d->trims, r.blocks);
+		atomic_fetch_add(&d->trimmed_bytes, r.bytes);
+	}
 	if (got < need && kept > 0 && p->cfg.remap_age_ns > 0)
 		owe(p, d, device, need - got, kept);
 }
@@ -149,11 +131,4 @@ uint64_t gp_pool_take_owed(struct gp_pool *p, int device)
 	struct gp_dev *d = dev_get(p, device, 0);
 
 	return d != NULL && ld(&d->trim_owed) != 0 ? atomic_exchange(&d->trim_owed, 0) : 0;
-}
-
-uint64_t gp_pool_owed(struct gp_pool *p, int device)
-{
-	struct gp_dev *d = dev_get(p, device, 0);
-
-	return d != NULL ? ld(&d->trim_owed) : 0;
 }

@@ -152,18 +152,18 @@ static void devices(struct gp_stats_out *o, const struct gp_stats_snapshot *s)
 		gp_stats_printf(o, "%*s", CELL_W, cell);
 	}
 	gp_stats_puts(o, "\n");
-	/* A counter nested under another (its label indented) that is 0 on every device is left out,
-	 * but for cache hits: those rows count what settings do (GPUPOOL_OVERSIZE, GPUPOOL_VMM,
-	 * GPUPOOL_REUSE_WAIT, GPUPOOL_VMM_TRIM), and a run without them has nothing to say there;
-	 * so is the trims' debt, a gauge of GPUPOOL_VMM_AGE's. JSON, Prometheus and the view keep
-	 * every figure. */
+	/* A row that is 0 on every device is left out when it is a counter nested under another
+	 * (its label indented), or any row nested two deep (under such a counter), but for cache
+	 * hits: those rows count what settings do (GPUPOOL_OVERSIZE, GPUPOOL_VMM,
+	 * GPUPOOL_REUSE_WAIT, GPUPOOL_VMM_TRIM and its age's debt), and a run without them has
+	 * nothing to say there. JSON, Prometheus and the view keep every figure. */
 #define GP_STATS_TEXT_ROW(name, kind, unit, label, help)                                          \
 	{                                                                                         \
 		uint64_t any = 0;                                                                 \
 		for (uint64_t i = 0; i < n; i++)                                                  \
 			any |= s->dev[i].name;                                                    \
-		if (any != 0 || (kind != GP_STATS_COUNTER && strcmp(#name, "owed_bytes") != 0) || \
-		    label[0] != ' ' || strcmp(#name, "hits") == 0) {                              \
+		if (any != 0 || label[0] != ' ' || strcmp(#name, "hits") == 0 ||                  \
+		    (kind != GP_STATS_COUNTER && label[2] != ' ')) {                              \
 			gp_stats_printf(o, "%-*s", LABEL_W, label);                               \
 			for (uint64_t i = 0; i < n; i++)                                          \
 				gp_stats_printf(o, "%*s", CELL_W,                                 \

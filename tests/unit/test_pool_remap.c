@@ -282,23 +282,22 @@ static void test_trim_owed(void **state)
 	void *ptrs[2], *p, *q, *r;
 
 	cache_sizes(fx, 0, sizes, ptrs, 2);
-	assert_int_equal(gp_pool_owed(fx->pool, 0), 0);
+	assert_int_equal(fx_stats(fx, 0).trim_owed, 0);
 	assert_int_equal(owed_calls, 0);
 	p = fx_alloc(fx, 0, 16 * MiB);
 	assert_int_equal(fx_stats(fx, 0).trims, 0);
-	assert_int_equal(gp_pool_owed(fx->pool, 0), 12 * MiB);
+	assert_int_equal(fx_stats(fx, 0).trim_owed, 12 * MiB);
 	assert_int_equal(owed_calls, 1);
 	assert_int_equal(owed_device, 0);
-	assert_int_equal(fx_stats(fx, 0).trim_owed, 12 * MiB);
 	q = fx_alloc(fx, 0, 24 * MiB);
-	assert_int_equal(gp_pool_owed(fx->pool, 0), 12 * MiB);
+	assert_int_equal(fx_stats(fx, 0).trim_owed, 12 * MiB);
 	assert_int_equal(owed_calls, 1);
 	assert_int_equal(fake_used(&fx->fake, 0), 52 * MiB);
 	assert_int_equal(gp_pool_take_owed(fx->pool, 0), 12 * MiB);
-	assert_int_equal(gp_pool_owed(fx->pool, 0), 0);
+	assert_int_equal(fx_stats(fx, 0).trim_owed, 0);
 	assert_int_equal(gp_pool_take_owed(fx->pool, 1), 0); /* a device not seen */
 	fx_free(fx, fx_alloc(fx, 0, 20 * MiB));
-	assert_int_equal(gp_pool_owed(fx->pool, 0), 12 * MiB);
+	assert_int_equal(fx_stats(fx, 0).trim_owed, 12 * MiB);
 	assert_int_equal(owed_calls, 2);
 	gp_pool_take_owed(fx->pool, 0);
 	fake_advance_clock(&fx->fake, 100000000ull);
@@ -307,7 +306,7 @@ static void test_trim_owed(void **state)
 	assert_int_equal(fx_stats(fx, 0).remapped_bytes, 20 * MiB);
 	assert_int_equal(fx_stats(fx, 0).trims, 2);
 	assert_int_equal(fx_stats(fx, 0).trimmed_bytes, 12 * MiB);
-	assert_int_equal(gp_pool_owed(fx->pool, 0), 0);
+	assert_int_equal(fx_stats(fx, 0).trim_owed, 0);
 	assert_int_equal(owed_calls, 2);
 	fx_free(fx, p);
 	fx_free(fx, q);

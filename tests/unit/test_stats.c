@@ -133,9 +133,10 @@ static void test_text(void **state)
 }
 
 /* Proves: the text leaves out a nested counter that is 0 on every device (what a setting not in
- * use would count: remapped, moved, to make room), keeps one that is not 0 on some device (for
- * every device), keeps cache hits at 0, and lines up the longest label with the numbers; JSON
- * keeps every figure. */
+ * use would count: remapped, moved, to make room) and a gauge nested two deep (the trims' debt),
+ * keeps one that is not 0 on some device (for every device), keeps cache hits at 0 and a gauge
+ * nested one deep (held for graphs), and lines up the longest label with the numbers; JSON keeps
+ * every figure. */
 static void test_text_nested_zero_rows(void **state)
 {
 	struct gp_stats_snapshot s;
@@ -150,6 +151,8 @@ static void test_text_nested_zero_rows(void **state)
 	assert_null(strstr(buf, "moved"));
 	assert_null(strstr(buf, "given back"));
 	assert_null(strstr(buf, "a larger class"));
+	assert_null(strstr(buf, "    owed"));
+	assert_non_null(strstr(buf, "  held for graphs"));
 	line = strstr(buf, "  to make room");
 	assert_non_null(line);
 	end = strchr(line, '\n');
@@ -161,6 +164,7 @@ static void test_text_nested_zero_rows(void **state)
 	assert_non_null(strstr(buf, "  cache hits"));
 	gp_stats_json(&s, json, sizeof(json));
 	assert_non_null(strstr(json, "\"remapped_bytes\""));
+	assert_non_null(strstr(json, "\"owed_bytes\""));
 	assert_non_null(strstr(json, "\"uuid\":\"GPU-00000000-1111-2222-3333-444444444444\""));
 	assert_non_null(strstr(json, "{\"device\":3,\"uuid\":null,"));
 	assert_non_null(strstr(json, "\"trims\""));
