@@ -57,6 +57,15 @@ static int setup_trim_tc(void **state)
 	return fx_setup_cfg(state, &cfg);
 }
 
+/* n blocks of `bytes` on device 0 into p[], then the first nfree of them freed, in order. */
+static void alloc_free(struct fx *fx, void **p, int n, size_t bytes, int nfree)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = fx_alloc(fx, 0, bytes);
+	for (int i = 0; i < nfree; i++)
+		fx_free(fx, p[i]);
+}
+
 static void need_tcache(struct fx *fx)
 {
 	if (!gp_pool_test_tcache_on(fx->pool))
@@ -294,10 +303,7 @@ static void test_release_oldest_first(void **state)
 	void *p[6];
 
 	need_tcache(fx);
-	for (int i = 0; i < 6; i++)
-		p[i] = fx_alloc(fx, 0, 4 * KiB);
-	for (int i = 0; i < 6; i++)
-		fx_free(fx, p[i]);
+	alloc_free(fx, p, 6, 4 * KiB, 6);
 	assert_int_equal(gp_pool_test_tcache_blocks(fx->pool), 4);
 	assert_int_equal(gp_pool_release(fx->pool, -1, 2 * cb(4 * KiB), GP_CAUSE_CAP, &res), GP_OK);
 	assert_int_equal(res.blocks, 4);
@@ -348,10 +354,7 @@ static void test_release_waits_for_relist(void **state)
 	void *p[5];
 
 	need_tcache(fx);
-	for (int i = 0; i < 5; i++)
-		p[i] = fx_alloc(fx, 0, 16 * KiB);
-	for (int i = 0; i < 4; i++)
-		fx_free(fx, p[i]);
+	alloc_free(fx, p, 5, 16 * KiB, 4);
 	assert_int_equal(gp_pool_test_tcache_blocks(fx->pool), 4);
 	race_fx = fx;
 	evict_race_target = 4 * cb(16 * KiB);
@@ -616,16 +619,10 @@ static void test_bounds(void **state)
 	void *p[8];
 
 	need_tcache(fx);
-	for (int i = 0; i < 6; i++)
-		p[i] = fx_alloc(fx, 0, 4 * KiB);
-	for (int i = 0; i < 6; i++)
-		fx_free(fx, p[i]);
+	alloc_free(fx, p, 6, 4 * KiB, 6);
 	assert_int_equal(gp_pool_test_tcache_blocks(fx->pool), 4);
 	assert_int_equal(fx_stats(fx, 0).idle_blocks, 6);
-	for (int i = 0; i < 3; i++)
-		p[i] = fx_alloc(fx, 0, 2 * MiB);
-	for (int i = 0; i < 3; i++)
-		fx_free(fx, p[i]);
+	alloc_free(fx, p, 3, 2 * MiB, 3);
 	assert_true(gp_pool_test_tcache_bytes(fx->pool) <= TC_BYTES);
 	assert_int_equal(gp_pool_test_tcache_blocks(fx->pool), 5); /* one 2 MiB block fits */
 	assert_int_equal(fx_stats(fx, 0).idle_blocks, 9);
@@ -688,10 +685,7 @@ static void test_release_waits_for_owner(void **state)
 	void *p[3], *a;
 
 	need_tcache(fx);
-	for (int i = 0; i < 3; i++)
-		p[i] = fx_alloc(fx, 0, 32 * KiB);
-	for (int i = 0; i < 3; i++)
-		fx_free(fx, p[i]);
+	alloc_free(fx, p, 3, 32 * KiB, 3);
 	race_fx = fx;
 	race_released = 0;
 	gp_pool_test_in_section = in_section;
