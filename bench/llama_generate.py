@@ -22,6 +22,8 @@ docs' recommendation for takeover mode (docs/USAGE.md), whatever it is at the ti
 --extra LABEL=K=V,K=V adds takeover configurations with more settings (e.g. an idle timeout);
 --late S reads what the idle client holds again S seconds later (after an idle timeout's release),
 then has it answer the prompts once more (tokens/s after the idle spell).
+--gap S has the client wait S seconds after each request (a client whose requests come apart,
+e.g. longer than GPUPOOL_VMM_AGE): tokens/s count the requests' own time only.
 Measured from outside with nvidia-smi (device memory in use above what it was before the client
 started): what the idle client holds, and (the shim) what it holds after SIGUSR1 (its floor);
 from inside: tokens per second over all prompts, the first pass and the best of the warm
@@ -60,7 +62,7 @@ def smi_used_mib():
     return int(out.split()[0])
 
 
-def client(shape, warm):
+def client(shape, warm, gap=0.0):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
     layers, d, heads, kv, ff, batch, lengths, new_tokens = SHAPES[shape]
@@ -76,14 +78,18 @@ def client(shape, warm):
 
     def one_pass():
         torch.cuda.synchronize()
-        t0, tokens = time.perf_counter(), 0
+        busy, tokens = 0.0, 0
         for p in prompts:
+            if gap > 0 and outputs:  # between requests, not after the last one
+                time.sleep(gap)
+            t0 = time.perf_counter()
             out = model.generate(p.cuda(), max_new_tokens=new_tokens, min_new_tokens=new_tokens,
                                  do_sample=False, pad_token_id=0)
             tokens += (out.shape[1] - p.shape[1]) * out.shape[0]
             outputs.append(out[0, -new_tokens:].tolist())
-        torch.cuda.synchronize()
-        return tokens / (time.perf_counter() - t0)
+            torch.cuda.synchronize()
+            busy += time.perf_counter() - t0
+        return tokens / busy
 
     with torch.no_grad():
         rates = [one_pass() for _ in range(1 + warm)]  # the first fills the caches, the rest warm
@@ -146,7 +152,7 @@ def pool_view(lib, pid):
 EXTRA = {}  # --extra: label -> more GPUPOOL_* settings on top of takeover mode
 
 
-def run(name, lib, shape, warm, late=0.0):
+def run(name, lib, shape, warm, late=0.0, gap=0.0):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("GPUPOOL_") and k not in ("LD_PRELOAD", "PYTORCH_NO_CUDA_MEMORY_CACHING")}
     stats = f"/tmp/llama-generate-stats.{os.getpid()}.json"
@@ -168,7 +174,7 @@ def run(name, lib, shape, warm, late=0.0):
     base = smi_used_mib()
     with open(logf, "w") as err:  # the shim logs to stderr; the client's own errors land there too
         p = subprocess.Popen([sys.executable, __file__, "--client", "--shapes", shape, "--warm",
-                              str(warm)], stdin=subprocess.PIPE,
+                              str(warm), "--gap", str(gap)], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=err, text=True, env=env)
     line = p.stdout.readline()
     if not line.startswith("IDLE"):
@@ -261,6 +267,7 @@ def main():
     ap.add_argument("--warm", type=int, default=3)
     ap.add_argument("--extra", nargs="+", default=[], metavar="LABEL=K=V,K=V")
     ap.add_argument("--late", type=float, default=0.0)
+    ap.add_argument("--gap", type=float, default=0.0)
     a = ap.parse_args()
     for spec in a.extra:
         label, _, kvs = spec.partition("=")
@@ -275,14 +282,14 @@ def main():
         ap.error(f"unknown configuration(s) or shape(s) {', '.join(bad)}: configurations "
                  f"{', '.join(CONFIGS)}; shapes {', '.join(SHAPES)}")
     if a.client:
-        return client(shapes[0], a.warm)
+        return client(shapes[0], a.warm, a.gap)
     if not a.lib:
         ap.error("--lib LIBGPUPOOL is needed")
     results = []
     for r in range(a.rounds):
         for shape in shapes:
             for name in configs:
-                res = run(name, os.path.abspath(a.lib), shape, a.warm, a.late)
+                res = run(name, os.path.abspath(a.lib), shape, a.warm, a.late, a.gap)
                 res["round"] = r
                 print("BENCH llama " + json.dumps(res), flush=True)
                 results.append(res)
