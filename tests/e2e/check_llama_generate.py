@@ -62,7 +62,7 @@ runs = [
 ]
 second = [dict(runs[0]), dict(runs[1], held_mib=4450, splits=44, ordered=None)]
 queue = iter(runs + second)
-lg.run = lambda name, lib, shape, warm, late: dict(next(queue), shape=shape)
+lg.run = lambda name, lib, shape, warm, late, gap: dict(next(queue), shape=shape)
 sys.argv = ["llama_generate.py", "--lib", "/x/libgpupool.so", "--rounds", "2",
             "--configs", "pytorch,takeover-vmm"]
 out = io.StringIO()
@@ -79,27 +79,28 @@ check("generated tokens identical across runs and configs, per shape: True" in t
       "the tokens compared")
 
 # --extra adds a takeover configuration with its settings; --late adds the later reading and the
-# pass after it to every row.
+# pass after it to every row; --gap reaches every run.
 seen = []
 late_runs = iter([dict(runs[0], held_late_mib=4517, tok_s_again=85.0),
                   dict(runs[1], config="idle", held_late_mib=2700, tok_s_again=80.5)])
 
 
-def fake_run(name, lib, shape, warm, late):
-    seen.append((name, dict(lg.EXTRA.get(name, {})), late))
+def fake_run(name, lib, shape, warm, late, gap):
+    seen.append((name, dict(lg.EXTRA.get(name, {})), late, gap))
     return dict(next(late_runs), shape=shape)
 
 
 lg.run = fake_run
 sys.argv = ["llama_generate.py", "--lib", "/x/libgpupool.so", "--rounds", "1", "--configs",
-            "pytorch", "--extra", "idle=GPUPOOL_IDLE_TIMEOUT=2s,GPUPOOL_VMM=on", "--late", "3"]
+            "pytorch", "--extra", "idle=GPUPOOL_IDLE_TIMEOUT=2s,GPUPOOL_VMM=on", "--late", "3",
+            "--gap", "0.3"]
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
     rc = lg.main()
 text = out.getvalue()
-check(rc == 0 and seen == [("pytorch", {}, 3.0),
-                           ("idle", {"GPUPOOL_IDLE_TIMEOUT": "2s", "GPUPOOL_VMM": "on"}, 3.0)],
-      f"--extra runs its label with its settings, --late reaches every run ({seen})")
+check(rc == 0 and seen == [("pytorch", {}, 3.0, 0.3),
+                           ("idle", {"GPUPOOL_IDLE_TIMEOUT": "2s", "GPUPOOL_VMM": "on"}, 3.0, 0.3)],
+      f"--extra runs its label with its settings, --late and --gap reach every run ({seen})")
 check("| config | idle held MiB | vs PyTorch | 3 s later MiB | tokens/s after it |" in text,
       "--late: the later columns in the header")
 row = next((line for line in text.splitlines() if line.startswith("| idle |")), "")
