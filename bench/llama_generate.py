@@ -22,7 +22,7 @@ docs' recommendation for takeover mode (docs/USAGE.md), whatever it is at the ti
 --extra LABEL=K=V,K=V adds takeover configurations with more settings (e.g. an idle timeout);
 --late S reads what the idle client holds again S seconds later (after an idle timeout's release),
 then has it answer the prompts once more (tokens/s after the idle spell).
---gap S has the client wait S seconds after each request (a client whose requests come apart,
+--gap S has the client wait S seconds between requests (a client whose requests come apart,
 e.g. longer than GPUPOOL_VMM_AGE): tokens/s count the requests' own time only.
 Measured from outside with nvidia-smi (device memory in use above what it was before the client
 started): what the idle client holds, and (the shim) what it holds after SIGUSR1 (its floor);
