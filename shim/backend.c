@@ -10,6 +10,7 @@
 #include "ctx.h"
 #include "door/lookup.h"
 #include "fence.h"
+#include "log.h"
 #include "policy.h"
 #include "shim.h"
 #include "state.h"
@@ -151,14 +152,19 @@ static int ordinary_alloc(int device, size_t bytes, CUdeviceptr *p)
 static int be_alloc(void *ctx, int device, size_t bytes, void **out)
 {
 	CUdeviceptr p = 0;
-	int mode, rc;
+	int mode, rc, vmm;
 
 	(void)ctx;
 	mode = relax();
 	first_on(device);
-	if (!gp_vmm_wanted(device, bytes) || !vmm_alloc(device, bytes, &p, &rc))
+	vmm = gp_vmm_wanted(device, bytes) && vmm_alloc(device, bytes, &p, &rc);
+	if (!vmm)
 		rc = ordinary_alloc(device, bytes, &p);
 	unrelax(mode);
+	/* Where a program's real allocations come from, at GPUPOOL_LOG=debug: the pool's misses. */
+	if (rc == GP_OK && gp_log_enabled(GP_LOG_DEBUG))
+		gp_log(GP_LOG_DEBUG, "device %d: a real allocation of %zu bytes%s", device, bytes,
+		       vmm ? " (VMM-backed)" : "");
 	*out = (void *)(uintptr_t)p;
 	return rc;
 }

@@ -16,7 +16,7 @@
 static const struct gp_opt_def table[] = {
 	{ "GPUPOOL_LOG", GP_OPT_LEVEL, "error", "error|warn|info|debug",
 	  "What the shim writes to stderr.",
-	  "What the shim writes to stderr (one line per message, `gpupool:` prefix).", OPT(log_level), 0 },
+	  "What the shim writes to stderr (one line per message, `gpupool:` prefix). `debug` adds a line for each real allocation the pool makes (its size: where a program's misses are).", OPT(log_level), 0 },
 	{ "GPUPOOL_SIGNAL", GP_OPT_SIGNAL, "USR1",
 	  "USR1, USR2, a real-time signal (RTMIN, RTMIN+3, RTMAX-1, SIGRTMIN+2, or its number), or none",
 	  "The signal that gives idle GPU memory back.",

@@ -3,7 +3,8 @@
  * "gpupool: "; by default nothing at all is written; with a bad GPUPOOL_SIGNAL value exactly one
  * line names the variable, and the default (SIGUSR1) is used; in takeover mode with
  * TORCHINDUCTOR_CUDAGRAPHS=1 exactly one line, at the default level, says they need PyTorch's own
- * cache. */
+ * cache; at debug, each real allocation the pool makes is named with its size (the child's four
+ * misses; a hit makes none). */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +25,10 @@ static int child(int marker)
 	int i;
 
 	for (i = 0; i < 4; i++)
+		e2e_cuda(cudaMalloc(&p[i], 4 * E2E_MIB), "cudaMalloc");
+	for (i = 0; i < 4; i++)
+		e2e_cuda(cudaFree(p[i]), "cudaFree");
+	for (i = 0; i < 4; i++) /* hits: no real allocation */
 		e2e_cuda(cudaMalloc(&p[i], 4 * E2E_MIB), "cudaMalloc");
 	for (i = 0; i < 4; i++)
 		e2e_cuda(cudaFree(p[i]), "cudaFree");
@@ -64,6 +69,7 @@ int main(int argc, char **argv)
 	static const char *const args[] = { "--child", NULL };
 	static const char *const marker_args[] = { "--child", "--marker", NULL };
 	static const char *const env_info[] = { "GPUPOOL_LOG=info", "GPUPOOL_SIGNAL", NULL };
+	static const char *const env_debug[] = { "GPUPOOL_LOG=debug", "GPUPOOL_SIGNAL", NULL };
 	static const char *const env_silent[] = { "GPUPOOL_LOG", "GPUPOOL_SIGNAL", NULL };
 	static const char *const env_bad[] = { "GPUPOOL_LOG", "GPUPOOL_SIGNAL=SIGBOGUS", NULL };
 	static const char *const env_graphs[] = { "GPUPOOL_LOG", "GPUPOOL_SIGNAL",
@@ -83,6 +89,8 @@ int main(int argc, char **argv)
 		env = env_bad;
 	else if (strcmp(mode, "cudagraphs") == 0)
 		env = env_graphs;
+	else if (strcmp(mode, "debug") == 0)
+		env = env_debug;
 	snprintf(name, sizeof(name), "e2e_log_%s", mode);
 	e2e_start(name);
 	if (e2e_run_self(env == env_info ? marker_args : args, env, 15000, &ch) != 0)
@@ -112,6 +120,14 @@ int main(int argc, char **argv)
 		e2e_check(bad == NULL && bad_after == NULL,
 			  "every line starts with \"gpupool: \" (first bad line: \"%.200s\")",
 			  bad != NULL ? bad : bad_after != NULL ? bad_after : "");
+	} else if (strcmp(mode, "debug") == 0) {
+		int real = 0;
+
+		for (const char *q = ch.err; (q = strstr(q, "a real allocation of ")) != NULL; q++)
+			real += strncmp(q + strlen("a real allocation of "), "4194304 bytes", 13) == 0;
+		e2e_check(real == 4 && bad == NULL,
+			  "GPUPOOL_LOG=debug: one \"gpupool: \" line for each of the four real allocations "
+			  "of 4 MiB, none for the four hits after them (got %d: \"%.800s\")", real, ch.err);
 	} else if (strcmp(mode, "cudagraphs") == 0) {
 		e2e_check(lines == 1 && bad == NULL && strstr(ch.err, "TORCHINDUCTOR_CUDAGRAPHS") != NULL,
 			  "takeover mode with inductor's CUDA graphs: exactly one \"gpupool: \" line, at "
