@@ -29,6 +29,9 @@ the recommended settings (and --extra LABEL=K=V,...), interleaved, N rounds, and
 round's ms per forward, its ratio to PyTorch's in the same round, the peak and what the idle
 process holds (before the signal), with the pool's real allocations and fence waits, in the
 whole run and in the timed sweeps alone (read with `gpupool stats` from the process's live view).
+With GPUPOOL_LOG=debug in a configuration (--extra dbg=GPUPOOL_LOG=debug), the timed sweeps'
+real allocations are also counted by size from the shim's log: those of at most 1 MiB (classes
+that grow to a fence batch) and the larger ones.
 
 Usage: python3 bench/torch_seeds.py --lib build/shim/libgpupool.so --out DIR [--quick] [--vmm]
 """
@@ -156,6 +159,8 @@ def child_growing(args):
             torch.cuda.synchronize()
             if rep == args.warm:  # outside the timed sweeps: what the pool did during them
                 timed_from = pool_counts()
+                sys.stderr.write(TIMED_BEGIN + "\n")  # the shim's log lines after it are theirs
+                sys.stderr.flush()
             t0 = time.perf_counter()
             for n in lengths:
                 x = torch.randn(1, n, 2048, device="cuda", dtype=torch.bfloat16)
@@ -171,6 +176,8 @@ def child_growing(args):
                 fwd_ms.append((time.perf_counter() - t0) * 1000 / len(lengths))
     s.phase = "idle"
     torch.cuda.synchronize()
+    sys.stderr.write(TIMED_END + "\n")
+    sys.stderr.flush()
     timed_to = pool_counts()
     timed_pool = ({k: timed_to[k] - timed_from[k] for k in POOL_COUNTS}
                   if timed_from and timed_to else None)
@@ -229,6 +236,33 @@ def child_reload(args):
 
 # ---- parent side ----------------------------------------------------------------------------
 
+TIMED_BEGIN, TIMED_END = "gpupool-bench: timed sweeps begin", "gpupool-bench: timed sweeps end"
+REAL_LINE = "a real allocation of "  # shim/backend.c's line at GPUPOOL_LOG=debug
+
+
+def timed_real(text):
+    """The real allocations the shim's debug log names between the child's timed-sweep markers:
+    {"small": of at most 1 MiB, "large": larger, "mib": their MiB}; None when the log names none
+    at all (not at debug)."""
+    inside, seen, res = False, False, {"small": 0, "large": 0, "mib": 0.0}
+    for ln in text.splitlines():
+        if ln == TIMED_BEGIN or ln == TIMED_END:
+            inside = ln == TIMED_BEGIN
+            continue
+        at = ln.find(REAL_LINE)
+        if at < 0 or not ln.startswith("gpupool:"):
+            continue
+        seen = True
+        try:
+            n = int(ln[at + len(REAL_LINE):].split()[0])
+        except (ValueError, IndexError):
+            continue
+        if inside:
+            res["small" if n <= 1 << 20 else "large"] += 1
+            res["mib"] += n / 1048576.0
+    return res if seen else None
+
+
 def run_child(workload, config, lib, args, extra_env=None, label=None):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", workload,
            "--warm", str(args.warm), "--timed", str(args.timed), "--iters", str(args.iters),
@@ -257,6 +291,9 @@ def run_child(workload, config, lib, args, extra_env=None, label=None):
     res["gpupool_log"] = log[-5:]
     res["streams"] = [ln for ln in log if "stream was created by" in ln]
     res["ordered"] = not any("no longer in one stream order" in ln for ln in log)
+    real = timed_real(p.stderr.decode())
+    if real is not None:
+        res["timed_real"] = real
     try:
         with open(stats) as f:
             devs = json.load(f).get("devices", [])
@@ -324,6 +361,11 @@ def growing_rounds(args):
               f"{', '.join(str(p.get('fence_waits', '-')) + ' (' + str(p.get('fence_wait_timeouts', '-')) + ')' for p in pool)} | "
               f"{', '.join(str(p.get('fence_joins', '-')) for p in pool)} | "
               f"{', '.join(timed_cell(r.get('timed_pool')) for r in rs)} |")
+    sized = [r for r in ok if r.get("timed_real")]
+    if sized:
+        print("\ntimed sweeps' real allocations by size (GPUPOOL_LOG=debug): " + "; ".join(
+            f"{r['config']} round {r['round']}: {r['timed_real']['small']} of at most 1 MiB, "
+            f"{r['timed_real']['large']} larger ({r['timed_real']['mib']:.0f} MiB)" for r in sized))
     seen = sorted({ln for r in ok for ln in r.get("streams", [])})
     print("\nstreams created (shim log): " + ("; ".join(seen) if seen else "none") +
           "; one stream order: " + ", ".join(f"{r['config']}={r.get('ordered')}" for r in ok
