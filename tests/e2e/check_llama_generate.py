@@ -11,16 +11,8 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, sys.argv[1])
-import llama_generate as lg  # noqa: E402
-
-failed = 0
-
-
-def check(ok, what):
-    global failed
-    print(("ok   " if ok else "FAIL ") + what)
-    failed += not ok
+from benchcheck import check, finish
+import llama_generate as lg  # noqa: E402 (benchcheck put the bench folder on the path)
 
 
 with tempfile.TemporaryDirectory() as d:
@@ -113,4 +105,4 @@ with contextlib.redirect_stderr(io.StringIO()):
         check(False, "--extra with a setting not GPUPOOL_*: refused")
     except SystemExit as e:
         check(e.code == 2, "--extra with a setting not GPUPOOL_*: refused")
-sys.exit(1 if failed else 0)
+finish()

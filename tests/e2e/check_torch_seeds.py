@@ -8,16 +8,8 @@ Usage: check_torch_seeds.py BENCH_DIR"""
 import os
 import sys
 
-sys.path.insert(0, sys.argv[1])
-import torch_seeds as ts  # noqa: E402
-
-failed = 0
-
-
-def check(ok, what):
-    global failed
-    print(("ok   " if ok else "FAIL ") + what)
-    failed += not ok
+from benchcheck import check, finish
+import torch_seeds as ts  # noqa: E402 (benchcheck put the bench folder on the path)
 
 
 log = "\n".join([
@@ -45,4 +37,4 @@ with open(os.path.join(sys.argv[1], "..", "shim", "backend.c")) as f:
     src = f.read()
 check('"device %d: ' + ts.REAL_LINE + '%zu bytes' in src,
       f"shim/backend.c still logs \"{ts.REAL_LINE}<bytes> bytes\"")
-sys.exit(1 if failed else 0)
+finish()
