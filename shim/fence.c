@@ -29,6 +29,9 @@ struct stream_ent {
 	 * real destroy waits for the end of the captures (gp_fence_captures_over), and fences keep
 	 * recording on it meanwhile. */
 	int doomed;
+	/* Its work slot's count when it last held no work of the program's (at its creation, or at
+	 * a join that found it so), and the count a join attempt read (see holds_no_work). */
+	uint64_t settled, seen;
 };
 
 struct ev {
@@ -73,6 +76,22 @@ void gp_fence_note_legacy_work(void)
 	if (!atomic_load_explicit(&gp_shim.fence.said_legacy, memory_order_relaxed) &&
 	    !atomic_exchange(&gp_shim.fence.said_legacy, 1))
 		gp_log(GP_LOG_DEBUG, "work was queued on a legacy or per-thread default stream");
+}
+
+/* The counter of work on stream s (streams may share one: a join then asks the driver). */
+static _Atomic uint64_t *work_count(CUstream s)
+{
+	uint64_t h = (uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ULL;
+
+	return &gp_shim.fence.work[(h >> 32) % GP_WORK_SLOTS].n;
+}
+
+/* Sequentially consistent: a free the program makes after this work reads the pool's epoch after
+ * the add, so a join that advanced the epoch before that free reads the new count (or the free
+ * is not among those the join covers). */
+void gp_fence_note_stream_work(CUstream s)
+{
+	atomic_fetch_add(work_count(s), 1);
 }
 
 void gp_fence_use_device(int device)
@@ -167,7 +186,9 @@ static void start_behind_legacy(CUstream s, int dev)
 void gp_fence_stream_created(CUstream s, unsigned flags)
 {
 	CUcontext c;
-	struct stream_ent e = { s, gp_ctx_current(&c), !(flags & CU_STREAM_NON_BLOCKING), 0 };
+	/* No work of the program's on it yet: its handle is not the program's until this returns. */
+	struct stream_ent e = { s, gp_ctx_current(&c), !(flags & CU_STREAM_NON_BLOCKING), 0,
+				atomic_load(work_count(s)), 0 };
 	int failed;
 
 	/* A stream of a context the program created cannot touch pooled memory (it lives in the
@@ -405,15 +426,14 @@ static int streams_askable(void)
 	       !atomic_load_explicit(&gp_shim.fence.unfenced, memory_order_relaxed);
 }
 
-/* Whether no destroyed stream's event is pending and every stream the program created (all of
- * them of device `dev`, unless it is -1) is idle. With the registry lock held. */
-static int created_idle(int dev)
+/* Whether no destroyed stream's event is pending and every stream the program created is idle.
+ * With the registry lock held. */
+static int created_idle(void)
 {
 	int idle = gp_shim.fence.nretired == 0;
 
 	for (int i = 0; i < gp_shim.fence.nstreams && idle; i++)
-		idle = (dev < 0 || gp_shim.fence.streams[i].dev == dev) &&
-		       stream_idle(gp_shim.fence.streams[i].dev, gp_shim.fence.streams[i].s);
+		idle = stream_idle(gp_shim.fence.streams[i].dev, gp_shim.fence.streams[i].s);
 	return idle;
 }
 
@@ -436,10 +456,36 @@ int gp_fence_quiet(void *ctx)
 	for (int d = 0; d < GP_MAX_DEVICES && idle; d++)
 		if (mask & (1ULL << d))
 			idle = stream_idle(d, CU_STREAM_LEGACY);
-	idle = idle && created_idle(-1);
+	idle = idle && created_idle();
 	pthread_mutex_unlock(&gp_shim.fence.lock);
 	gp_capture_gate_leave();
 	return idle;
+}
+
+/* Whether stream `se` holds no work of the program's now: none was queued on it since it last held
+ * none (the count of its slot is what it was then; what may still be pending there is only earlier
+ * joins' waits, which stay pending until the legacy stream reaches their event and would otherwise
+ * make every join while the GPU lags behind find the stream busy), or the driver says it is idle.
+ * The count is read first and kept in se->seen: work queued after that read either makes the
+ * driver's answer busy or changes the count the next join compares. This rests on the doors
+ * seeing every call that queues work on a stream (table.h's work rows), as legacy_wanted does; a
+ * count that moved (work seen, or a stream sharing the slot) asks the driver, as before. With the
+ * registry lock held. */
+static int holds_no_work(struct stream_ent *se)
+{
+	se->seen = atomic_load(work_count(se->s));
+	return se->seen == se->settled || stream_idle(se->dev, se->s);
+}
+
+/* created_idle for a join: every stream the program created is of device `dev` and holds no work
+ * of the program's, and no destroyed stream's event is pending. With the registry lock held. */
+static int created_settled(int dev)
+{
+	int ok = gp_shim.fence.nretired == 0;
+
+	for (int i = 0; i < gp_shim.fence.nstreams && ok; i++)
+		ok = gp_shim.fence.streams[i].dev == dev && holds_no_work(&gp_shim.fence.streams[i]);
+	return ok;
 }
 
 /* The join's event, kept recorded (start_behind_legacy waits for it during a capture): made
@@ -458,8 +504,8 @@ static struct ev *join_event(int dev)
 	return j;
 }
 
-/* The frees made so far need no fence when every stream the program created is idle: what work
- * they used may still be doing is then on the legacy stream (one device only), and an event
+/* The frees made so far need no fence when no stream the program created holds work of the
+ * program's (holds_no_work): what work they used may still be doing is then on the legacy stream (one device only), and an event
  * recorded there now, which every non-blocking stream is made to wait for, comes after it in
  * every stream's order: the legacy stream's own, blocking (and per-thread default) streams' by
  * CUDA's implicit synchronization with it, non-blocking ones' by the wait, streams created later
@@ -471,8 +517,8 @@ static struct ev *join_event(int dev)
  * with a capture (the gate), destroyed streams' events pending (or, with fences in flight, ever:
  * those fences may hold one, which is on no stream the join reaches), a per-thread default
  * stream, work of a stream destroyed during its capture, or a second device. Fences in flight are
- * otherwise covered: their events are on the legacy stream (before the join's) or on the idle
- * streams. 1 joined, 0 not (nothing done that matters: a wait already queued only delays a
+ * otherwise covered: their events are on the legacy stream (before the join's) or on streams
+ * that hold no work of the program's. 1 joined, 0 not (nothing done that matters: a wait already queued only delays a
  * stream). */
 int gp_fence_join(void *ctx, int inflight)
 {
@@ -485,7 +531,7 @@ int gp_fence_join(void *ctx, int inflight)
 	    gp_cu.StreamWaitEvent == NULL || !streams_askable() || !gp_capture_gate_enter())
 		return 0;
 	pthread_mutex_lock(&gp_shim.fence.lock);
-	ok = created_idle(dev);
+	ok = created_settled(dev);
 	if (ok && (ok = gp_ctx_enter(dev, &pushed) == 0)) {
 		struct ev *j = join_event(dev);
 		ok = j != NULL && gp_cu.EventRecord(j->e, CU_STREAM_LEGACY) == CUDA_SUCCESS;
@@ -495,8 +541,11 @@ int gp_fence_join(void *ctx, int inflight)
 				     CUDA_SUCCESS;
 		gp_ctx_leave(pushed);
 	}
-	if (ok)
+	if (ok) {
 		atomic_fetch_add(&gp_shim.fence.joins, 1);
+		for (int i = 0; i < gp_shim.fence.nstreams; i++)
+			gp_shim.fence.streams[i].settled = gp_shim.fence.streams[i].seen;
+	}
 	pthread_mutex_unlock(&gp_shim.fence.lock);
 	gp_capture_gate_leave();
 	return ok;

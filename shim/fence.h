@@ -31,6 +31,9 @@ void gp_fence_blind(void);
 /* Work was queued on a legacy or per-thread default stream (gp_shim_work, after the call that
  * queued it returned): sets gp_shim.fence.legacy_used. Cheap enough for every such call. */
 void gp_fence_note_legacy_work(void);
+/* Work was queued on stream `s`, neither a legacy nor a per-thread default one (gp_shim_work,
+ * after the call that queued it returned): one atomic add. */
+void gp_fence_note_stream_work(CUstream s);
 
 /* The backend's fence operations (struct gp_backend). */
 int gp_fence_record(void *ctx, void **out);

@@ -849,6 +849,8 @@ void gp_shim_work(CUstream s, int per_thread)
 	per_thread_stream(s, per_thread);
 	if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
 		gp_fence_note_legacy_work();
+	else
+		gp_fence_note_stream_work(s);
 }
 
 /* The driver door found a function it cannot vouch for (door/handout.c): allocations pass through

@@ -39,6 +39,7 @@
 #define GP_SHIM_LINE 64
 #define GP_CAPTURE_MAX 64  /* captures tracked at once (capture.c) */
 #define GP_CTX_MAX_USER 64 /* program-created contexts tracked; beyond, every context counts */
+#define GP_WORK_SLOTS 64   /* counters of work on created streams, by stream (fence.c) */
 
 struct gp_stats_view;
 struct stream_ent; /* fence.c */
@@ -162,6 +163,13 @@ struct gp_shim_fence {
 	/* The last join's event (on the legacy stream, kept recorded): a stream created during a
 	 * capture, when the legacy stream may not be touched, waits for it instead. lock. */
 	struct ev *join_ev;
+	/* Work queued on streams other than the default ones, counted by slot (the stream's address
+	 * hashed; streams may share one): added by any thread after the work was queued
+	 * (gp_fence_note_stream_work, from the doors' work entry points), read by a join. Each on a
+	 * line of its own: every launch on such a stream adds to one. */
+	struct {
+		_Alignas(GP_SHIM_LINE) _Atomic uint64_t n;
+	} work[GP_WORK_SLOTS];
 };
 
 /* capture.c: the streams being captured into a graph. */

@@ -21,6 +21,12 @@
  *   inflight   the same join with a fence in flight: made while the non-blocking stream was
  *              busy (no join then), still incomplete (the legacy stream's kernel); once that
  *              stream is idle, the next miss joins and the block comes back.
+ *   rejoin     two joins while the legacy stream's kernel still runs: the first leaves the
+ *              non-blocking stream waiting for its event (pending until that kernel is done); the
+ *              second still hands its block out at once, as that stream holds no work of the
+ *              program's. Then the program queues a kernel there (behind those waits: it does not
+ *              start while the legacy stream's runs) that uses a block it frees: the next
+ *              cudaMalloc of its size does not get that block (the doors saw the launch: no join).
  *   capjoin    after such a join, a non-blocking stream created while another stream captures
  *              (the legacy stream may not be touched then) waits for the join's event: its
  *              first kernel does not run beside the legacy stream's.
@@ -350,6 +356,46 @@ static void run_inflight(void)
 	printf("PASS e2e_fences_inflight\n");
 }
 
+static void run_rejoin(void)
+{
+	cudaStream_t nb;
+	void *p[3] = { NULL, NULL, NULL }, *q[3] = { NULL, NULL, NULL };
+	uint64_t mallocs;
+
+	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	for (int i = 0; i < 3; i++)
+		e2e_cuda(cudaMalloc(&p[i], BYTES), "cudaMalloc");
+	launch(gate_kernel, gate_args, NULL); /* the legacy stream: uses p[0], p[1] to the end */
+	e2e_check(e2e_poll(gate_started, NULL, 10000), "the kernel on the legacy stream runs");
+	mallocs = e2e_counters().mallocs;
+	for (int i = 0; i < 2; i++) {
+		e2e_cuda(cudaFree(p[i]), "cudaFree while the legacy stream's kernel uses the block");
+		e2e_cuda(cudaMalloc(&q[i], BYTES), "cudaMalloc of its size: a join");
+		e2e_check(q[i] == p[i] && e2e_counters().mallocs == mallocs,
+			  "join %d, the non-blocking stream %s: the freed block is handed out at once "
+			  "(same block: %s, real allocations: %llu)", i + 1,
+			  i == 0 ? "idle" : "waiting only for the first join's event",
+			  q[i] == p[i] ? "yes" : "no",
+			  (unsigned long long)(e2e_counters().mallocs - mallocs));
+	}
+	launch(gate_kernel, gate2_args, nb); /* uses p[2]; queued behind the joins' waits */
+	e2e_check(!e2e_poll(gate2_started, NULL, 300),
+		  "the non-blocking stream's kernel waits for the legacy stream's (the joins)");
+	e2e_cuda(cudaFree(p[2]), "cudaFree while a kernel queued on the non-blocking stream uses it");
+	e2e_cuda(cudaMalloc(&q[2], BYTES), "cudaMalloc of its size");
+	e2e_check(q[2] != p[2],
+		  "a block that a kernel queued on the non-blocking stream still uses is not handed "
+		  "out (that stream holds work of the program's: no join)");
+	open_gate(&gate);
+	e2e_check(e2e_poll(gate2_started, NULL, 10000), "the non-blocking stream's kernel then runs");
+	open_gate(&gate2);
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	for (int i = 0; i < 3; i++)
+		e2e_cuda(cudaFree(q[i]), "cudaFree");
+	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
+	printf("PASS e2e_fences_rejoin\n");
+}
+
 static void run_capjoin(void)
 {
 	cudaStream_t nb, cap, late;
@@ -420,8 +466,10 @@ int main(int argc, char **argv)
 		run_inflight();
 	else if (strcmp(mode, "capjoin") == 0)
 		run_capjoin();
+	else if (strcmp(mode, "rejoin") == 0)
+		run_rejoin();
 	else
-		e2e_fail("mode: quiet, join, destroyed, gate, joined, inflight, capjoin or created, "
-			 "not \"%s\"", mode);
+		e2e_fail("mode: quiet, join, destroyed, gate, joined, inflight, capjoin, rejoin or "
+			 "created, not \"%s\"", mode);
 	return 0;
 }

@@ -5,7 +5,13 @@
  *    starts behind that kernel: a fill of the block on it does not clobber what the kernel reads;
  *  - the join: a non-blocking stream exists and is idle, a kernel on the legacy stream still reads
  *    a freed block; the next cudaMalloc of its size gets the block at once, and a fill of it on
- *    the non-blocking stream waits for the kernel.
+ *    the non-blocking stream waits for the kernel;
+ *  - joins while the GPU lags: with the legacy stream's kernel still running, a first join leaves
+ *    the non-blocking stream waiting for its event; a second join still hands a freed block out
+ *    at once (that stream holds no work of the program's, only the first join's wait). Then a
+ *    kernel launched on the non-blocking stream (queued behind those waits) reads a block the
+ *    program frees: whatever the next cudaMalloc of its size gets, a fill of it on the legacy
+ *    stream does not clobber what that kernel reads (the doors saw the launch: no join then).
  * Prints PASS/FAIL/INFO lines. */
 #include "gpu_common.cuh"
 
@@ -40,16 +46,54 @@ static int reuse_beside(cudaStream_t late, unsigned long long *bad, cudaStream_t
 	return same;
 }
 
+/* Joins while the legacy stream's kernel runs (nb idle at the start), then a kernel on nb reading
+ * a block freed while it is queued. bad[0]: its count of clobbered words. */
+static void rejoin(cudaStream_t nb, unsigned long long *bad)
+{
+	void *a = NULL, *b = NULL, *c = NULL, *a2 = NULL, *b2 = NULL, *c2 = NULL;
+
+	*bad = 0;
+	gt_ok(cudaMalloc(&a, BYTES), "cudaMalloc(a)");
+	gt_ok(cudaMalloc(&b, BYTES), "cudaMalloc(b)");
+	gt_ok(cudaMalloc(&c, BYTES), "cudaMalloc(c)");
+	gt_fill(c, BYTES, 7, 0);
+	gt_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	slow_count_ne_kernel<<<GT_GRID, GT_BLOCK, 0, 0>>>((const uint32_t *)a, BYTES / 4, 0, SPIN_NS,
+							   bad + 1); /* keeps the legacy stream busy */
+	gt_ok(cudaGetLastError(), "slow kernel launch (legacy stream)");
+	gt_ok(cudaFree(a), "cudaFree(a) while the legacy stream's kernel reads it");
+	gt_ok(cudaMalloc(&a2, BYTES), "cudaMalloc: the first join");
+	gt_ok(cudaFree(b), "cudaFree(b)");
+	gt_ok(cudaMalloc(&b2, BYTES), "cudaMalloc: the second join");
+	gt_check(a2 == a && b2 == b, "joins while the GPU lags", "with the non-blocking stream "
+		 "waiting only for a join's event, freed blocks %s handed out at once (first: %s, "
+		 "second: %s)", a2 == a && b2 == b ? "were" : "were NOT", a2 == a ? "yes" : "no",
+		 b2 == b ? "yes" : "no");
+	slow_count_ne_kernel<<<GT_GRID, GT_BLOCK, 0, nb>>>((const uint32_t *)c, BYTES / 4, 7, SPIN_NS,
+							    bad);
+	gt_ok(cudaGetLastError(), "slow kernel launch (non-blocking stream)");
+	gt_ok(cudaFree(c), "cudaFree(c) while a kernel queued on the non-blocking stream reads it");
+	gt_ok(cudaMalloc(&c2, BYTES), "cudaMalloc of its size");
+	gt_info("work on the stream", "the freed block %s straight back", c2 == c ? "came" : "did not come");
+	gt_fill(c2, BYTES, 99, 0);
+	gt_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	gt_check(*bad == 0, "no join over a stream's work", "the kernel on the non-blocking stream "
+		 "read %llu clobbered words: a fill on the legacy stream ran beside it", *bad);
+	gt_ok(cudaFree(a2), "cudaFree");
+	gt_ok(cudaFree(b2), "cudaFree");
+	gt_ok(cudaFree(c2), "cudaFree");
+}
+
 int main(void)
 {
-	unsigned long long *bad = NULL;
+	unsigned long long *bad = NULL; /* [0] the checks' count, [1] a kernel's that is not checked */
 	cudaStream_t nb = NULL;
 	int same;
 
 	gt_test = "gpu_join";
 	if (!gt_require_shim() || !gt_context())
 		return gt_finish();
-	gt_ok(cudaMallocManaged(&bad, sizeof(*bad)), "cudaMallocManaged");
+	gt_ok(cudaMallocManaged(&bad, 2 * sizeof(*bad)), "cudaMallocManaged");
 	gt_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 
 	same = reuse_beside(NULL, bad, &nb);
@@ -64,6 +108,7 @@ int main(void)
 	gt_check(*bad == 0, "join orders the streams", "the kernel read %llu clobbered words: the "
 		 "non-blocking stream's fill ran beside it", *bad);
 
+	rejoin(nb, bad);
 	gt_ok(cudaStreamDestroy(nb), "cudaStreamDestroy");
 	gt_ok(cudaFree(bad), "cudaFree(bad)");
 	return gt_finish();
