@@ -23,6 +23,40 @@ static void mark_done(struct gp_pool *p, uint64_t num)
 		atomic_store_explicit(&p->done_epoch, num, memory_order_release);
 }
 
+/* Every free stamped below `num` had its GPU work done (a fence completed, the GPU was idle):
+ * their blocks may be unmapped or given back at once (settled). The driving thread's alone. */
+static void mark_settled(struct gp_pool *p, uint64_t num)
+{
+	if (num > atomic_load_explicit(&p->settled_epoch, memory_order_relaxed))
+		atomic_store_explicit(&p->settled_epoch, num, memory_order_release);
+}
+
+/* The last join's settle fence, polled: complete, what the join made done is settled too. */
+static void reap_settle(struct gp_pool *p)
+{
+	if (p->settle.handle == NULL || p->be.fence_query(p->be.ctx, p->settle.handle) != 1)
+		return;
+	mark_settled(p, p->settle.num);
+	if (p->be.fence_destroy)
+		p->be.fence_destroy(p->be.ctx, p->settle.handle);
+	p->settle.handle = NULL;
+}
+
+/* A join: the frees stamped below `num` are done at once. One settle fence pending at a time
+ * (asked for only when none is): later joins settle with the next one, or with a fence. */
+static int try_join(struct gp_pool *p, int inflight, uint64_t num)
+{
+	void *settle = NULL;
+
+	if (p->be.join == NULL ||
+	    p->be.join(p->be.ctx, inflight, p->settle.handle == NULL ? &settle : NULL) != 1)
+		return 0;
+	mark_done(p, num);
+	if (settle != NULL)
+		p->settle = (struct fence_slot){ settle, num, gp_fine_ns() };
+	return 1;
+}
+
 /* Poll (or wait for) fences in order; a fence counts only once all earlier ones have. */
 static void reap_fences(struct gp_pool *p, int wait)
 {
@@ -50,6 +84,7 @@ static void reap_fences(struct gp_pool *p, int wait)
 		p->ring_count--;
 		gp_mutex_unlock(&p->fence_lock);
 		mark_done(p, f.num);
+		mark_settled(p, f.num);
 		if (p->be.fence_destroy)
 			p->be.fence_destroy(p->be.ctx, f.handle);
 	}
@@ -101,10 +136,8 @@ static int record_fence(struct gp_pool *p, int ask)
 		/* Nothing new to cover, but fences in flight: a join completes them now. A block
 		 * freed meanwhile has the current number, which this does not make done. */
 		num = atomic_load(&p->epoch);
-		if (!empty && p->be.join != NULL &&
-		    num > atomic_load_explicit(&p->done_epoch, memory_order_relaxed) &&
-		    p->be.join(p->be.ctx, 1) == 1)
-			mark_done(p, num);
+		if (!empty && num > atomic_load_explicit(&p->done_epoch, memory_order_relaxed))
+			try_join(p, 1, num);
 		return GP_OK;
 	}
 	if (full && p->be.join == NULL)
@@ -116,10 +149,13 @@ static int record_fence(struct gp_pool *p, int ask)
 	num = atomic_fetch_add(&p->epoch, 1) + 1;
 	/* An idle GPU (no fence in flight), or a join (which covers the fences in flight too):
 	 * every earlier number is done. */
-	if (try_quiet(p, empty, ask) || (p->be.join != NULL && p->be.join(p->be.ctx, !empty) == 1)) {
+	if (try_quiet(p, empty, ask)) {
 		mark_done(p, num);
+		mark_settled(p, num);
 		return GP_OK;
 	}
+	if (try_join(p, !empty, num))
+		return GP_OK;
 	if (full) {
 		atomic_store(&p->dirty, 1); /* the number is used up; the next fence covers its blocks */
 		return GP_EAGAIN;
@@ -167,6 +203,7 @@ static int drive(struct gp_pool *p, int wait, int ask)
 		sched_yield();
 	}
 	reap_fences(p, 0);
+	reap_settle(p);
 	rc = record_fence(p, ask);
 	reap_fences(p, wait);
 	atomic_store(&p->driving, 0);

@@ -81,6 +81,10 @@ enum gp_release_cause {
  *              is not done yet (the backend made the streams wait on the GPU: fence.c says how);
  *              0 when it did not. Never blocks. Asked when the GPU is not idle; `inflight`: fences
  *              recorded earlier are not known complete yet (the join must cover their work too).
+ *              `settle` (NULL: not asked for): on a join, a fence handle (or NULL) that
+ *              completes once every GPU operation issued before the join is done, queried and
+ *              destroyed as the others: until then the blocks those frees made are reused but
+ *              not unmapped or given back without a wait (free's `settled`).
  * now_ns       a monotonic clock (idle ages); tests inject a controllable one.
  *              gp_pool_coarse_ns (CLOCK_MONOTONIC_COARSE) is read inline, with no call.
  * may_release  optional: 0 when real frees must not happen now on this thread (a CUDA graph
@@ -110,7 +114,7 @@ struct gp_backend {
 	int (*fence_wait)(void *ctx, void *fence);
 	void (*fence_destroy)(void *ctx, void *fence);
 	int (*quiet)(void *ctx);
-	int (*join)(void *ctx, int inflight);
+	int (*join)(void *ctx, int inflight, void **settle);
 	uint64_t (*now_ns)(void *ctx);
 	int (*may_release)(void *ctx);
 };

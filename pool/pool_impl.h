@@ -251,17 +251,22 @@ struct gp_pool {
 	struct gp_ptrmap map;
 
 	/* Fences. `epoch` counts fences recorded, `done_epoch` the prefix known complete: read by
-	 * every free and fenced hit, written once per fence. `dirty`: a free happened since the
-	 * last fence was recorded (written by the first free after each fence). One thread at a
-	 * time drives fences (`driving`); fence_lock guards the ring only, never a backend call.
+	 * every free and fenced hit, written once per fence. `settled_epoch`, at most done_epoch:
+	 * the prefix whose GPU work is known over (settled()). A join moves done_epoch on at once
+	 * (later work is ordered after the earlier on the GPU), settled_epoch only once `settle`,
+	 * an event the join recorded behind that work, completes (the driving thread's alone).
+	 * `dirty`: a free happened since the last fence was recorded (written by the first free
+	 * after each fence). One thread at a time drives fences (`driving`); fence_lock guards the
+	 * ring only, never a backend call.
 	 * Each on a cache line of its own: a thread that fails to take `driving`, or the free
 	 * that sets `dirty`, takes no other line from the threads reading the epochs. */
-	_Atomic uint64_t epoch __attribute__((aligned(GP_LINE))), done_epoch;
+	_Atomic uint64_t epoch __attribute__((aligned(GP_LINE))), done_epoch, settled_epoch;
 	_Atomic int dirty __attribute__((aligned(GP_LINE)));
 	_Atomic int driving __attribute__((aligned(GP_LINE)));
 	pthread_mutex_t fence_lock __attribute__((aligned(GP_LINE)));
 	struct fence_slot ring[MAX_FENCES];
 	unsigned ring_head, ring_count;
+	struct fence_slot settle; /* handle NULL: none pending */
 	/* The driver's own (fences.c): fences to record before asking be.quiet again, and how
 	 * many to skip after the next answer of 0. */
 	unsigned quiet_skip, quiet_backoff;
@@ -623,11 +628,12 @@ void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, int device, unsign
  * microseconds after the miss had looked (fences.c). */
 int gp_pool_advance_asking(struct gp_pool *p);
 
-/* Whether a cached block's GPU work is known to be over: a fence after its free completed
- * (ordered mode alone is not enough for memory that is unmapped at once). */
+/* Whether a cached block's GPU work is known to be over: a fence after its free completed, or
+ * the GPU was idle (neither ordered mode nor a join is enough for memory that is unmapped or
+ * given back at once: the GPU may still be running its previous owner's kernel). */
 static inline int settled(struct gp_pool *p, const struct gp_block *b)
 {
-	return b->epoch < atomic_load_explicit(&p->done_epoch, memory_order_acquire);
+	return b->epoch < atomic_load_explicit(&p->settled_epoch, memory_order_acquire);
 }
 
 /* A block out of the pointer map: before its address may go (a remap frees its range, a merge

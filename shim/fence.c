@@ -504,23 +504,49 @@ static struct ev *join_event(int dev)
 	return j;
 }
 
+/* A fence of one event on the legacy stream of `dev` (its context current, the registry lock
+ * held): complete once every GPU operation issued before it is, when no stream the program
+ * created holds work of the program's (a join's). NULL when it cannot be made. */
+static struct fence *legacy_fence(int dev)
+{
+	struct fence *f = malloc(sizeof(*f) + sizeof(struct ev));
+
+	if (f == NULL)
+		return NULL;
+	f->n = f->next = 0;
+	if (event_get(dev, &f->ev[0]) != 0) {
+		free(f);
+		return NULL;
+	}
+	if (gp_cu.EventRecord(f->ev[0].e, CU_STREAM_LEGACY) != CUDA_SUCCESS) {
+		spare_event(&f->ev[0]);
+		free(f);
+		return NULL;
+	}
+	f->n = 1;
+	return f;
+}
+
 /* The frees made so far need no fence when no stream the program created holds work of the
- * program's (holds_no_work): what work they used may still be doing is then on the legacy stream (one device only), and an event
- * recorded there now, which every non-blocking stream is made to wait for, comes after it in
- * every stream's order: the legacy stream's own, blocking (and per-thread default) streams' by
- * CUDA's implicit synchronization with it, non-blocking ones' by the wait, streams created later
- * by a wait at their creation (start_behind_legacy). So a block freed before this call may be
- * handed out at once, as PyTorch's own cache does on one stream, where a fence would leave it
- * pending until the GPU has caught up and let the pool grow meanwhile. Only in takeover mode
- * (join_on): a later kernel on a non-blocking stream now waits for the legacy stream's earlier
- * work, which a program whose kernels wait for each other across streams could not afford. Not
- * with a capture (the gate), destroyed streams' events pending (or, with fences in flight, ever:
- * those fences may hold one, which is on no stream the join reaches), a per-thread default
- * stream, work of a stream destroyed during its capture, or a second device. Fences in flight are
- * otherwise covered: their events are on the legacy stream (before the join's) or on streams
- * that hold no work of the program's. 1 joined, 0 not (nothing done that matters: a wait already queued only delays a
- * stream). */
-int gp_fence_join(void *ctx, int inflight)
+ * program's (holds_no_work): what work they used may still be doing is then on the legacy stream
+ * (one device only), and an event recorded there now, which every non-blocking stream is made to
+ * wait for, comes after it in every stream's order: the legacy stream's own, blocking (and
+ * per-thread default) streams' by CUDA's implicit synchronization with it, non-blocking ones' by
+ * the wait, streams created later by a wait at their creation (start_behind_legacy). So a block
+ * freed before this call may be handed out at once, as PyTorch's own cache does on one stream,
+ * where a fence would leave it pending until the GPU has caught up and let the pool grow
+ * meanwhile. Only in takeover mode (join_on): a later kernel on a non-blocking stream now waits
+ * for the legacy stream's earlier work, which a program whose kernels wait for each other across
+ * streams could not afford. Not with a capture (the gate), destroyed streams' events pending (or,
+ * with fences in flight, ever: those fences may hold one, which is on no stream the join
+ * reaches), a per-thread default stream, work of a stream destroyed during its capture, or a
+ * second device. Fences in flight are otherwise covered: their events are on the legacy stream
+ * (before the join's) or on streams that hold no work of the program's. 1 joined, 0 not (nothing
+ * done that matters: a wait already queued only delays a stream). The work itself may still run
+ * on the GPU after a join: `settle`, when asked for, gets a fence that completes once it is done
+ * (legacy_fence); until then the blocks may be reused but not unmapped or given back without a
+ * wait (pool.h). */
+int gp_fence_join(void *ctx, int inflight, void **settle)
 {
 	uint64_t mask = atomic_load(&gp_shim.fence.devmask);
 	int dev = mask ? __builtin_ctzll(mask) : -1, ok, pushed;
@@ -539,6 +565,8 @@ int gp_fence_join(void *ctx, int inflight)
 			if (!gp_shim.fence.streams[i].blocking)
 				ok = gp_cu.StreamWaitEvent(gp_shim.fence.streams[i].s, j->e, 0) ==
 				     CUDA_SUCCESS;
+		if (ok && settle != NULL)
+			*settle = legacy_fence(dev);
 		gp_ctx_leave(pushed);
 	}
 	if (ok) {

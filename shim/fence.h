@@ -41,6 +41,6 @@ int gp_fence_query(void *ctx, void *fence);
 int gp_fence_wait(void *ctx, void *fence);
 void gp_fence_destroy(void *ctx, void *fence);
 int gp_fence_quiet(void *ctx);
-int gp_fence_join(void *ctx, int inflight);
+int gp_fence_join(void *ctx, int inflight, void **settle);
 
 #endif

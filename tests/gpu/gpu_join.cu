@@ -11,7 +11,12 @@
  *    at once (that stream holds no work of the program's, only the first join's wait). Then a
  *    kernel launched on the non-blocking stream (queued behind those waits) reads a block the
  *    program frees: whatever the next cudaMalloc of its size gets, a fill of it on the legacy
- *    stream does not clobber what that kernel reads (the doors saw the launch: no join then).
+ *    stream does not clobber what that kernel reads (the doors saw the launch: no join then);
+ *  - a join does not finish the work it orders: a block freed while a kernel on the legacy stream
+ *    reads it and made reusable by a join is then given back (gpupool_release), or its memory
+ *    asked for by a larger size (with GPUPOOL_VMM=on and GPUPOOL_VMM_AGE=0, gpu_join_vmm: its
+ *    pages may move to a new block at once); the kernel still reads what it read, with no
+ *    error (VMM memory is unmapped without waiting for the device).
  * Prints PASS/FAIL/INFO lines. */
 #include "gpu_common.cuh"
 
@@ -84,6 +89,43 @@ static void rejoin(cudaStream_t nb, unsigned long long *bad)
 	gt_ok(cudaFree(c2), "cudaFree");
 }
 
+/* A kernel on the legacy stream reads a freed block, a miss of another size joins (the block is
+ * reusable), then the block is given back (give_back) or a larger size asked for. */
+static void after_join(unsigned long long *bad, const char *what, int give_back)
+{
+	void *p = NULL, *q = NULL, *r = NULL;
+	unsigned long long bytes = 0;
+	cudaError_t rc;
+
+	*bad = 0;
+	gt_ok(cudaMalloc(&p, BYTES), "cudaMalloc");
+	gt_fill(p, BYTES, 7, 0);
+	gt_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	slow_count_ne_kernel<<<GT_GRID, GT_BLOCK, 0, 0>>>((const uint32_t *)p, BYTES / 4, 7, SPIN_NS,
+							   bad);
+	gt_ok(cudaGetLastError(), "slow kernel launch (legacy stream)");
+	gt_ok(cudaFree(p), "cudaFree while the legacy stream's kernel reads it");
+	gt_ok(cudaMalloc(&q, BYTES / 2), "cudaMalloc of another size: a join");
+	if (give_back) {
+		int got = gt_shim_release()(0, &bytes);
+		gt_check(got == 0, "gpupool_release", "returned %d (%llu bytes given back)", got, bytes);
+	} else {
+		gt_ok(cudaMalloc(&r, 3 * BYTES), "cudaMalloc of a larger size");
+	}
+	if (r != NULL)
+		gt_fill(r, 3 * BYTES, 99, 0);
+	rc = cudaDeviceSynchronize();
+	gt_check(rc == cudaSuccess && *bad == 0, what, "the kernel that read the freed block: %s, "
+		 "%llu clobbered words%s", cudaGetErrorString(rc), *bad,
+		 give_back ? " (its block given back after a join)" :
+			     " (a larger size asked for after a join)");
+	if (rc != cudaSuccess)
+		return; /* a sticky error: nothing more can run */
+	gt_ok(cudaFree(q), "cudaFree");
+	if (r != NULL)
+		gt_ok(cudaFree(r), "cudaFree");
+}
+
 int main(void)
 {
 	unsigned long long *bad = NULL; /* [0] the checks' count, [1] a kernel's that is not checked */
@@ -109,6 +151,8 @@ int main(void)
 		 "non-blocking stream's fill ran beside it", *bad);
 
 	rejoin(nb, bad);
+	after_join(bad, "release after a join", 1);
+	after_join(bad, "larger size after a join", 0);
 	gt_ok(cudaStreamDestroy(nb), "cudaStreamDestroy");
 	gt_ok(cudaFree(bad), "cudaFree(bad)");
 	return gt_finish();

@@ -213,37 +213,39 @@ out:
 	return rc;
 }
 
+/* A new fence, with f->lock held (a miss's record, or a join's settle fence). */
+static int new_fence_locked(struct fake_backend *f, void **fence)
+{
+	struct fake_fence *fe;
+
+	if (f->nfences == f->capfences) {
+		size_t cap = f->capfences ? 2 * f->capfences : 64;
+		struct fake_fence **n = realloc(f->fences, cap * sizeof(*n));
+
+		if (!n)
+			return GP_EBACKEND;
+		f->fences = n;
+		f->capfences = cap;
+	}
+	fe = calloc(1, sizeof(*fe));
+	if (!fe)
+		return GP_EBACKEND;
+	fe->seq = f->nfences + 1;
+	f->fences[f->nfences++] = fe;
+	*fence = fe;
+	return GP_OK;
+}
+
 static int fake_fence_record(void *ctx, void **fence)
 {
 	struct fake_backend *f = ctx;
-	struct fake_fence *fe = NULL;
 	int rc;
 
 	run_hook(f, FAKE_OP_FENCE_RECORD);
 	pthread_mutex_lock(&f->lock);
 	rc = f->fence_record_rc;
-	if (rc != GP_OK)
-		goto out;
-	if (f->nfences == f->capfences) {
-		size_t cap = f->capfences ? 2 * f->capfences : 64;
-		struct fake_fence **n = realloc(f->fences, cap * sizeof(*n));
-
-		if (!n) {
-			rc = GP_EBACKEND;
-			goto out;
-		}
-		f->fences = n;
-		f->capfences = cap;
-	}
-	fe = calloc(1, sizeof(*fe));
-	if (!fe) {
-		rc = GP_EBACKEND;
-		goto out;
-	}
-	fe->seq = f->nfences + 1;
-	f->fences[f->nfences++] = fe;
-	*fence = fe;
-out:
+	if (rc == GP_OK)
+		rc = new_fence_locked(f, fence);
 	pthread_mutex_unlock(&f->lock);
 	return rc;
 }
@@ -351,7 +353,9 @@ static int fake_quiet(void *ctx)
 	return v;
 }
 
-static int fake_join(void *ctx, int inflight)
+/* A join's settle fence is an ordinary fence of the fake's (completed as the others), not
+ * counted as a fence_record call. */
+static int fake_join(void *ctx, int inflight, void **settle)
 {
 	struct fake_backend *f = ctx;
 	int v;
@@ -360,6 +364,9 @@ static int fake_join(void *ctx, int inflight)
 	pthread_mutex_lock(&f->lock);
 	v = f->join;
 	f->join_inflight = inflight;
+	f->join_settle_asked += settle != NULL;
+	if (v == 1 && settle != NULL && new_fence_locked(f, settle) != GP_OK)
+		*settle = NULL;
 	pthread_mutex_unlock(&f->lock);
 	return v;
 }

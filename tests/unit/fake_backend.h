@@ -84,6 +84,7 @@ struct fake_backend {
 	uint64_t quiet_yes;     /* quiet calls answered 1 */
 	int join;               /* what join answers: 0 unless set (fake_set_join) */
 	int join_inflight;      /* the last join call's `inflight` */
+	int join_settle_asked;  /* join calls that asked for a settle fence */
 	struct fake_fence **fences; /* every fence recorded, by sequence - 1 */
 	size_t nfences, capfences;
 

@@ -422,6 +422,42 @@ static void test_join_covers_fence_in_flight(void **state)
 	assert_int_equal(fx_stats(fx, 0).pending_blocks, 0);
 }
 
+/* Proves: a join makes a freed block reusable at once but not settled (its GPU work may still
+ * run): until the settle fence that join asked for completes, a release gives it back as
+ * unsettled (the backend then waits for the device first); once it completes, a block freed
+ * before the join that asked for it goes back settled. One settle fence at a time: a join while
+ * one is pending asks for none. */
+static void test_join_settles_with_its_fence(void **state)
+{
+	struct fx *fx = *state;
+	struct gp_release_result r;
+	void *a, *b;
+
+	fake_set_join(&fx->fake, 1);
+	a = fx_alloc(fx, 0, SIZE);
+	b = cycle(fx, a); /* the join: the block back at once, a settle fence asked for */
+	assert_ptr_equal(a, b);
+	assert_int_equal(fx->fake.join_settle_asked, 1);
+	fx_free(fx, b);
+	assert_int_equal(gp_pool_advance(fx->pool, 0), GP_OK); /* joined again: none asked for */
+	assert_true(fake_calls(&fx->fake, FAKE_OP_JOIN) >= 2);
+	assert_int_equal(fx->fake.join_settle_asked, 1);
+	assert_int_equal(gp_pool_release(fx->pool, 0, 0, GP_CAUSE_API, &r), GP_OK);
+	assert_int_equal(r.blocks, 1);
+	assert_int_equal(fx->fake.counts.frees_unsettled, 1);
+
+	fake_complete_all_fences(&fx->fake); /* the first settle fence: reaped by the next drive */
+	a = fx_alloc(fx, 0, SIZE);
+	fx_free(fx, a);
+	assert_int_equal(gp_pool_advance(fx->pool, 0), GP_OK); /* a join, a new settle fence */
+	assert_int_equal(fx->fake.join_settle_asked, 2);
+	fake_complete_all_fences(&fx->fake);
+	assert_int_equal(gp_pool_release(fx->pool, 0, 0, GP_CAUSE_API, &r), GP_OK);
+	assert_int_equal(r.blocks, 1);
+	assert_int_equal(fx->fake.counts.frees_unsettled, 1); /* settled: no new unsettled free */
+	assert_int_equal(fake_calls(&fx->fake, FAKE_OP_FENCE_RECORD), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -446,6 +482,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_join_reuses_at_once, fx_setup_unordered,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_join_covers_fence_in_flight, fx_setup_unordered,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_join_settles_with_its_fence, fx_setup_unordered,
 						fx_teardown),
 	};
 
