@@ -27,6 +27,12 @@
  *              program's. Then the program queues a kernel there (behind those waits: it does not
  *              start while the legacy stream's runs) that uses a block it frees: the next
  *              cudaMalloc of its size does not get that block (the doors saw the launch: no join).
+ *   settle     GPUPOOL_VMM=on, GPUPOOL_VMM_AGE=0 (VMM memory is unmapped without waiting for
+ *              the device): a kernel on the legacy stream that will look at a freed block, the
+ *              block made reusable by a join; then a larger size asked for (the block's pages
+ *              could move into it at once), then a release (the block could go at once): when the
+ *              kernel runs, the block is still mapped each time (a join orders later work after
+ *              it; it does not finish it: the release waits for it, the move does not take it).
  *   capjoin    after such a join, a non-blocking stream created while another stream captures
  *              (the legacy stream may not be touched then) waits for the join's event: its
  *              first kernel does not run beside the legacy stream's.
@@ -41,6 +47,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "e2e.h"
 
@@ -396,6 +403,71 @@ static void run_rejoin(void)
 	printf("PASS e2e_fences_rejoin\n");
 }
 
+/* A kernel that, once its gate opens, notes whether the block it was given is still mapped. */
+static void *settle_block;
+static _Atomic int settle_mapped = -1;
+
+static void mapped_kernel(void **params)
+{
+	gate_kernel(params);
+	atomic_store(&settle_mapped, standin_vmm_mapped(settle_block, NULL, NULL, NULL));
+}
+
+static void *open_gate_later(void *arg)
+{
+	usleep((useconds_t)e2e_scaled_ms(300) * 1000u);
+	open_gate(arg);
+	return NULL;
+}
+
+/* gate and gate2 closed, nb idle: a freed VMM block the legacy stream's kernel will look at,
+ * made reusable by a join; give_back: a release (gate opened meanwhile by a thread, as the
+ * release may wait for the kernel), else a larger size asked for. */
+static void settle_case(struct gate *g, void **args, int give_back)
+{
+	void *p = NULL, *q = NULL, *r = NULL;
+	const void *f;
+	void (*fn)(void **) = mapped_kernel;
+	pthread_t t;
+
+	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
+	e2e_check(standin_vmm_mapped(p, NULL, NULL, NULL), "the block is VMM-backed");
+	settle_block = p;
+	atomic_store(&settle_mapped, -1);
+	memcpy(&f, &fn, sizeof(f));
+	e2e_cuda(cudaLaunchKernel(f, (dim3){ 1, 1, 1 }, (dim3){ 1, 1, 1 }, args, 0, NULL),
+		 "cudaLaunchKernel");
+	e2e_cuda(cudaFree(p), "cudaFree while the legacy stream's kernel will look at the block");
+	e2e_cuda(cudaMalloc(&q, BYTES / 2), "cudaMalloc of another size: a join");
+	if (give_back) {
+		unsigned long long bytes = 0;
+		e2e_check(pthread_create(&t, NULL, open_gate_later, g) == 0, "pthread_create");
+		e2e_check(e2e_shim_release()(0, &bytes) == 0, "gpupool_release");
+		pthread_join(t, NULL);
+	} else {
+		e2e_cuda(cudaMalloc(&r, 3 * BYTES), "cudaMalloc of a larger size");
+		open_gate(g);
+	}
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	e2e_check(atomic_load(&settle_mapped) == 1, "%s after a join: the kernel that looks at the "
+		  "freed block ran with it %s", give_back ? "a release" : "a larger size",
+		  atomic_load(&settle_mapped) == 1 ? "mapped" : "NOT mapped");
+	e2e_cuda(cudaFree(q), "cudaFree");
+	if (r != NULL)
+		e2e_cuda(cudaFree(r), "cudaFree");
+}
+
+static void run_settle(void)
+{
+	cudaStream_t nb;
+
+	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	settle_case(&gate, gate_args, 0);
+	settle_case(&gate2, gate2_args, 1);
+	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
+	printf("PASS e2e_fences_settle\n");
+}
+
 static void run_capjoin(void)
 {
 	cudaStream_t nb, cap, late;
@@ -468,8 +540,10 @@ int main(int argc, char **argv)
 		run_capjoin();
 	else if (strcmp(mode, "rejoin") == 0)
 		run_rejoin();
+	else if (strcmp(mode, "settle") == 0)
+		run_settle();
 	else
-		e2e_fail("mode: quiet, join, destroyed, gate, joined, inflight, capjoin, rejoin or "
-			 "created, not \"%s\"", mode);
+		e2e_fail("mode: quiet, join, destroyed, gate, joined, inflight, capjoin, rejoin, settle "
+			 "or created, not \"%s\"", mode);
 	return 0;
 }
