@@ -86,12 +86,13 @@ static _Atomic uint64_t *work_count(CUstream s)
 	return &gp_shim.fence.work[(h >> 32) % GP_WORK_SLOTS].n;
 }
 
-/* Sequentially consistent: a free the program makes after this work reads the pool's epoch after
- * the add, so a join that advanced the epoch before that free reads the new count (or the free
- * is not among those the join covers). */
+/* The fence: a free the program makes after this work reads the pool's epoch after the add (even
+ * a thread cache's relaxed read), so a join that advanced the epoch (sequentially consistent)
+ * before that read reads the new count, or the free is not among those the join covers. */
 void gp_fence_note_stream_work(CUstream s)
 {
 	atomic_fetch_add(work_count(s), 1);
+	atomic_thread_fence(memory_order_seq_cst);
 }
 
 void gp_fence_use_device(int device)
