@@ -32,7 +32,7 @@ void gp_fence_blind(void);
  * queued it returned): sets gp_shim.fence.legacy_used. Cheap enough for every such call. */
 void gp_fence_note_legacy_work(void);
 /* Work was queued on stream `s`, neither a legacy nor a per-thread default one (gp_shim_work,
- * after the call that queued it returned): one atomic add. */
+ * after the call that queued it returned): an atomic add and a fence. */
 void gp_fence_note_stream_work(CUstream s);
 
 /* The backend's fence operations (struct gp_backend). */
