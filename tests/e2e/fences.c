@@ -33,6 +33,13 @@
  *              could move into it at once), then a release (the block could go at once): when the
  *              kernel runs, the block is still mapped each time (a join orders later work after
  *              it; it does not finish it: the release waits for it, the move does not take it).
+ *   lagloop    the same settings and the GPU 2 ms behind the host (standin_set_launch_delay_us),
+ *              one idle non-blocking stream (joins hold): rounds of blocks of 2 to 24 MiB, each
+ *              written and then checked by kernels on the legacy stream, freed while those still
+ *              wait to run, reused, moved and trimmed by the pool meanwhile: every check finds its
+ *              block mapped and intact, and the pool did unmap memory during the rounds. (A page
+ *              unmapped while a check reads it ends the test with SIGSEGV, as a GPU's context is
+ *              lost: ce40072's library does.)
  *   capjoin    after such a join, a non-blocking stream created while another stream captures
  *              (the legacy stream may not be touched then) waits for the join's event: its
  *              first kernel does not run beside the legacy stream's.
@@ -468,6 +475,91 @@ static void run_settle(void)
 	printf("PASS e2e_fences_settle\n");
 }
 
+/* A block's write or check, queued on the legacy stream; the kernel frees its job. */
+struct lag_job {
+	struct lag_job *self;
+	void *argv[1];
+	uint64_t *p;
+	size_t bytes;
+	uint64_t tag;
+	int check;
+};
+
+static _Atomic unsigned long lag_bad, lag_unmapped;
+
+static void lag_kernel(void **params)
+{
+	struct lag_job *j = *(struct lag_job **)params[0];
+
+	for (size_t off = 0; off < j->bytes; off += 4096) {
+		uint64_t *w = j->p + off / sizeof(uint64_t);
+		if (off % (2 * E2E_MIB) == 0 && !standin_vmm_mapped(w, NULL, NULL, NULL)) {
+			atomic_fetch_add(&lag_unmapped, 1); /* a page moved or unmapped under the kernel */
+			break;
+		}
+		if (!j->check)
+			*w = j->tag + off;
+		else if (*w != j->tag + off)
+			atomic_fetch_add(&lag_bad, 1);
+	}
+	free(j);
+}
+
+static void lag_launch(void *p, size_t bytes, uint64_t tag, int check)
+{
+	struct lag_job *j = malloc(sizeof(*j));
+	const void *f;
+	void (*fn)(void **) = lag_kernel;
+
+	e2e_check(j != NULL, "malloc");
+	*j = (struct lag_job){ j, { NULL }, p, bytes, tag, check };
+	j->argv[0] = &j->self;
+	memcpy(&f, &fn, sizeof(f));
+	e2e_cuda(cudaLaunchKernel(f, (dim3){ 1, 1, 1 }, (dim3){ 1, 1, 1 }, j->argv, 0, NULL),
+		 "cudaLaunchKernel");
+}
+
+static void run_lagloop(void)
+{
+	int rounds = (int)(400 / e2e_time_scale());
+	void *live[4] = { NULL, NULL, NULL, NULL };
+	size_t bytes[4] = { 0, 0, 0, 0 };
+	uint64_t tag[4] = { 0, 0, 0, 0 };
+	unsigned seed = 12345;
+	uint64_t unmaps;
+	cudaStream_t nb;
+
+	if (rounds < 100)
+		rounds = 100;
+	e2e_cuda(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	unmaps = e2e_counters().vmm_unmaps;
+	standin_set_launch_delay_us(2000);
+	for (int r = 0; r < rounds; r++) {
+		int i = (int)(rand_r(&seed) % 4);
+		if (live[i] != NULL) {
+			lag_launch(live[i], bytes[i], tag[i], 1); /* its write, checked again */
+			e2e_cuda(cudaFree(live[i]), "cudaFree while its check waits to run");
+		}
+		bytes[i] = (2 + 2 * (size_t)(r % 48)) * E2E_MIB; /* 2 to 96 MiB, growing */
+		e2e_cuda(cudaMalloc(&live[i], bytes[i]), "cudaMalloc");
+		tag[i] = (uint64_t)(r + 1) << 32;
+		lag_launch(live[i], bytes[i], tag[i], 0);
+		lag_launch(live[i], bytes[i], tag[i], 1);
+	}
+	for (int i = 0; i < 4; i++)
+		e2e_cuda(cudaFree(live[i]), "cudaFree");
+	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	standin_set_launch_delay_us(0);
+	e2e_check(atomic_load(&lag_unmapped) == 0 && atomic_load(&lag_bad) == 0,
+		  "%d rounds with the GPU behind: %lu checks found their block unmapped, %lu found "
+		  "another's bytes", rounds, atomic_load(&lag_unmapped), atomic_load(&lag_bad));
+	e2e_check(e2e_counters().vmm_unmaps > unmaps, "the pool unmapped memory during the rounds "
+		  "(moves or trims: %llu mappings removed)",
+		  (unsigned long long)(e2e_counters().vmm_unmaps - unmaps));
+	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
+	printf("PASS e2e_fences_lagloop\n");
+}
+
 static void run_capjoin(void)
 {
 	cudaStream_t nb, cap, late;
@@ -542,8 +634,10 @@ int main(int argc, char **argv)
 		run_rejoin();
 	else if (strcmp(mode, "settle") == 0)
 		run_settle();
+	else if (strcmp(mode, "lagloop") == 0)
+		run_lagloop();
 	else
-		e2e_fail("mode: quiet, join, destroyed, gate, joined, inflight, capjoin, rejoin, settle "
-			 "or created, not \"%s\"", mode);
+		e2e_fail("mode: quiet, join, destroyed, gate, joined, inflight, capjoin, rejoin, settle, "
+			 "lagloop or created, not \"%s\"", mode);
 	return 0;
 }
