@@ -33,11 +33,12 @@
  *              could move into it at once), then a release (the block could go at once): when the
  *              kernel runs, the block is still mapped each time (a join orders later work after
  *              it; it does not finish it: the release waits for it, the move does not take it).
- *   lagloop    the same settings and the GPU 2 ms behind the host (standin_set_launch_delay_us),
- *              one idle non-blocking stream (joins hold): rounds of blocks of 2 to 24 MiB, each
- *              written and then checked by kernels on the legacy stream, freed while those still
- *              wait to run, reused, moved and trimmed by the pool meanwhile: every check finds its
- *              block mapped and intact, and the pool did unmap memory during the rounds. (A page
+ *   lagloop    the same settings with GPUPOOL_VMM_TRIM=1 and the GPU 2 ms behind the host
+ *              (standin_set_launch_delay_us), one idle non-blocking stream (joins hold): rounds of
+ *              blocks of 2 to 96 MiB, growing, each written and then checked by kernels on the
+ *              legacy stream and freed while those still wait to run: every check finds its block
+ *              mapped and intact, and the pool did unmap memory during the rounds (a move, and the
+ *              releases of a device of STANDIN_CAPACITY=1G running out). (A page
  *              unmapped while a check reads it ends the test with SIGSEGV, as a GPU's context is
  *              lost: ce40072's library does.)
  *   capjoin    after such a join, a non-blocking stream created while another stream captures
@@ -554,7 +555,7 @@ static void run_lagloop(void)
 		  "%d rounds with the GPU behind: %lu checks found their block unmapped, %lu found "
 		  "another's bytes", rounds, atomic_load(&lag_unmapped), atomic_load(&lag_bad));
 	e2e_check(e2e_counters().vmm_unmaps > unmaps, "the pool unmapped memory during the rounds "
-		  "(moves or trims: %llu mappings removed)",
+		  "(moves, trims, releases: %llu mappings removed)",
 		  (unsigned long long)(e2e_counters().vmm_unmaps - unmaps));
 	e2e_cuda(cudaStreamDestroy(nb), "cudaStreamDestroy");
 	printf("PASS e2e_fences_lagloop\n");
