@@ -505,26 +505,19 @@ static struct ev *join_event(int dev)
 	return j;
 }
 
-/* A fence of one event on the legacy stream of `dev` (its context current, the registry lock
- * held): complete once every GPU operation issued before it is, when no stream the program
+/* A fence of one event on the legacy stream of `dev` (the registry lock held): complete once every GPU operation issued before it is, when no stream the program
  * created holds work of the program's (a join's). NULL when it cannot be made. */
 static struct fence *legacy_fence(int dev)
 {
 	struct fence *f = malloc(sizeof(*f) + sizeof(struct ev));
 
-	if (f == NULL)
-		return NULL;
-	f->n = f->next = 0;
-	if (event_get(dev, &f->ev[0]) != 0) {
-		free(f);
-		return NULL;
+	if (f != NULL) {
+		f->n = f->next = 0;
+		if (record_one(f, dev, CU_STREAM_LEGACY) != 0) {
+			free(f);
+			f = NULL;
+		}
 	}
-	if (gp_cu.EventRecord(f->ev[0].e, CU_STREAM_LEGACY) != CUDA_SUCCESS) {
-		spare_event(&f->ev[0]);
-		free(f);
-		return NULL;
-	}
-	f->n = 1;
 	return f;
 }
 

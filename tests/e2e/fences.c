@@ -434,17 +434,13 @@ static void *open_gate_later(void *arg)
 static void settle_case(struct gate *g, void **args, int give_back)
 {
 	void *p = NULL, *q = NULL, *r = NULL;
-	const void *f;
-	void (*fn)(void **) = mapped_kernel;
 	pthread_t t;
 
 	e2e_cuda(cudaMalloc(&p, BYTES), "cudaMalloc");
 	e2e_check(standin_vmm_mapped(p, NULL, NULL, NULL), "the block is VMM-backed");
 	settle_block = p;
 	atomic_store(&settle_mapped, -1);
-	memcpy(&f, &fn, sizeof(f));
-	e2e_cuda(cudaLaunchKernel(f, (dim3){ 1, 1, 1 }, (dim3){ 1, 1, 1 }, args, 0, NULL),
-		 "cudaLaunchKernel");
+	launch(mapped_kernel, args, NULL);
 	e2e_cuda(cudaFree(p), "cudaFree while the legacy stream's kernel will look at the block");
 	e2e_cuda(cudaMalloc(&q, BYTES / 2), "cudaMalloc of another size: a join");
 	if (give_back) {
@@ -509,15 +505,11 @@ static void lag_kernel(void **params)
 static void lag_launch(void *p, size_t bytes, uint64_t tag, int check)
 {
 	struct lag_job *j = malloc(sizeof(*j));
-	const void *f;
-	void (*fn)(void **) = lag_kernel;
 
 	e2e_check(j != NULL, "malloc");
 	*j = (struct lag_job){ j, { NULL }, p, bytes, tag, check };
 	j->argv[0] = &j->self;
-	memcpy(&f, &fn, sizeof(f));
-	e2e_cuda(cudaLaunchKernel(f, (dim3){ 1, 1, 1 }, (dim3){ 1, 1, 1 }, j->argv, 0, NULL),
-		 "cudaLaunchKernel");
+	launch(lag_kernel, j->argv, NULL);
 }
 
 static void run_lagloop(void)
