@@ -145,7 +145,7 @@ def pool_view(lib, pid):
         devs = (doc[0] if isinstance(doc, list) else doc).get("devices", [])
     except (OSError, ValueError, IndexError, subprocess.SubprocessError):
         return {}
-    keys = ("in_use_bytes", "idle_bytes", "pending_bytes", "vmm_bytes")
+    keys = ("in_use_bytes", "requested_bytes", "idle_bytes", "pending_bytes", "vmm_bytes")
     return {k.replace("_bytes", "_mib"): sum(d.get(k, 0) or 0 for d in devs) >> 20 for k in keys}
 
 
