@@ -19,7 +19,8 @@ docs' recommendation for takeover mode (docs/USAGE.md), whatever it is at the ti
   deep   32 layers, d=1024, 8 heads, ff 2816, batch 2, prompts 300..2500, 48 new tokens
   small  4 layers, d=768, 12 heads, ff 2048, batch 8, prompts 16..512, 64 new tokens
 --warm sets the warm passes (default 3).
---extra LABEL=K=V,K=V adds takeover configurations with more settings (e.g. an idle timeout);
+--extra LABEL=K=V,K=V adds takeover configurations with more settings (e.g. an idle timeout;
+K is a GPUPOOL_* setting, or LD_PRELOAD: another build's library, for an A/B in one run);
 --late S reads what the idle client holds again S seconds later (after an idle timeout's release),
 then has it answer the prompts once more (tokens/s after the idle spell).
 --gap S has the client wait S seconds between requests (a client whose requests come apart,
@@ -272,8 +273,9 @@ def main():
     for spec in a.extra:
         label, _, kvs = spec.partition("=")
         pairs = [kv.split("=", 1) for kv in kvs.split(",") if kv]
-        if not label or not pairs or any(len(kv) != 2 or not kv[0].startswith("GPUPOOL_") for kv in pairs):
-            ap.error(f"--extra {spec}: LABEL=GPUPOOL_X=V[,GPUPOOL_Y=W...] expected")
+        if not label or not pairs or any(len(kv) != 2 or not (kv[0].startswith("GPUPOOL_") or kv[0] == "LD_PRELOAD")
+                                      for kv in pairs):
+            ap.error(f"--extra {spec}: LABEL=GPUPOOL_X=V[,GPUPOOL_Y=W...] expected (or LD_PRELOAD=LIB)")
         EXTRA[label] = dict(pairs)
     configs = [c for c in a.configs.split(",") if c] + list(EXTRA)
     shapes = [c for c in a.shapes.split(",") if c]

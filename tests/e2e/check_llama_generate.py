@@ -98,6 +98,16 @@ check("| config | idle held MiB | vs PyTorch | 3 s later MiB | tokens/s after it
 row = next((line for line in text.splitlines() if line.startswith("| idle |")), "")
 check(row.startswith("| idle | 4400 | -2.6% (worst) | 2700 | 80.5 | 2000 / 1900 + 0 |"),
       f"--late: the extra configuration's later reading and pass ({row})")
+# --extra may name another build's library (an A/B in one run).
+seen.clear()
+lg.EXTRA.clear()
+late_runs = iter([dict(runs[1], config="prev")])
+sys.argv = ["llama_generate.py", "--lib", "/x/libgpupool.so", "--rounds", "1", "--configs", "",
+            "--extra", "prev=LD_PRELOAD=/y/libgpupool.so,GPUPOOL_VMM=on"]
+with contextlib.redirect_stdout(io.StringIO()):
+    rc = lg.main()
+check(rc == 0 and seen == [("prev", {"LD_PRELOAD": "/y/libgpupool.so", "GPUPOOL_VMM": "on"}, 0.0,
+                            0.0)], f"--extra with LD_PRELOAD: that library for its runs ({seen})")
 with contextlib.redirect_stderr(io.StringIO()):
     try:
         sys.argv = ["llama_generate.py", "--lib", "/x", "--extra", "bad=X=1"]
