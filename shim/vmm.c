@@ -340,19 +340,13 @@ static unsigned tail_pieces(const struct gp_vmm_block *b, size_t take, size_t *m
 	return k;
 }
 
-/* The size of the handles new memory of `fresh` bytes comes in: a sixteenth of the power of
- * two at or below it, at least the granule (16 to GP_VMM_PIECES of them; the last may be
- * smaller). A power of two, so that the classes of the next lower power of two (steps of a
- * sixteenth of it) are whole handles: half a float32 tensor's block is its bfloat16 copy's
- * class exactly, where a sixteenth of the size rounded up to the granule left a handle's part
- * idle inside the copy for as long as the program kept it. */
+/* The size of the handles new memory of `fresh` bytes comes in: at most GP_VMM_PIECES of
+ * them, each a multiple of the granule (the last may be smaller). */
 static size_t piece_bytes(size_t fresh)
 {
-	size_t p = GRANULE;
+	size_t p = (fresh / GP_VMM_PIECES + GRANULE - 1) / GRANULE * GRANULE;
 
-	while (p * 2 * (GP_VMM_PIECES / 2) <= fresh)
-		p *= 2;
-	return p;
+	return p < GRANULE ? GRANULE : p;
 }
 
 /* New handles for `fresh` bytes into b->piece[b->n...]. On failure those made are released. */

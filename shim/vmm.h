@@ -23,13 +23,12 @@ void gp_vmm_init(int mode);
  * look at the device). */
 int gp_vmm_wanted(int device, size_t bytes);
 
-/* New memory comes in at most this many handles of a multiple of 2 MiB each (16 to 32: a
- * sixteenth of the power of two at or below the size): a block can give a part of itself to
- * another (gp_vmm_split, gp_vmm_remap) in such pieces. Smaller pieces would fit such parts more
- * closely, but every piece costs driver calls of its own (create, map, unmap, release) on the
- * miss that makes or moves it. */
+/* New memory comes in at most this many handles of a multiple of 2 MiB each: a block can give a
+ * part of itself to another (gp_vmm_remap) in such pieces. Smaller pieces would fit such parts
+ * more closely, but every piece costs driver calls of its own (create, map, unmap, release) on
+ * the miss that makes or moves it. */
 #ifndef GP_VMM_PIECES
-#define GP_VMM_PIECES 32u
+#define GP_VMM_PIECES 16u
 #endif
 
 /* A new block of `bytes` (a multiple of 2 MiB): up to GP_VMM_PIECES handles, a range, mapped,

@@ -2,8 +2,7 @@
  *   on     blocks above 1 MiB are VMM-backed (cuMemCreate, not cuMemAlloc), smaller ones are not;
  *          cuMemGetAddressRange inside a block of moved pieces answers the whole block;
  *          a miss takes the end of a larger idle block where it lies (no driver call; the rest
- *          stays cached, the two share a range freed with the last; half of a 44 MiB block is
- *          exactly 22 MiB of its handles), or moves idle blocks of other
+ *          stays cached, the two share a range freed with the last), or moves idle blocks of other
  *          sizes into its block: their bytes come along, the device holds no more than before;
  *          through the driver door too; a release gives every
  *          handle and range back; the OOM retry works on handles; cudaIpcGetMemHandle of such a
@@ -296,41 +295,6 @@ static void split(void)
 		  (unsigned long long)standin_vmm_handles(-1));
 }
 
-/* A float32 tensor's block, freed once its bfloat16 copy is made, serves the half size exactly:
- * new memory comes in handles of at most a sixteenth of the power of two at or below its size
- * (44 MiB: 22 handles of 2 MiB, where a sixteenth of the size rounded up to 2 MiB made 11 of 4
- * MiB), so its last 22 MiB are whole handles and the block handed out is the request's class,
- * not 24 MiB held for as long as the program keeps the copy (a model's weights). */
-static void split_half(void)
-{
-	struct standin_counters c0, c;
-	void *a, *p;
-	CUdeviceptr base = 0;
-	size_t size = 0;
-	int ok;
-
-	release_all_but_live();
-	c0 = e2e_counters();
-	a = alloc(44 * E2E_MIB);
-	c = e2e_counters();
-	e2e_check(c.vmm_creates - c0.vmm_creates == 22,
-		  "a 44 MiB block comes in 22 handles of 2 MiB (%llu)",
-		  (unsigned long long)(c.vmm_creates - c0.vmm_creates));
-	e2e_cuda(cudaFree(a), "cudaFree(44 MiB)");
-	e2e_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-	c0 = e2e_counters();
-	p = alloc(22 * E2E_MIB);
-	c = e2e_counters();
-	ok = address_range(p, &base, &size);
-	e2e_check(ok && p == (char *)a + 22 * E2E_MIB && size == 22 * E2E_MIB &&
-			  c.vmm_creates == c0.vmm_creates && c.live_bytes == c0.live_bytes,
-		  "a 22 MiB miss takes exactly the last 22 MiB of the idle 44 MiB block (+%lld, a "
-		  "block of %zu B, %llu creates)", (long long)((char *)p - (char *)a), size,
-		  (unsigned long long)(c.vmm_creates - c0.vmm_creates));
-	e2e_cuda(cudaFree(p), "cudaFree(22 MiB)");
-	release_all_but_live();
-}
-
 /* The driver door's allocations are VMM-backed too, and one pool with the runtime's. */
 static void driver_door(void)
 {
@@ -387,7 +351,6 @@ static void mode_on(void)
 	remap();
 	release_all();
 	split();
-	split_half();
 	oom();
 	release_all();
 	driver_door();
