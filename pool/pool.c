@@ -768,17 +768,22 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 
 uint64_t gp_pool_window_peak(struct gp_pool *p, struct gp_dev *d, int device)
 {
-	uint64_t sum = 0, tc_allocs = 0, tc_room = 0;
+	uint64_t sum = 0, tc_allocs = 0, tc_room = 0, top = ld(&d->peak_reserved);
+	int sane = 1;
 
 	for (unsigned i = 0; i < GP_STRIPES; i++) {
 		struct gp_stripe_acct *a = &d->acct[i];
 
+		/* A stripe's count is exact only summed with the others (modulo 2^64): one that ever
+		 * read above the reserved peak would make the sum wrap, to a peak too low. */
+		sane &= ld(&a->peak) <= top;
 		sum += ld(&a->peak);
-		/* A raise racing this store leaves the larger of the two: never below what is in
-		 * use, as a peak must be. */
+		/* The new window begins at what the stripe has in use; an allocation racing this
+		 * store counts in one window or the other (the policy's figure, not an account). */
 		atomic_store_explicit(&a->peak, ld(&a->own) + ld(&a->remote), memory_order_relaxed);
 	}
-	raise_peak(&d->peak_live_before, sum);
+	if (sane)
+		raise_peak(&d->peak_live_before, sum);
 	/* A thread cache's hits count in no stripe: a window in which one served any may have had
 	 * up to the caches' bytes more in use than the stripes say (only while reuse needs no
 	 * fence: the caches are not used once a stream exists). */
@@ -791,7 +796,7 @@ uint64_t gp_pool_window_peak(struct gp_pool *p, struct gp_dev *d, int device)
 		atomic_store_explicit(&d->tc_allocs_seen, tc_allocs, memory_order_relaxed);
 		sum += tc_room;
 	}
-	return sum;
+	return sane ? sum : UINT64_MAX; /* not known: as if all of it had been in use */
 }
 
 static void check_cap(struct gp_pool *p, struct gp_dev *d, int device)

@@ -154,5 +154,5 @@ uint64_t gp_pool_take_quiet_excess(struct gp_pool *p, int device)
 		return 0;
 	held = ld(&d->reserved_bytes); /* before the peak: a growth after it is its window's */
 	peak = gp_pool_window_peak(p, d, device);
-	return held >= peak + QUIET_EXCESS_MIN ? held - peak : 0;
+	return peak < held && held - peak >= QUIET_EXCESS_MIN ? held - peak : 0;
 }
