@@ -177,6 +177,7 @@ struct gp_dev {
 	_Atomic int grew;
 	_Atomic uint64_t peak_live_before;
 	_Atomic uint64_t tc_allocs_seen; /* the threads' caches' hits at the last window's end */
+	_Atomic uint64_t last_window_peak; /* the window before the one being taken */
 	_Atomic uint64_t held_bytes, held_blocks; /* of the live ones, held for a graph */
 	_Atomic uint64_t stale_evictions; /* records dropped: the driver reused their address */
 	_Atomic uint64_t cap;      /* bytes of cache allowed, 0 = no cap */

@@ -148,11 +148,14 @@ void gp_pool_note_growth(struct gp_pool *p, struct gp_dev *d, int device)
 uint64_t gp_pool_take_quiet_excess(struct gp_pool *p, int device)
 {
 	struct gp_dev *d = dev_get(p, device, 0);
-	uint64_t held, peak;
+	uint64_t held, peak, last;
 
 	if (d == NULL || !atomic_load(&d->grew) || !atomic_exchange(&d->grew, 0))
 		return 0;
 	held = ld(&d->reserved_bytes); /* before the peak: a growth after it is its window's */
 	peak = gp_pool_window_peak(p, d, device);
+	last = atomic_exchange(&d->last_window_peak, peak);
+	if (last > peak)
+		peak = last; /* a short spell after a long one keeps what the long one used */
 	return peak < held && held - peak >= QUIET_EXCESS_MIN ? held - peak : 0;
 }

@@ -25,12 +25,13 @@
  *          while the program goes on asking (16 MiB, a hit, every few ms) for three ages nothing
  *          is given back; once it stops, the control thread gives the 12 MiB back, no sooner
  *          than an age after the last request.
- *   quiet  the same settings, a stream made: 100 blocks of 48 KiB in use at once stay once the program is quiet
- *          (all of them were in use at once); then 100 of 32 KiB at once (a new size: the pool
- *          grows; below 64 KiB a trim gives nothing back) and the program goes on asking for three
- *          ages: nothing given back; once it stops, the 48 KiB ones, never in use since it last
- *          went quiet, are given back, no sooner than an age after the last request; the 32 KiB
- *          ones stay.
+ *   quiet  the same settings, a stream made: 100 blocks of 48 KiB in use at once stay once the
+ *          program is quiet (all of them were in use at once); then 100 of 32 KiB at once and
+ *          100 of 16 KiB (new sizes: the pool grows; below 64 KiB a trim gives nothing back) and
+ *          the program goes on asking for three ages: nothing given back; once it stops, what it
+ *          holds beyond the most in use at once in its last two busy spells (4800 KiB: the first
+ *          one's) goes, the blocks idle longest first, the 48 KiB ones, no sooner than an age
+ *          after the last request; the 32 and 16 KiB ones stay.
  *   threads  8 threads allocate and free random sizes (3-40 MiB) with a stream each
  *          (fences), while another thread asks for releases: every block keeps its owner's bytes
  *          while it is live, and at the end a release leaves no handle and no range behind.
@@ -595,6 +596,7 @@ static void mode_quiet(int age_ms)
 		  "on the device, %llu before)", (unsigned long long)(e2e_counters().live_bytes >> 10),
 		  (unsigned long long)(l1 >> 10));
 	at_once(32 << 10, 100);
+	at_once(16 << 10, 100);
 	l2 = e2e_counters().live_bytes;
 	t0 = e2e_now_ms();
 	while (e2e_now_ms() - t0 < 3ull * (uint64_t)age_ms) {
@@ -604,15 +606,17 @@ static void mode_quiet(int age_ms)
 	}
 	last = e2e_now_ms();
 	e2e_check(e2e_counters().live_bytes == l2,
-		  "then 100 of 32 KiB at once: while the program goes on asking for %d ms nothing is "
+		  "then 100 of 32 KiB at once, and 100 of 16 KiB: while the program goes on asking "
+		  "for %d ms nothing is "
 		  "given back (%llu KiB on the device, %llu before)", 3 * age_ms,
 		  (unsigned long long)(e2e_counters().live_bytes >> 10), (unsigned long long)(l2 >> 10));
 	want = l0 + (l2 - l1);
 	ok = e2e_poll(live_at_most, &want, 10 * age_ms + e2e_scaled_ms(5000));
 	quiet_ms = e2e_now_ms() - last;
 	e2e_check(ok && e2e_counters().live_bytes == want,
-		  "quiet: the 48 KiB blocks, never in use since the program last went quiet, are given "
-		  "back, the 32 KiB ones stay (%llu KiB on the device, want %llu)",
+		  "quiet: beyond the most in use at once in its last two busy spells (the 48 KiB ones'), "
+		  "the oldest blocks, the 48 KiB ones, are given back; the 32 and 16 KiB ones stay "
+		  "(%llu KiB on the device, want %llu)",
 		  (unsigned long long)(e2e_counters().live_bytes >> 10), (unsigned long long)(want >> 10));
 	e2e_check(quiet_ms + 5 >= (uint64_t)age_ms,
 		  "no sooner than an age after the last request (%llu ms, the age %d ms)",

@@ -318,32 +318,40 @@ static void test_trim_owed(void **state)
 	fx_free(fx, r);
 }
 
-/* Proves: a window's excess is what the pool holds beyond the most in use at once since the last
- * take, and only after the pool grew. 100 blocks of 48 KiB in use at once, freed: nothing beyond
- * (all of it was in use at once). Then 100 of 32 KiB at once (below 64 KiB the trim gives
- * nothing back): the 48 KiB ones were not in use in this window, whose peak is the 32 KiB ones',
- * so they are its excess (a window that kept the first one's peak would say 32 KiB blocks' worth).
- * Taken again at once, nothing (no growth since). The peak in use since the start survives the
- * windows: the first's. */
+/* n blocks of `bytes` in use at once, then all freed. */
+static void at_once(struct fx *fx, size_t bytes, int n)
+{
+	void *p[100];
+
+	for (int i = 0; i < n; i++)
+		p[i] = fx_alloc(fx, 0, bytes);
+	for (int i = 0; i < n; i++)
+		fx_free(fx, p[i]);
+}
+
+/* Proves: a window's excess is what the pool holds beyond the most in use at once in it and the
+ * window before, and only after the pool grew. 100 blocks of 48 KiB in use at once, freed:
+ * nothing beyond (all of it was in use at once). Then 100 of 32 KiB at once (below 64 KiB the
+ * trim gives nothing back): beyond the 48 KiB window's peak, their bytes. Then 100 of 16 KiB:
+ * beyond the 32 KiB window's peak (the 48 KiB one is two windows back), the 48 KiB and 16 KiB
+ * blocks' bytes: a window that kept its first peak would say the 32 and 16 KiB ones', one that
+ * forgot the window before the 48 and 32 KiB ones'. Taken again at once, nothing (no growth
+ * since). The peak in use since the start survives the windows: the first's. */
 static void test_quiet_excess(void **state)
 {
 	struct fx *fx = *state;
-	void *p[100];
 
-	for (int i = 0; i < 100; i++)
-		p[i] = fx_alloc(fx, 0, 48 * KiB);
-	for (int i = 0; i < 100; i++)
-		fx_free(fx, p[i]);
+	at_once(fx, 48 * KiB, 100);
 	assert_int_equal(gp_pool_take_quiet_excess(fx->pool, 0), 0);
-	for (int i = 0; i < 100; i++)
-		p[i] = fx_alloc(fx, 0, 32 * KiB);
-	for (int i = 0; i < 100; i++)
-		fx_free(fx, p[i]);
+	at_once(fx, 32 * KiB, 100);
 	assert_int_equal(fx_stats(fx, 0).trims, 0);
-	assert_int_equal(gp_pool_take_quiet_excess(fx->pool, 0), 100 * cb(48 * KiB));
+	assert_int_equal(gp_pool_take_quiet_excess(fx->pool, 0), 100 * cb(32 * KiB));
+	at_once(fx, 16 * KiB, 100);
+	assert_int_equal(gp_pool_take_quiet_excess(fx->pool, 0),
+			 100 * (cb(48 * KiB) + cb(16 * KiB)));
 	assert_int_equal(gp_pool_take_quiet_excess(fx->pool, 0), 0);
 	assert_int_equal(fx_stats(fx, 0).peak_live_bytes, 100 * cb(48 * KiB));
-	assert_int_equal(owed_calls, 2); /* each window's first growth */
+	assert_int_equal(owed_calls, 3); /* each window's first growth */
 }
 
 /* Proves: a busy GPU (not quiet) keeps the small blocks (giving one back would wait for all its
