@@ -505,8 +505,9 @@ static struct ev *join_event(int dev)
 	return j;
 }
 
-/* A fence of one event on the legacy stream of `dev` (the registry lock held): complete once every GPU operation issued before it is, when no stream the program
- * created holds work of the program's (a join's). NULL when it cannot be made. */
+/* A fence of one event on the legacy stream of `dev` (the registry lock held): complete once
+ * every GPU operation issued before it is, when no stream the program created holds work of the
+ * program's (a join's). NULL when it cannot be made. */
 static struct fence *legacy_fence(int dev)
 {
 	struct fence *f = malloc(sizeof(*f) + sizeof(struct ev));
