@@ -629,6 +629,8 @@ static GP_MISS_PATH int real_alloc(struct gp_pool *p, struct gp_dev *d, int devi
 		return GP_ENOMEM;
 	}
 	atomic_fetch_add(&d->real_allocs, 1);
+	if (p->cfg.remap_trim)
+		gp_pool_note_growth(p, d, device);
 	*out = ptr;
 	hint_set(p, b, ptr);
 	return GP_OK;
@@ -762,6 +764,39 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	if (rc != GP_OK)
 		atomic_fetch_add(&d->failed_allocs, 1);
 	return rc;
+}
+
+uint64_t gp_pool_window_peak(struct gp_pool *p, struct gp_dev *d, int device)
+{
+	uint64_t sum = 0, tc_allocs = 0, tc_room = 0, top = ld(&d->peak_reserved);
+	int sane = 1;
+
+	for (unsigned i = 0; i < GP_STRIPES; i++) {
+		struct gp_stripe_acct *a = &d->acct[i];
+
+		/* A stripe's count is exact only summed with the others (modulo 2^64): one that ever
+		 * read above the reserved peak would make the sum wrap, to a peak too low. */
+		sane &= ld(&a->peak) <= top;
+		sum += ld(&a->peak);
+		/* The new window begins at what the stripe has in use; an allocation racing this
+		 * store counts in one window or the other (the policy's figure, not an account). */
+		atomic_store_explicit(&a->peak, ld(&a->own) + ld(&a->remote), memory_order_relaxed);
+	}
+	if (sane)
+		raise_peak(&d->peak_live_before, sum);
+	/* A thread cache's hits count in no stripe: a window in which one served any may have had
+	 * up to the caches' bytes more in use than the stripes say (only while reuse needs no
+	 * fence: the caches are not used once a stream exists). */
+	for (struct gp_tcache *tc = atomic_load(&p->tcs); tc != NULL; tc = tc->next)
+		if (tc->device == device) {
+			tc_allocs += ld(&tc->allocs);
+			tc_room += p->cfg.tcache_bytes;
+		}
+	if (tc_allocs != ld(&d->tc_allocs_seen)) {
+		atomic_store_explicit(&d->tc_allocs_seen, tc_allocs, memory_order_relaxed);
+		sum += tc_room;
+	}
+	return sane ? sum : UINT64_MAX; /* not known: as if all of it had been in use */
 }
 
 static void check_cap(struct gp_pool *p, struct gp_dev *d, int device)
@@ -1118,6 +1153,8 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 	}
 	for (unsigned i = 0; i < GP_STRIPES; i++)
 		o->peak_live_bytes += ld(&d->acct[i].peak);
+	if (o->peak_live_bytes < ld(&d->peak_live_before)) /* windows gone (gp_pool_window_peak) */
+		o->peak_live_bytes = ld(&d->peak_live_before);
 	o->peak_reserved_bytes = ld(&d->peak_reserved);
 	/* What is in use is also reserved, so the reserved peak bounds the stripes' sum. */
 	if (o->peak_live_bytes > o->peak_reserved_bytes)

@@ -132,7 +132,9 @@ struct gp_pool_config {
 	 * (counted in stale_evictions); `bytes` is its size. May be NULL. */
 	void (*stale)(void *arg, int device, void *ptr, size_t bytes);
 	/* Called (no lock held) when a device comes to owe a trim (gp_pool_take_owed): a miss grew
-	 * by bytes that idle blocks younger than remap_age_ns would have given back. May be NULL. */
+	 * by bytes that idle blocks younger than remap_age_ns would have given back; and, with
+	 * remap_trim, when the pool first makes new memory after gp_pool_take_quiet_excess (a window
+	 * with something to settle once quiet). May be NULL. */
 	void (*owed)(void *arg, int device);
 	void *arg; /* passed to over_cap, stale and owed */
 	/* A miss whose size class holds only blocks still fenced, at least 2 and 64 MiB of them,
@@ -343,6 +345,15 @@ int gp_pool_release_idle(struct gp_pool *pool, int device, uint64_t freed_before
  * bytes back (gp_pool_release_bytes); 0 for a device not seen. The debt as it stands:
  * gp_pool_dev_stats' trim_owed. */
 uint64_t gp_pool_take_owed(struct gp_pool *pool, int device);
+
+/* cfg.remap_trim: what a device holds beyond the most it had in use at once in its last two
+ * windows (a window: from one call to the next), when the pool made new memory for it in the
+ * last one (else 0), for a caller that has seen the program allocate nothing for remap_age_ns to
+ * give back (gp_pool_release_bytes): memory its last two busy spells never used at once (two, so
+ * that a short spell after a long one keeps what the long one needs). Each call begins a new
+ * window, at what is in use then; the first growth of a window calls cfg.owed, as a debt's
+ * beginning does. 0 below 2 MiB, and for a device not seen. */
+uint64_t gp_pool_take_quiet_excess(struct gp_pool *pool, int device);
 
 /* Cap on a device's cached bytes (0 = none); see gp_pool_config.over_cap. A miss that finds the
  * cache over the cap releases down to it before its real allocation (where may_release allows),

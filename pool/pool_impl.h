@@ -171,6 +171,13 @@ struct gp_dev {
 	_Atomic uint64_t remaps, remapped_bytes, movable_bytes;
 	_Atomic uint64_t trims, trimmed_bytes; /* cfg.remap_trim's give-backs (trim.c) */
 	_Atomic uint64_t trim_owed; /* bytes the age kept from a trim (trim.c) */
+	/* cfg.remap_trim: the pool made new memory since the device last went quiet (trim.c), and
+	 * the stripes' peaks of the windows before that one (their sum, at most: the peak in use
+	 * since the start is the larger of this and the stripes' peaks now). */
+	_Atomic int grew;
+	_Atomic uint64_t peak_live_before;
+	_Atomic uint64_t tc_allocs_seen; /* the threads' caches' hits at the last window's end */
+	_Atomic uint64_t last_window_peak; /* the window before the one being taken */
 	_Atomic uint64_t held_bytes, held_blocks; /* of the live ones, held for a graph */
 	_Atomic uint64_t stale_evictions; /* records dropped: the driver reused their address */
 	_Atomic uint64_t cap;      /* bytes of cache allowed, 0 = no cap */
@@ -621,6 +628,16 @@ struct gp_block *gp_pool_take_movable(struct gp_pool *p, struct gp_list *c, uint
  * classes that could not serve it given back, about `need` bytes of them (trim.c). */
 void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 			 size_t need) GP_MISS_PATH;
+
+/* cfg.remap_trim: the pool made new memory on d (a real allocation, a remap's new handles): the
+ * window since the device last went quiet has a peak to hold it to (gp_pool_take_quiet_excess);
+ * the first growth of a window calls cfg.owed (trim.c). */
+void gp_pool_note_growth(struct gp_pool *p, struct gp_dev *d, int device) GP_MISS_PATH;
+
+/* The most d had in use at once since this was last called (the stripes' peaks, an upper bound
+ * with several threads; plus the threads' caches' bytes when one of them served a hit since),
+ * and a new window begun at what it has in use now (pool.c). One caller at a time. */
+uint64_t gp_pool_window_peak(struct gp_pool *p, struct gp_dev *d, int device);
 
 /* gp_pool_advance(p, 0) for a miss that would otherwise move memory or grow the pool (split,
  * merge, remap): with no fence in flight the GPU is asked whether it is idle even while the

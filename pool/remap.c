@@ -198,6 +198,8 @@ int gp_pool_remap(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
 	atomic_fetch_add(&d->remapped_bytes, moved);
 	if (got < want)
 		got = want;
+	if (got > moved && p->cfg.remap_trim)
+		gp_pool_note_growth(p, d, device);
 	if (enter_made(p, d, device, cls, s0, bytes, got, ptr, 1, &nb) != GP_OK)
 		return GP_ENOMEM;
 	*out = ptr;

@@ -91,8 +91,7 @@ static void owe(struct gp_pool *p, struct gp_dev *d, int device, uint64_t grows,
 		if (want <= was)
 			return;
 	} while (!atomic_compare_exchange_weak(&d->trim_owed, &was, want));
-	if (was == 0 && p->cfg.owed != NULL)
-		p->cfg.owed(p->cfg.arg, device);
+	gp_pool_note_growth(p, d, device); /* the miss grows: cfg.owed, once a window */
 }
 
 void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, int device, unsigned cls,
@@ -131,4 +130,32 @@ uint64_t gp_pool_take_owed(struct gp_pool *p, int device)
 	struct gp_dev *d = dev_get(p, device, 0);
 
 	return d != NULL && ld(&d->trim_owed) != 0 ? atomic_exchange(&d->trim_owed, 0) : 0;
+}
+
+void gp_pool_note_growth(struct gp_pool *p, struct gp_dev *d, int device)
+{
+	if (atomic_load_explicit(&d->grew, memory_order_relaxed) || atomic_exchange(&d->grew, 1))
+		return;
+	if (p->cfg.owed != NULL)
+		p->cfg.owed(p->cfg.arg, device);
+}
+
+/* What a quiet device holds beyond its busiest moment that is worth a release: less than a
+ * granule of the driver's is left (a release gives back whole blocks, and would take a block the
+ * next request needs for a few bytes). */
+#define QUIET_EXCESS_MIN ((uint64_t)2 << 20)
+
+uint64_t gp_pool_take_quiet_excess(struct gp_pool *p, int device)
+{
+	struct gp_dev *d = dev_get(p, device, 0);
+	uint64_t held, peak, last;
+
+	if (d == NULL || !atomic_load(&d->grew) || !atomic_exchange(&d->grew, 0))
+		return 0;
+	held = ld(&d->reserved_bytes); /* before the peak: a growth after it is its window's */
+	peak = gp_pool_window_peak(p, d, device);
+	last = atomic_exchange(&d->last_window_peak, peak);
+	if (last > peak)
+		peak = last; /* a short spell after a long one keeps what the long one used */
+	return peak < held && held - peak >= QUIET_EXCESS_MIN ? held - peak : 0;
 }

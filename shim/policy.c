@@ -43,10 +43,10 @@ int gp_policy_needs_thread(void)
 {
 	const struct gp_shim_policy *pol = &gp_shim.policy;
 
-	/* GPUPOOL_VMM_TRIM with an age: the thread gives back what the age kept (control.c). */
+	/* GPUPOOL_VMM_TRIM: the thread gives back, once the program is quiet, what the age kept and
+	 * what the pool holds beyond the busiest moment since it last was quiet (control.c). */
 	return has_size(&pol->opt.max_cached) || has_size(&pol->opt.min_free) ||
-	       pol->opt.idle_timeout_ns > 0 ||
-	       (pol->opt.vmm != GP_VMM_OFF && pol->opt.vmm_trim && pol->opt.vmm_age_ns > 0);
+	       pol->opt.idle_timeout_ns > 0 || (pol->opt.vmm != GP_VMM_OFF && pol->opt.vmm_trim);
 }
 
 static uint64_t idle_period(void)

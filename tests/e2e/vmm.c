@@ -25,6 +25,13 @@
  *          while the program goes on asking (16 MiB, a hit, every few ms) for three ages nothing
  *          is given back; once it stops, the control thread gives the 12 MiB back, no sooner
  *          than an age after the last request.
+ *   quiet  the same settings, a stream made: 100 blocks of 48 KiB in use at once stay once the
+ *          program is quiet (all of them were in use at once); then 100 of 32 KiB at once and
+ *          100 of 16 KiB (new sizes: the pool grows; below 64 KiB a trim gives nothing back) and
+ *          the program goes on asking for three ages: nothing given back; once it stops, what it
+ *          holds beyond the most in use at once in its last two busy spells (4800 KiB: the first
+ *          one's) goes, the blocks idle longest first, the 48 KiB ones, no sooner than an age
+ *          after the last request; the 32 and 16 KiB ones stay.
  *   threads  8 threads allocate and free random sizes (3-40 MiB) with a stream each
  *          (fences), while another thread asks for releases: every block keeps its owner's bytes
  *          while it is live, and at the end a release leaves no handle and no range behind.
@@ -560,6 +567,64 @@ static void mode_owed(int age_ms)
 	release_all();
 }
 
+/* n blocks of `bytes` in use at once, then all freed. */
+static void at_once(size_t bytes, int n)
+{
+	void *p[100];
+
+	for (int i = 0; i < n; i++)
+		p[i] = alloc(bytes);
+	for (int i = 0; i < n; i++)
+		e2e_cuda(cudaFree(p[i]), "cudaFree");
+}
+
+static void mode_quiet(int age_ms)
+{
+	uint64_t l0 = e2e_counters().live_bytes, l1, l2, want, t0, last, quiet_ms;
+	cudaStream_t s;
+	void *p;
+	int ok;
+
+	/* A stream, as PyTorch makes: reuse waits for fences, and no thread cache serves hits
+	 * (which no stripe counts: a window with such hits is held to the caches' bytes more). */
+	e2e_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+	at_once(48 << 10, 100);
+	l1 = e2e_counters().live_bytes;
+	e2e_sleep_ms(3 * age_ms);
+	e2e_check(e2e_counters().live_bytes == l1,
+		  "100 blocks of 48 KiB, all in use at once, stay once the program is quiet (%llu KiB "
+		  "on the device, %llu before)", (unsigned long long)(e2e_counters().live_bytes >> 10),
+		  (unsigned long long)(l1 >> 10));
+	at_once(32 << 10, 100);
+	at_once(16 << 10, 100);
+	l2 = e2e_counters().live_bytes;
+	t0 = e2e_now_ms();
+	while (e2e_now_ms() - t0 < 3ull * (uint64_t)age_ms) {
+		p = alloc(32 << 10);
+		e2e_cuda(cudaFree(p), "cudaFree");
+		e2e_sleep_ms(2);
+	}
+	last = e2e_now_ms();
+	e2e_check(e2e_counters().live_bytes == l2,
+		  "then 100 of 32 KiB at once, and 100 of 16 KiB: while the program goes on asking "
+		  "for %d ms nothing is "
+		  "given back (%llu KiB on the device, %llu before)", 3 * age_ms,
+		  (unsigned long long)(e2e_counters().live_bytes >> 10), (unsigned long long)(l2 >> 10));
+	want = l0 + (l2 - l1);
+	ok = e2e_poll(live_at_most, &want, 10 * age_ms + e2e_scaled_ms(5000));
+	quiet_ms = e2e_now_ms() - last;
+	e2e_check(ok && e2e_counters().live_bytes == want,
+		  "quiet: beyond the most in use at once in its last two busy spells (the 48 KiB ones'), "
+		  "the oldest blocks, the 48 KiB ones, are given back; the 32 and 16 KiB ones stay "
+		  "(%llu KiB on the device, want %llu)",
+		  (unsigned long long)(e2e_counters().live_bytes >> 10), (unsigned long long)(want >> 10));
+	e2e_check(quiet_ms + 5 >= (uint64_t)age_ms,
+		  "no sooner than an age after the last request (%llu ms, the age %d ms)",
+		  (unsigned long long)quiet_ms, age_ms);
+	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+	release_all();
+}
+
 /* PyTorch's cache on: torch.multiprocessing shares tensors, so auto makes no VMM block. */
 static void mode_torch(const char *lib)
 {
@@ -616,7 +681,7 @@ static void mode_loud(void)
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "on";
-	int age_ms = strcmp(mode, "owed") == 0 ? owed_setup() : 0;
+	int age_ms = strcmp(mode, "owed") == 0 || strcmp(mode, "quiet") == 0 ? owed_setup() : 0;
 
 	e2e_start("e2e_vmm");
 	e2e_cuda(cudaFree(NULL), "cudaFree(0)");
@@ -632,6 +697,8 @@ int main(int argc, char **argv)
 		mode_trim();
 	else if (strcmp(mode, "owed") == 0)
 		mode_owed(age_ms);
+	else if (strcmp(mode, "quiet") == 0)
+		mode_quiet(age_ms);
 	else if (strcmp(mode, "torch") == 0 && argc > 2)
 		mode_torch(argv[2]);
 	else if (strcmp(mode, "loud") == 0)
@@ -639,6 +706,7 @@ int main(int argc, char **argv)
 	else if (strcmp(mode, "loud-child") == 0)
 		mode_loud_child();
 	else
-		e2e_fail("mode: on, auto, novmm, threads, trim, owed, torch LIB or loud, not %s", mode);
+		e2e_fail("mode: on, auto, novmm, threads, trim, owed, quiet, torch LIB or loud, not %s",
+			 mode);
 	return 0;
 }

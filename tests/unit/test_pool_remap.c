@@ -268,13 +268,15 @@ static void test_trim_small_aged(void **state)
 	fx_free(fx, p);
 }
 
-/* Proves: what the age keeps from a trim is owed. Growing from nothing owes nothing. Idle 8 and
- * 4 MiB blocks freed a moment ago stay when a 16 MiB miss grows (too young to move or go):
- * 12 MiB owed (what they hold, less than the 16 grown by), said once; a 24 MiB miss at once owes
- * no more (the same 12 MiB are still all that is idle). Taking the debt empties it; a miss then
- * owes again and says so again. 100 ms later, with the blocks old, a 40 MiB miss moves the
- * 20 MiB one (one piece at most here) and gives the 8 and 4 MiB ones back itself (the trim): it
- * owes nothing. */
+/* Proves: what the age keeps from a trim is owed. Growing from nothing owes nothing (the growth
+ * is said: a window with something to settle once quiet; its excess is none, as all it holds was
+ * in use at once). Idle 8 and 4 MiB blocks freed a moment ago stay when a 16 MiB miss grows (too
+ * young to move or go): 12 MiB owed (what they hold, less than the 16 grown by), said once for
+ * the window; a 24 MiB miss at once owes no more (the same 12 MiB are still all that is idle).
+ * Taking the debt empties it; the window's excess is those 12 MiB too (52 held, at most 40 in use
+ * at once since the last quiet). A miss then owes again and says so again (a new window). 100 ms
+ * later, with the blocks old, a 40 MiB miss moves the 20 MiB one (one piece at most here) and
+ * gives the 8 and 4 MiB ones back itself (the trim): it owes nothing. */
 static void test_trim_owed(void **state)
 {
 	struct fx *fx = *state;
@@ -283,22 +285,25 @@ static void test_trim_owed(void **state)
 
 	cache_sizes(fx, 0, sizes, ptrs, 2);
 	assert_int_equal(fx_stats(fx, 0).trim_owed, 0);
-	assert_int_equal(owed_calls, 0);
+	assert_int_equal(owed_calls, 1);
+	assert_int_equal(gp_pool_take_quiet_excess(fx->pool, 0), 0);
 	p = fx_alloc(fx, 0, 16 * MiB);
 	assert_int_equal(fx_stats(fx, 0).trims, 0);
 	assert_int_equal(fx_stats(fx, 0).trim_owed, 12 * MiB);
-	assert_int_equal(owed_calls, 1);
+	assert_int_equal(owed_calls, 2);
 	assert_int_equal(owed_device, 0);
 	q = fx_alloc(fx, 0, 24 * MiB);
 	assert_int_equal(fx_stats(fx, 0).trim_owed, 12 * MiB);
-	assert_int_equal(owed_calls, 1);
+	assert_int_equal(owed_calls, 2);
 	assert_int_equal(fake_used(&fx->fake, 0), 52 * MiB);
 	assert_int_equal(gp_pool_take_owed(fx->pool, 0), 12 * MiB);
 	assert_int_equal(fx_stats(fx, 0).trim_owed, 0);
 	assert_int_equal(gp_pool_take_owed(fx->pool, 1), 0); /* a device not seen */
+	assert_int_equal(gp_pool_take_quiet_excess(fx->pool, 0), 12 * MiB);
+	assert_int_equal(gp_pool_take_quiet_excess(fx->pool, 1), 0);
 	fx_free(fx, fx_alloc(fx, 0, 20 * MiB));
 	assert_int_equal(fx_stats(fx, 0).trim_owed, 12 * MiB);
-	assert_int_equal(owed_calls, 2);
+	assert_int_equal(owed_calls, 3);
 	gp_pool_take_owed(fx->pool, 0);
 	fake_advance_clock(&fx->fake, 100000000ull);
 	fx_settle(fx);
@@ -307,10 +312,46 @@ static void test_trim_owed(void **state)
 	assert_int_equal(fx_stats(fx, 0).trims, 2);
 	assert_int_equal(fx_stats(fx, 0).trimmed_bytes, 12 * MiB);
 	assert_int_equal(fx_stats(fx, 0).trim_owed, 0);
-	assert_int_equal(owed_calls, 2);
+	assert_int_equal(owed_calls, 3);
 	fx_free(fx, p);
 	fx_free(fx, q);
 	fx_free(fx, r);
+}
+
+/* n blocks of `bytes` in use at once, then all freed. */
+static void at_once(struct fx *fx, size_t bytes, int n)
+{
+	void *p[100];
+
+	for (int i = 0; i < n; i++)
+		p[i] = fx_alloc(fx, 0, bytes);
+	for (int i = 0; i < n; i++)
+		fx_free(fx, p[i]);
+}
+
+/* Proves: a window's excess is what the pool holds beyond the most in use at once in it and the
+ * window before, and only after the pool grew. 100 blocks of 48 KiB in use at once, freed:
+ * nothing beyond (all of it was in use at once). Then 100 of 32 KiB at once (below 64 KiB the
+ * trim gives nothing back): beyond the 48 KiB window's peak, their bytes. Then 100 of 16 KiB:
+ * beyond the 32 KiB window's peak (the 48 KiB one is two windows back), the 48 KiB and 16 KiB
+ * blocks' bytes: a window that kept its first peak would say the 32 and 16 KiB ones', one that
+ * forgot the window before the 48 and 32 KiB ones'. Taken again at once, nothing (no growth
+ * since). The peak in use since the start survives the windows: the first's. */
+static void test_quiet_excess(void **state)
+{
+	struct fx *fx = *state;
+
+	at_once(fx, 48 * KiB, 100);
+	assert_int_equal(gp_pool_take_quiet_excess(fx->pool, 0), 0);
+	at_once(fx, 32 * KiB, 100);
+	assert_int_equal(fx_stats(fx, 0).trims, 0);
+	assert_int_equal(gp_pool_take_quiet_excess(fx->pool, 0), 100 * cb(32 * KiB));
+	at_once(fx, 16 * KiB, 100);
+	assert_int_equal(gp_pool_take_quiet_excess(fx->pool, 0),
+			 100 * (cb(48 * KiB) + cb(16 * KiB)));
+	assert_int_equal(gp_pool_take_quiet_excess(fx->pool, 0), 0);
+	assert_int_equal(fx_stats(fx, 0).peak_live_bytes, 100 * cb(48 * KiB));
+	assert_int_equal(owed_calls, 3); /* each window's first growth */
 }
 
 /* Proves: a busy GPU (not quiet) keeps the small blocks (giving one back would wait for all its
@@ -670,6 +711,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_trim_small_kept, setup_trim, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_trim_small_trades, setup_trim, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_trim_small_aged, setup_trim_aged, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_quiet_excess, setup_trim_owed, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_trim_owed, setup_trim_owed, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_needs_quiet, setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_idle_gpu, setup_ordered, fx_teardown),
