@@ -165,29 +165,38 @@ void gp_pool_destroy(struct gp_pool *p)
 
 /* ---- alloc / free ---------------------------------------------------------------------- */
 
-/* In-use bytes are counted per stripe (each on lines of its own) and so is their peak; the
- * device's peak is the sum of the stripes' peaks, at most the reserved peak: exact while one
- * thread allocates, an upper bound when several do. The stripe's owner, which does nearly all
- * of its counting (its allocations, and the frees of what it allocated), adds without a locked
- * instruction; any other thread adds atomically to `remote`. A hit does little else, so a
- * locked add on every one would be a sizeable part of its cost. */
+/* In-use and requested bytes are counted per stripe (each on lines of its own) and so are their
+ * peaks; the device's peak is the sum of the stripes' peaks, at most the reserved peak: exact
+ * while one thread allocates, an upper bound when several do. The stripe's owner, which does
+ * nearly all of its counting (its allocations, and the frees of what it allocated), adds without
+ * a locked instruction; any other thread adds atomically to `remote` and `req_remote`. A hit does
+ * little else, so a locked add on every one would be a sizeable part of its cost. `req`: the
+ * bytes asked for, of an allocation (+) or of the block's allocation that a free ends (-). */
 static inline __attribute__((always_inline)) void account_live(struct gp_dev *d, unsigned stripe,
-							 int64_t bytes)
+							 int64_t bytes, int64_t req)
 {
 	struct gp_stripe_acct *a = &d->acct[stripe];
-	uint64_t v;
+	uint64_t v, r;
 
 	if (owns_stripe(stripe)) {
 		v = ld(&a->own) + (uint64_t)bytes;
+		r = ld(&a->req) + (uint64_t)req;
 		atomic_store_explicit(&a->own, v, memory_order_relaxed);
+		atomic_store_explicit(&a->req, r, memory_order_relaxed);
 		v += ld(&a->remote);
+		r += ld(&a->req_remote);
 	} else {
 		gp_rmw_note();
 		v = atomic_fetch_add_explicit(&a->remote, (uint64_t)bytes, memory_order_relaxed) +
 		    (uint64_t)bytes + ld(&a->own);
+		gp_rmw_note();
+		r = atomic_fetch_add_explicit(&a->req_remote, (uint64_t)req, memory_order_relaxed) +
+		    (uint64_t)req + ld(&a->req);
 	}
-	if (bytes > 0)
+	if (bytes > 0) {
 		raise_peak(&a->peak, v);
+		raise_peak(&a->req_peak, r);
+	}
 }
 
 /* ---- the thread's own cache (struct gp_tcache; tcache.c has the rest) ------------------ */
@@ -351,13 +360,14 @@ static inline __attribute__((always_inline)) int tc_push(struct gp_pool *p, stru
 	return 1;
 }
 
-/* After the section of a tc_push of a block of `bytes` on `device`, whose list was `home`: what
- * it pushed out into the lists, and the bytes out of home's in-use count. The block itself is not
+/* After the section of a tc_push of a block of `bytes` on `device` (asked for: `req`), whose list
+ * was `home`: what it pushed out into the lists, and the bytes out of home's in-use and requested
+ * counts. The block itself is not
  * looked at: once the section is over, a thief may have taken it, and its record may serve
  * another block. */
 static inline __attribute__((always_inline)) void tc_pushed(struct gp_pool *p,
 							    struct gp_tcache *tc, int device,
-							    size_t bytes, unsigned home,
+							    size_t bytes, size_t req, unsigned home,
 							    struct gp_block *out)
 {
 	struct gp_dev *d;
@@ -371,7 +381,7 @@ static inline __attribute__((always_inline)) void tc_pushed(struct gp_pool *p,
 		atomic_store_explicit(&tc->relisting, 0, memory_order_release);
 	}
 	d = dev_get(p, device, 0);
-	account_live(d, home % GP_STRIPES, -(int64_t)bytes);
+	account_live(d, home % GP_STRIPES, -(int64_t)bytes, -(int64_t)req);
 	check_cap(p, d, device);
 }
 
@@ -386,7 +396,7 @@ static inline __attribute__((always_inline)) int tc_put(struct gp_pool *p, struc
 {
 	struct gp_tcache *tc = tc_of(p);
 	unsigned home = list_of(b);
-	size_t bytes = b->bytes;
+	size_t bytes = b->bytes, req = b->requested;
 	int device = b->device;
 	struct gp_block *out = NULL;
 
@@ -407,7 +417,7 @@ static inline __attribute__((always_inline)) int tc_put(struct gp_pool *p, struc
 		return 0;
 	}
 	tc_leave(tc);
-	tc_pushed(p, tc, device, bytes, home, out);
+	tc_pushed(p, tc, device, bytes, req, home, out);
 	return 1;
 }
 
@@ -424,7 +434,7 @@ static inline __attribute__((always_inline)) int own_free(struct gp_pool *p, str
 							  struct gp_block *b, uint32_t word)
 {
 	unsigned home = list_of(b);
-	size_t bytes = b->bytes;
+	size_t bytes = b->bytes, req = b->requested;
 	struct gp_block *out = NULL;
 
 	/* Shared is looked at inside the section only (a revoke may end just before it begins). */
@@ -448,7 +458,7 @@ static inline __attribute__((always_inline)) int own_free(struct gp_pool *p, str
 	}
 	atomic_store_explicit(&b->state, with_state(word, BLOCK_CACHED), memory_order_relaxed);
 	tc_leave(tc);
-	tc_pushed(p, tc, tc->device, bytes, home, out);
+	tc_pushed(p, tc, tc->device, bytes, req, home, out);
 	return 1;
 }
 
@@ -478,7 +488,7 @@ int gp_pool_hand_out(struct gp_pool *p, struct gp_dev *d, struct gp_block *b, si
 		gp_pool_drop_stale(p, b, STALE_UNLISTED);
 		return GP_EINVAL;
 	}
-	account_live(d, list_of(b) % GP_STRIPES, (int64_t)b->bytes);
+	account_live(d, list_of(b) % GP_STRIPES, (int64_t)b->bytes, (int64_t)bytes);
 	return GP_OK;
 }
 
@@ -487,7 +497,7 @@ void gp_pool_drop_stale(struct gp_pool *p, struct gp_block *b, enum stale_from f
 	struct gp_dev *d = dev_get(p, b->device, 0);
 	unsigned list = list_of(b);
 	int device = b->device;
-	size_t bytes = b->bytes;
+	size_t bytes = b->bytes, req = b->requested;
 	void *ptr = b->ptr;
 
 	if (from != STALE_UNLISTED) {
@@ -496,9 +506,9 @@ void gp_pool_drop_stale(struct gp_pool *p, struct gp_block *b, enum stale_from f
 		gp_lock(&c->lock);
 		bump(&c->live_blocks, -1);
 		bump(&c->live_bytes, -(int64_t)bytes);
-		bump(&c->requested_bytes, -(int64_t)b->requested);
+		bump(&c->requested_bytes, -(int64_t)req);
 		gp_unlock(&c->lock);
-		account_live(d, list % GP_STRIPES, -(int64_t)bytes);
+		account_live(d, list % GP_STRIPES, -(int64_t)bytes, -(int64_t)req);
 	}
 	if (from == STALE_HELD) {
 		atomic_fetch_sub(&d->held_bytes, bytes);
@@ -606,7 +616,7 @@ int gp_pool_enter_block(struct gp_pool *p, struct gp_dev *d, int device, unsigne
 	raise_peak(&d->peak_reserved, atomic_fetch_add(&d->reserved_bytes, cbytes) + cbytes);
 	if (b->movable)
 		atomic_fetch_add(&d->movable_bytes, cbytes);
-	account_live(d, list % GP_STRIPES, (int64_t)cbytes);
+	account_live(d, list % GP_STRIPES, (int64_t)cbytes, (int64_t)bytes);
 	*out = b;
 	return GP_OK;
 }
@@ -690,7 +700,7 @@ static __attribute__((noinline)) int miss_movable(struct gp_pool *p, struct gp_d
 	if (await_moves(d)) { /* the cache again, with what was in transit */
 		b = gp_pool_take_missed(p, d, cls, s0, bytes, 0);
 		if (b != NULL) {
-			account_live(d, list_of(b) % GP_STRIPES, (int64_t)b->bytes);
+			account_live(d, list_of(b) % GP_STRIPES, (int64_t)b->bytes, (int64_t)bytes);
 			*out = b->ptr;
 			return GP_OK;
 		}
@@ -725,7 +735,8 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	/* The hit: the thread's own cache (which serves one device, one the pool has), */
 	b = tc_take(p, device, cls, bytes);
 	if (b != NULL) {
-		account_live(dev_get(p, device, 0), list_of(b) % GP_STRIPES, (int64_t)b->bytes);
+		account_live(dev_get(p, device, 0), list_of(b) % GP_STRIPES, (int64_t)b->bytes,
+			     (int64_t)bytes);
 		*out = b->ptr;
 		hint_set(p, b, b->ptr);
 		return GP_OK;
@@ -742,7 +753,7 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	if (b == NULL && gp_tc_drain(p, device, cls, gp_pool_larger_last(p, cls, bytes)))
 		b = gp_pool_take_missed(p, d, cls, s0, bytes, 0);
 	if (b != NULL) {
-		account_live(d, list_of(b) % GP_STRIPES, (int64_t)b->bytes);
+		account_live(d, list_of(b) % GP_STRIPES, (int64_t)b->bytes, (int64_t)bytes);
 		*out = b->ptr;
 		hint_set(p, b, b->ptr);
 		return GP_OK;
@@ -766,9 +777,9 @@ int gp_pool_alloc(struct gp_pool *p, int device, size_t bytes, void **out, int *
 	return rc;
 }
 
-uint64_t gp_pool_window_peak(struct gp_pool *p, struct gp_dev *d, int device)
+uint64_t gp_pool_window_peak(struct gp_dev *d)
 {
-	uint64_t sum = 0, tc_allocs = 0, tc_room = 0, top = ld(&d->peak_reserved);
+	uint64_t sum = 0, req = 0, top = ld(&d->peak_reserved);
 	int sane = 1;
 
 	for (unsigned i = 0; i < GP_STRIPES; i++) {
@@ -776,27 +787,18 @@ uint64_t gp_pool_window_peak(struct gp_pool *p, struct gp_dev *d, int device)
 
 		/* A stripe's count is exact only summed with the others (modulo 2^64): one that ever
 		 * read above the reserved peak would make the sum wrap, to a peak too low. */
-		sane &= ld(&a->peak) <= top;
+		sane &= ld(&a->peak) <= top && ld(&a->req_peak) <= top;
 		sum += ld(&a->peak);
-		/* The new window begins at what the stripe has in use; an allocation racing this
-		 * store counts in one window or the other (the policy's figure, not an account). */
+		req += ld(&a->req_peak);
+		/* The new window begins at what the stripe has in use; an allocation racing these
+		 * stores counts in one window or the other (the policy's figure, not an account). */
 		atomic_store_explicit(&a->peak, ld(&a->own) + ld(&a->remote), memory_order_relaxed);
+		atomic_store_explicit(&a->req_peak, ld(&a->req) + ld(&a->req_remote),
+				      memory_order_relaxed);
 	}
 	if (sane)
 		raise_peak(&d->peak_live_before, sum);
-	/* A thread cache's hits count in no stripe: a window in which one served any may have had
-	 * up to the caches' bytes more in use than the stripes say (only while reuse needs no
-	 * fence: the caches are not used once a stream exists). */
-	for (struct gp_tcache *tc = atomic_load(&p->tcs); tc != NULL; tc = tc->next)
-		if (tc->device == device) {
-			tc_allocs += ld(&tc->allocs);
-			tc_room += p->cfg.tcache_bytes;
-		}
-	if (tc_allocs != ld(&d->tc_allocs_seen)) {
-		atomic_store_explicit(&d->tc_allocs_seen, tc_allocs, memory_order_relaxed);
-		sum += tc_room;
-	}
-	return sane ? sum : UINT64_MAX; /* not known: as if all of it had been in use */
+	return sane ? req : UINT64_MAX; /* not known: as if all of it had been asked for */
 }
 
 static void check_cap(struct gp_pool *p, struct gp_dev *d, int device)
@@ -916,7 +918,7 @@ static inline __attribute__((always_inline)) void cache_block(struct gp_pool *p,
 							       struct gp_block *b, uint64_t t)
 {
 	int device = b->device;
-	size_t bytes = b->bytes;
+	size_t bytes = b->bytes, req = b->requested;
 	unsigned list = list_of(b);
 	struct gp_dev *d = dev_get(p, device, 0);
 	struct gp_list *c = &d->list[list];
@@ -937,12 +939,12 @@ static inline __attribute__((always_inline)) void cache_block(struct gp_pool *p,
 	append_cached(c, b, atomic_load(&p->epoch));
 	bump(&c->live_blocks, -1);
 	bump(&c->live_bytes, -(int64_t)b->bytes);
-	bump(&c->requested_bytes, -(int64_t)b->requested);
+	bump(&c->requested_bytes, -(int64_t)req);
 	bump(&c->frees, 1);
 	gp_unlock(&c->lock);
 	if (!atomic_load_explicit(&p->dirty, memory_order_relaxed))
 		atomic_store(&p->dirty, 1);
-	account_live(d, list % GP_STRIPES, -(int64_t)bytes);
+	account_live(d, list % GP_STRIPES, -(int64_t)bytes, -(int64_t)req);
 	check_cap(p, d, device);
 }
 

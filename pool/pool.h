@@ -346,13 +346,14 @@ int gp_pool_release_idle(struct gp_pool *pool, int device, uint64_t freed_before
  * gp_pool_dev_stats' trim_owed. */
 uint64_t gp_pool_take_owed(struct gp_pool *pool, int device);
 
-/* cfg.remap_trim: what a device holds beyond the most it had in use at once in its last two
- * windows (a window: from one call to the next), when the pool made new memory for it in the
- * last one (else 0), for a caller that has seen the program allocate nothing for remap_age_ns to
- * give back (gp_pool_release_bytes): memory its last two busy spells never used at once (two, so
- * that a short spell after a long one keeps what the long one needs). Each call begins a new
- * window, at what is in use then; the first growth of a window calls cfg.owed, as a debt's
- * beginning does. 0 below 2 MiB, and for a device not seen. */
+/* cfg.remap_trim: what a device holds beyond the most its program asked for at once (requested
+ * bytes, not the blocks' sizes) in its last two windows (a window: from one call to the next),
+ * when the pool made new memory for it in the last one (else 0), for a caller that has seen the
+ * program allocate nothing for remap_age_ns to give back (gp_pool_release_bytes): what a caching
+ * allocator that rounded nothing would not hold (two windows, so that a short spell after a long
+ * one keeps what the long one needs). Each call begins a new window, at what is asked for then;
+ * the first growth of a window calls cfg.owed, as a debt's beginning does. 0 below 2 MiB, and for
+ * a device not seen. */
 uint64_t gp_pool_take_quiet_excess(struct gp_pool *pool, int device);
 
 /* Cap on a device's cached bytes (0 = none); see gp_pool_config.over_cap. A miss that finds the

@@ -149,12 +149,14 @@ struct gp_list {
 	_Atomic uint64_t marks, lost_epoch, pushed_epoch;
 } __attribute__((aligned(GP_LINE)));
 
-/* Bytes in use, per stripe, so that threads do not share one counter's cache line: own + remote
- * (modulo 2^64). `own` is written by the stripe's owner only (pool.c account_live), `remote` by
- * the others, on a line of its own. */
+/* Bytes in use (the blocks' bytes) and requested (what their allocations asked for), per stripe,
+ * so that threads do not share one counter's cache line: own + remote, req + req_remote (modulo
+ * 2^64), and the peaks of those sums. `own` and `req` are written by the stripe's owner only
+ * (pool.c account_live), `remote` and `req_remote` by the others, on a line of their own. */
 struct gp_stripe_acct {
-	_Atomic uint64_t own, peak;
+	_Atomic uint64_t own, peak, req, req_peak;
 	_Atomic uint64_t remote __attribute__((aligned(GP_LINE)));
+	_Atomic uint64_t req_remote;
 } __attribute__((aligned(GP_LINE)));
 
 struct gp_dev {
@@ -172,12 +174,11 @@ struct gp_dev {
 	_Atomic uint64_t trims, trimmed_bytes; /* cfg.remap_trim's give-backs (trim.c) */
 	_Atomic uint64_t trim_owed; /* bytes the age kept from a trim (trim.c) */
 	/* cfg.remap_trim: the pool made new memory since the device last went quiet (trim.c), and
-	 * the stripes' peaks of the windows before that one (their sum, at most: the peak in use
-	 * since the start is the larger of this and the stripes' peaks now). */
+	 * the stripes' in-use peaks of the windows before that one (their sum, at most: the peak in
+	 * use since the start is the larger of this and the stripes' peaks now). */
 	_Atomic int grew;
 	_Atomic uint64_t peak_live_before;
-	_Atomic uint64_t tc_allocs_seen; /* the threads' caches' hits at the last window's end */
-	_Atomic uint64_t last_window_peak; /* the window before the one being taken */
+	_Atomic uint64_t last_window_peak; /* requested: the window before the one being taken */
 	_Atomic uint64_t held_bytes, held_blocks; /* of the live ones, held for a graph */
 	_Atomic uint64_t stale_evictions; /* records dropped: the driver reused their address */
 	_Atomic uint64_t cap;      /* bytes of cache allowed, 0 = no cap */
@@ -634,10 +635,11 @@ void gp_pool_trim_others(struct gp_pool *p, struct gp_dev *d, int device, unsign
  * the first growth of a window calls cfg.owed (trim.c). */
 void gp_pool_note_growth(struct gp_pool *p, struct gp_dev *d, int device) GP_MISS_PATH;
 
-/* The most d had in use at once since this was last called (the stripes' peaks, an upper bound
- * with several threads; plus the threads' caches' bytes when one of them served a hit since),
- * and a new window begun at what it has in use now (pool.c). One caller at a time. */
-uint64_t gp_pool_window_peak(struct gp_pool *p, struct gp_dev *d, int device);
+/* The most the program had asked for at once on d (requested bytes, not the blocks' sizes) since
+ * this was last called: the stripes' peaks, an upper bound with several threads; and a new window
+ * begun at what is asked for and in use now (the in-use peak kept for the stats). pool.c; one
+ * caller at a time. */
+uint64_t gp_pool_window_peak(struct gp_dev *d);
 
 /* gp_pool_advance(p, 0) for a miss that would otherwise move memory or grow the pool (split,
  * merge, remap): with no fence in flight the GPU is asked whether it is idle even while the

@@ -324,6 +324,8 @@ void gp_pool_forget_device(struct gp_pool *p, int device)
 	for (unsigned i = 0; i < GP_STRIPES; i++) {
 		atomic_store(&d->acct[i].own, 0);
 		atomic_store(&d->acct[i].remote, 0);
+		atomic_store(&d->acct[i].req, 0);
+		atomic_store(&d->acct[i].req_remote, 0);
 	}
 	atomic_store(&d->reserved_bytes, 0);
 	atomic_store(&d->movable_bytes, 0);

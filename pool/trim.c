@@ -140,9 +140,9 @@ void gp_pool_note_growth(struct gp_pool *p, struct gp_dev *d, int device)
 		p->cfg.owed(p->cfg.arg, device);
 }
 
-/* What a quiet device holds beyond its busiest moment that is worth a release: less than a
- * granule of the driver's is left (a release gives back whole blocks, and would take a block the
- * next request needs for a few bytes). */
+/* What a quiet device holds beyond what its program asked for at its busiest that is worth a
+ * release: less than a granule of the driver's is left (a release gives back whole blocks, and
+ * would take a block the next request needs for a few bytes). */
 #define QUIET_EXCESS_MIN ((uint64_t)2 << 20)
 
 uint64_t gp_pool_take_quiet_excess(struct gp_pool *p, int device)
@@ -153,7 +153,7 @@ uint64_t gp_pool_take_quiet_excess(struct gp_pool *p, int device)
 	if (d == NULL || !atomic_load(&d->grew) || !atomic_exchange(&d->grew, 0))
 		return 0;
 	held = ld(&d->reserved_bytes); /* before the peak: a growth after it is its window's */
-	peak = gp_pool_window_peak(p, d, device);
+	peak = gp_pool_window_peak(d);
 	last = atomic_exchange(&d->last_window_peak, peak);
 	if (last > peak)
 		peak = last; /* a short spell after a long one keeps what the long one used */

@@ -32,6 +32,10 @@
  *          holds beyond the most in use at once in its last two busy spells (4800 KiB: the first
  *          one's) goes, the blocks idle longest first, the 48 KiB ones, no sooner than an age
  *          after the last request; the 32 and 16 KiB ones stay.
+ *   round  the same settings, a stream made: 8 requests of 3 MiB in use at once (blocks of 4
+ *          MiB, whole pieces), freed: once the program is quiet, what the pool holds beyond the
+ *          24 MiB it asked for at once goes (two blocks, the oldest); a peak of the blocks' bytes
+ *          would keep all 32.
  *   threads  8 threads allocate and free random sizes (3-40 MiB) with a stream each
  *          (fences), while another thread asks for releases: every block keeps its owner's bytes
  *          while it is live, and at the end a release leaves no handle and no range behind.
@@ -585,8 +589,7 @@ static void mode_quiet(int age_ms)
 	void *p;
 	int ok;
 
-	/* A stream, as PyTorch makes: reuse waits for fences, and no thread cache serves hits
-	 * (which no stripe counts: a window with such hits is held to the caches' bytes more). */
+	/* A stream, as PyTorch makes: reuse waits for fences, and no thread cache serves hits. */
 	e2e_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
 	at_once(48 << 10, 100);
 	l1 = e2e_counters().live_bytes;
@@ -621,6 +624,28 @@ static void mode_quiet(int age_ms)
 	e2e_check(quiet_ms + 5 >= (uint64_t)age_ms,
 		  "no sooner than an age after the last request (%llu ms, the age %d ms)",
 		  (unsigned long long)quiet_ms, age_ms);
+	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+	release_all();
+}
+
+static void mode_round(int age_ms)
+{
+	uint64_t l0 = e2e_counters().live_bytes, l1, want;
+	cudaStream_t s;
+	int ok;
+
+	e2e_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+	at_once(3 * E2E_MIB, 8);
+	l1 = e2e_counters().live_bytes;
+	e2e_check(l1 - l0 == 32 * E2E_MIB,
+		  "8 requests of 3 MiB in use at once made 8 blocks of 4 MiB (%llu KiB more on the "
+		  "device)", (unsigned long long)((l1 - l0) >> 10));
+	want = l0 + 24 * E2E_MIB;
+	ok = e2e_poll(live_at_most, &want, 10 * age_ms + e2e_scaled_ms(5000));
+	e2e_check(ok && e2e_counters().live_bytes == want,
+		  "quiet: what the pool holds beyond the 24 MiB asked for at once goes, two blocks "
+		  "(%llu KiB on the device, want %llu)",
+		  (unsigned long long)(e2e_counters().live_bytes >> 10), (unsigned long long)(want >> 10));
 	e2e_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
 	release_all();
 }
@@ -681,7 +706,10 @@ static void mode_loud(void)
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "on";
-	int age_ms = strcmp(mode, "owed") == 0 || strcmp(mode, "quiet") == 0 ? owed_setup() : 0;
+	int age_ms = strcmp(mode, "owed") == 0 || strcmp(mode, "quiet") == 0 ||
+				     strcmp(mode, "round") == 0
+			     ? owed_setup()
+			     : 0;
 
 	e2e_start("e2e_vmm");
 	e2e_cuda(cudaFree(NULL), "cudaFree(0)");
@@ -699,6 +727,8 @@ int main(int argc, char **argv)
 		mode_owed(age_ms);
 	else if (strcmp(mode, "quiet") == 0)
 		mode_quiet(age_ms);
+	else if (strcmp(mode, "round") == 0)
+		mode_round(age_ms);
 	else if (strcmp(mode, "torch") == 0 && argc > 2)
 		mode_torch(argv[2]);
 	else if (strcmp(mode, "loud") == 0)
@@ -706,7 +736,8 @@ int main(int argc, char **argv)
 	else if (strcmp(mode, "loud-child") == 0)
 		mode_loud_child();
 	else
-		e2e_fail("mode: on, auto, novmm, threads, trim, owed, quiet, torch LIB or loud, not %s",
+		e2e_fail("mode: on, auto, novmm, threads, trim, owed, quiet, round, torch LIB or loud, "
+			 "not %s",
 			 mode);
 	return 0;
 }

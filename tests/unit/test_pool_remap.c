@@ -354,6 +354,21 @@ static void test_quiet_excess(void **state)
 	assert_int_equal(owed_calls, 3); /* each window's first growth */
 }
 
+/* Proves: the excess is measured against what the program asked for, not the blocks' sizes. 20
+ * requests of 3 MiB in use at once (blocks of a larger class: a multiple of the granule), freed:
+ * the pool holds their blocks for a busiest moment of 60 MiB asked, and the difference is the
+ * excess (a peak of the blocks' bytes would say none). The peak in use since the start stays the
+ * blocks' bytes. */
+static void test_quiet_excess_requested(void **state)
+{
+	struct fx *fx = *state;
+
+	assert_true(cb(3 * MiB) > 3 * MiB);
+	at_once(fx, 3 * MiB, 20);
+	assert_int_equal(gp_pool_take_quiet_excess(fx->pool, 0), 20 * (cb(3 * MiB) - 3 * MiB));
+	assert_int_equal(fx_stats(fx, 0).peak_live_bytes, 20 * cb(3 * MiB));
+}
+
 /* Proves: a busy GPU (not quiet) keeps the small blocks (giving one back would wait for all its
  * work); a small miss gives back no movable block (4 MiB for 768 KiB: more than it grows by, and
  * a move serves larger misses); a miss below 64 KiB gives back nothing. */
@@ -712,6 +727,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_trim_small_trades, setup_trim, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_trim_small_aged, setup_trim_aged, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_quiet_excess, setup_trim_owed, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_quiet_excess_requested, setup_trim_owed,
+						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_trim_owed, setup_trim_owed, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_needs_quiet, setup_ordered, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ordered_idle_gpu, setup_ordered, fx_teardown),
