@@ -172,31 +172,43 @@ void gp_pool_destroy(struct gp_pool *p)
  * a locked instruction; any other thread adds atomically to `remote` and `req_remote`. A hit does
  * little else, so a locked add on every one would be a sizeable part of its cost. `req`: the
  * bytes asked for, of an allocation (+) or of the block's allocation that a free ends (-). */
-static inline __attribute__((always_inline)) void account_live(struct gp_dev *d, unsigned stripe,
-							 int64_t bytes, int64_t req)
+static __attribute__((noinline)) void account_req(struct gp_stripe_acct *a, int own, int64_t req)
 {
-	struct gp_stripe_acct *a = &d->acct[stripe];
-	uint64_t v, r;
+	uint64_t r;
 
-	if (owns_stripe(stripe)) {
-		v = ld(&a->own) + (uint64_t)bytes;
+	if (own) {
 		r = ld(&a->req) + (uint64_t)req;
-		atomic_store_explicit(&a->own, v, memory_order_relaxed);
 		atomic_store_explicit(&a->req, r, memory_order_relaxed);
-		v += ld(&a->remote);
 		r += ld(&a->req_remote);
 	} else {
-		gp_rmw_note();
-		v = atomic_fetch_add_explicit(&a->remote, (uint64_t)bytes, memory_order_relaxed) +
-		    (uint64_t)bytes + ld(&a->own);
 		gp_rmw_note();
 		r = atomic_fetch_add_explicit(&a->req_remote, (uint64_t)req, memory_order_relaxed) +
 		    (uint64_t)req + ld(&a->req);
 	}
-	if (bytes > 0) {
-		raise_peak(&a->peak, v);
+	if (req > 0)
 		raise_peak(&a->req_peak, r);
+}
+
+static inline __attribute__((always_inline)) void account_live(struct gp_dev *d, unsigned stripe,
+							 int64_t bytes, int64_t req)
+{
+	struct gp_stripe_acct *a = &d->acct[stripe];
+	int own = owns_stripe(stripe);
+	uint64_t v;
+
+	if (own) {
+		v = ld(&a->own) + (uint64_t)bytes;
+		atomic_store_explicit(&a->own, v, memory_order_relaxed);
+		v += ld(&a->remote);
+	} else {
+		gp_rmw_note();
+		v = atomic_fetch_add_explicit(&a->remote, (uint64_t)bytes, memory_order_relaxed) +
+		    (uint64_t)bytes + ld(&a->own);
 	}
+	if (bytes > 0)
+		raise_peak(&a->peak, v);
+	if (__builtin_expect(a->count_req, 0))
+		account_req(a, own, req);
 }
 
 /* ---- the thread's own cache (struct gp_tcache; tcache.c has the rest) ------------------ */

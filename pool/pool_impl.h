@@ -149,12 +149,14 @@ struct gp_list {
 	_Atomic uint64_t marks, lost_epoch, pushed_epoch;
 } __attribute__((aligned(GP_LINE)));
 
-/* Bytes in use (the blocks' bytes) and requested (what their allocations asked for), per stripe,
- * so that threads do not share one counter's cache line: own + remote, req + req_remote (modulo
- * 2^64), and the peaks of those sums. `own` and `req` are written by the stripe's owner only
- * (pool.c account_live), `remote` and `req_remote` by the others, on a line of their own. */
+/* Bytes in use (the blocks' bytes) and requested (what their allocations asked for, counted only
+ * where the quiet excess needs them: `count_req`, cfg.remap_trim), per stripe, so that threads do
+ * not share one counter's cache line: own + remote, req + req_remote (modulo 2^64), and the peaks
+ * of those sums. `own` and `req` are written by the stripe's owner only (pool.c account_live),
+ * `remote` and `req_remote` by the others, on a line of their own. */
 struct gp_stripe_acct {
 	_Atomic uint64_t own, peak, req, req_peak;
+	int count_req;
 	_Atomic uint64_t remote __attribute__((aligned(GP_LINE)));
 	_Atomic uint64_t req_remote;
 } __attribute__((aligned(GP_LINE)));
@@ -368,6 +370,8 @@ static inline struct gp_dev *dev_get(struct gp_pool *p, int device, int create)
 				gp_lock_init(&d->list[i].lock);
 				atomic_init(&d->list[i].in_epoch, UINT64_MAX);
 			}
+			for (unsigned i = 0; i < GP_STRIPES; i++)
+				d->acct[i].count_req = p->cfg.remap_trim;
 			atomic_store_explicit(&p->dev[device], d, memory_order_release);
 		}
 	}
