@@ -374,9 +374,8 @@ static inline __attribute__((always_inline)) int tc_push(struct gp_pool *p, stru
 
 /* After the section of a tc_push of a block of `bytes` on `device` (asked for: `req`), whose list
  * was `home`: what it pushed out into the lists, and the bytes out of home's in-use and requested
- * counts. The block itself is not
- * looked at: once the section is over, a thief may have taken it, and its record may serve
- * another block. */
+ * counts. The block itself is not looked at: once the section is over, a thief may have taken
+ * it, and its record may serve another block. */
 static inline __attribute__((always_inline)) void tc_pushed(struct gp_pool *p,
 							    struct gp_tcache *tc, int device,
 							    size_t bytes, size_t req, unsigned home,
