@@ -172,21 +172,29 @@ void gp_pool_destroy(struct gp_pool *p)
  * a locked instruction; any other thread adds atomically to `remote` and `req_remote`. A hit does
  * little else, so a locked add on every one would be a sizeable part of its cost. `req`: the
  * bytes asked for, of an allocation (+) or of the block's allocation that a free ends (-). */
-static __attribute__((noinline)) void account_req(struct gp_stripe_acct *a, int own, int64_t req)
+static inline __attribute__((always_inline)) void add_counted(_Atomic uint64_t *mine,
+							_Atomic uint64_t *others, int own,
+							int64_t delta, _Atomic uint64_t *peak)
 {
-	uint64_t r;
+	uint64_t v;
 
 	if (own) {
-		r = ld(&a->req) + (uint64_t)req;
-		atomic_store_explicit(&a->req, r, memory_order_relaxed);
-		r += ld(&a->req_remote);
+		v = ld(mine) + (uint64_t)delta;
+		atomic_store_explicit(mine, v, memory_order_relaxed);
+		v += ld(others);
 	} else {
 		gp_rmw_note();
-		r = atomic_fetch_add_explicit(&a->req_remote, (uint64_t)req, memory_order_relaxed) +
-		    (uint64_t)req + ld(&a->req);
+		v = atomic_fetch_add_explicit(others, (uint64_t)delta, memory_order_relaxed) +
+		    (uint64_t)delta + ld(mine);
 	}
-	if (req > 0)
-		raise_peak(&a->req_peak, r);
+	if (delta > 0)
+		raise_peak(peak, v);
+}
+
+/* The requested count, out of the hit's inline code (only with cfg.remap_trim). */
+static __attribute__((noinline)) void account_req(struct gp_stripe_acct *a, int own, int64_t req)
+{
+	add_counted(&a->req, &a->req_remote, own, req, &a->req_peak);
 }
 
 static inline __attribute__((always_inline)) void account_live(struct gp_dev *d, unsigned stripe,
@@ -194,19 +202,8 @@ static inline __attribute__((always_inline)) void account_live(struct gp_dev *d,
 {
 	struct gp_stripe_acct *a = &d->acct[stripe];
 	int own = owns_stripe(stripe);
-	uint64_t v;
 
-	if (own) {
-		v = ld(&a->own) + (uint64_t)bytes;
-		atomic_store_explicit(&a->own, v, memory_order_relaxed);
-		v += ld(&a->remote);
-	} else {
-		gp_rmw_note();
-		v = atomic_fetch_add_explicit(&a->remote, (uint64_t)bytes, memory_order_relaxed) +
-		    (uint64_t)bytes + ld(&a->own);
-	}
-	if (bytes > 0)
-		raise_peak(&a->peak, v);
+	add_counted(&a->own, &a->remote, own, bytes, &a->peak);
 	if (__builtin_expect(a->count_req, 0))
 		account_req(a, own, req);
 }

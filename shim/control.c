@@ -308,9 +308,9 @@ static void run_policy(void)
 }
 
 /* What a trim put off because its blocks were younger than GPUPOOL_VMM_AGE (pool/trim.c), and
- * what the pool holds beyond the most the program had in use at once in its last two busy spells
- * (when it made new memory in the last one), given back once the program has allocated nothing for the
- * age: about the larger of the two, the blocks idle longest first (by then those kept blocks are
+ * what the pool holds beyond the most the program asked for at once in its last two busy spells
+ * (when it made new memory in the last one), given back once the program has allocated nothing
+ * for the age: about the larger of the two, the blocks idle longest first (by then those kept blocks are
  * old; what the program freed last goes last). A program still asking for memory never pays it
  * (the age's point). Quiet is the pool's allocation count unchanged across ticks at least the
  * age apart (at least 10 ms apart without an age). */
@@ -350,8 +350,8 @@ static void run_owed(void)
 		if (owed == 0 && excess == 0)
 			continue;
 		gp_log(GP_LOG_DEBUG, "device %d: quiet for GPUPOOL_VMM_AGE: giving back %.1f MiB "
-				     "(%.1f MiB the age kept from trims, %.1f MiB above the most in use at "
-				     "once in the last two busy spells)", d,
+				     "(%.1f MiB the age kept from trims, %.1f MiB above the most asked for "
+				     "at once in the last two busy spells)", d,
 		       (double)(owed > excess ? owed : excess) / 1048576.0,
 		       (double)owed / 1048576.0, (double)excess / 1048576.0);
 		release_as(c->pool, d, 0, owed > excess ? owed : excess, GP_CAUSE_IDLE, NULL);
