@@ -50,6 +50,7 @@ struct gp_options {
 	int vmm_trim;                  /* GPUPOOL_VMM_TRIM */
 	struct gp_size thread_cache;   /* GPUPOOL_THREAD_CACHE: bytes per thread (no percentage) */
 	int report_cached_as_free;
+	int static_runtime;  /* GPUPOOL_STATIC_RUNTIME: patch a static runtime's entry points */
 	int framework_flush; /* enum gp_flush_mode */
 	int torch;           /* enum gp_torch_mode */
 	int stats_shm;       /* publish the live view in /dev/shm */
@@ -79,7 +80,8 @@ void gp_opt_load(struct gp_options *o, void (*warn)(const char *line));
  * other field as the caller set it, touching no parser for what is unset. The caller starts
  * from GP_OPT_EARLY_DEFAULTS; test_options checks it matches the table. */
 void gp_opt_load_only(struct gp_options *o, const char *const *names, size_t n);
-#define GP_OPT_EARLY_DEFAULTS { .signo = SIGUSR1, .disable = 0, .torch = GP_TORCH_DEFAULT }
+#define GP_OPT_EARLY_DEFAULTS                                                                      \
+	{ .signo = SIGUSR1, .disable = 0, .torch = GP_TORCH_DEFAULT, .static_runtime = 1 }
 
 /* Whether `value` is valid for option `d` (0) or not (-1); for the gpupool command. */
 int gp_opt_check(const struct gp_opt_def *d, const char *value);

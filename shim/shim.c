@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "ctx.h"
 #include "door/lookup.h"
+#include "door/static.h"
 #include "control.h"
 #include "fence.h"
 #include "graphs.h"
@@ -119,7 +120,8 @@ static int any_gpupool_variable(void)
  * this, CUDA or not. The rest of the options are read by init_locked. */
 __attribute__((constructor)) static void gp_shim_load(void)
 {
-	static const char *const now[] = { "GPUPOOL_DISABLE", "GPUPOOL_SIGNAL", "GPUPOOL_TORCH" };
+	static const char *const now[] = { "GPUPOOL_DISABLE", "GPUPOOL_SIGNAL", "GPUPOOL_TORCH",
+					   "GPUPOOL_STATIC_RUNTIME" };
 	struct gp_options early = GP_OPT_EARLY_DEFAULTS;
 
 	gp_cu_constructed();
@@ -131,6 +133,8 @@ __attribute__((constructor)) static void gp_shim_load(void)
 	}
 	if (early.torch == GP_TORCH_TAKEOVER)
 		gp_framework_load_takeover(); /* before PyTorch reads it */
+	if (early.static_runtime)
+		gp_static_door_install(); /* before the program's code runs: one thread */
 	gp_control_install_signal(early.signo);
 }
 
@@ -243,6 +247,7 @@ static int init_locked(void)
 	if (gp_control_auto_suspend(o) | observed || o->signo != 0 || gp_policy_needs_thread())
 		gp_control_start(pool);
 	atexit(on_exit_handler);
+	gp_static_door_say();
 	gp_log(GP_LOG_INFO, "active: %d device(s), release signal %d, %s", ndev, o->signo,
 	       gp_real.Malloc != NULL ? "shared runtime and driver" : "driver only");
 	return GP_ACTIVE;
@@ -518,6 +523,46 @@ cudaError_t gp_shim_free_async(void *ptr, cudaStream_t s, int per_thread)
 	if (ptr == NULL)
 		return real(ptr, s);
 	return runtime_free(ptr, real, s);
+}
+
+/* ---- the static runtime door ---- */
+
+int gp_shim_static_alloc(void **ptr, size_t size)
+{
+	int rc;
+
+	if (!atomic_load_explicit(&gp_shim.life.single_device, memory_order_relaxed))
+		return -1; /* which device the runtime means: only it knows */
+	rc = pool_alloc(0, ptr, size);
+	if (__builtin_expect(rc == GP_OK, 1))
+		return 0;
+	return rc == GP_EINVAL ? -1 : 1;
+}
+
+cudaError_t gp_shim_static_failed(cudaError_t (*runtime)(void **, size_t), void **ptr,
+				  size_t size)
+{
+	cudaError_t rc;
+
+	gp_shim_in_real = 1; /* the driver door passes it through: the pool has tried */
+	rc = runtime(ptr, size);
+	gp_shim_in_real = 0;
+	if (rc == cudaSuccess)
+		gp_account_add(GP_ACCOUNT_UNPOOLED, 0, (uint64_t)(uintptr_t)*ptr, size);
+	return rc;
+}
+
+int gp_shim_static_free(void *ptr)
+{
+	switch (pool_free(ptr)) {
+	case 0:
+	case 1:
+		return 0;
+	case GP_ENOTOWNED:
+		return -1;
+	default:
+		return 1;
+	}
 }
 
 /* Cached blocks are free memory for this process's next allocation (a miss releases them). */

@@ -79,6 +79,20 @@ cudaError_t gp_shim_free(void *ptr);
  * its stream. */
 cudaError_t gp_shim_free_async(void *ptr, cudaStream_t s, int per_thread);
 
+/* ---- the static runtime door (door/static.c), for a runtime linked into the program ---- */
+/* The pool's allocation, as the driver door makes it, on the one device: 0 when it served it; -1
+ * when the pool does not take it (several devices, a size it does not serve): the runtime makes
+ * it; 1 when the pool failed (out of memory): gp_shim_static_failed. */
+int gp_shim_static_alloc(void **ptr, size_t size);
+/* After the pool failed: the runtime's own cudaMalloc (`runtime`), made straight to the driver,
+ * so that its answer and its sticky error are the runtime's; what it made is counted. */
+cudaError_t gp_shim_static_failed(cudaError_t (*runtime)(void **, size_t), void **ptr,
+				  size_t size);
+/* 0 when the pool took ptr back (or holds it for a capture); -1 when it is not the pool's: the
+ * runtime's cudaFree frees it; 1: a double free (cudaErrorInvalidValue, as at the runtime door;
+ * the runtime's own free would reach the pool again and count it twice). */
+int gp_shim_static_free(void *ptr);
+
 /* ---- the driver door ---- */
 CUresult gp_shim_cu_alloc(CUdeviceptr *dptr, size_t size);
 /* After a real allocation the pool did not serve, with its result rc (returned): counted as

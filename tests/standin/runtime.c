@@ -102,9 +102,17 @@ static const struct {
 	PER_THREAD("cuLaunchHostFunc", LaunchHostFunc_ptsz),
 };
 
-/* The stand-in libcuda.so.1 beside this library, loaded as the real runtime loads the driver. */
+/* The stand-in libcuda.so.1 beside this library, loaded as the real runtime loads the driver;
+ * the static flavour, linked into a program, has its path built in. */
 static void *load_driver(void)
 {
+#ifdef STANDIN_DRIVER
+	void *sh = dlopen(STANDIN_DRIVER, RTLD_NOW | RTLD_GLOBAL);
+
+	if (sh == NULL)
+		fprintf(stderr, "standin: %s not loaded: %s\n", STANDIN_DRIVER, dlerror());
+	return sh;
+#else
 	static const char name[] = "libcuda.so.1";
 	char path[4096];
 	Dl_info self;
@@ -124,6 +132,7 @@ static void *load_driver(void)
 	if (h == NULL)
 		fprintf(stderr, "standin: %s not loaded: %s\n", path, dlerror());
 	return h;
+#endif
 }
 
 /* The driver's own cuGetProcAddress, from the one it exports by name. */

@@ -6,6 +6,14 @@
 
 #include <string.h>
 
+#ifdef STANDIN_STATIC
+/* The static flavour: cudaMalloc and cudaFree are static_entry.c's, in front of these. */
+#define cudaMalloc standin_static_malloc
+#define cudaFree standin_static_free
+cudaError_t standin_static_malloc(void **devPtr, size_t size);
+cudaError_t standin_static_free(void *devPtr);
+#endif
+
 static void *ptr(CUdeviceptr d)
 {
 	return (void *)(uintptr_t)d;

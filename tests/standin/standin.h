@@ -29,6 +29,11 @@
  *       current. cudaFree(NULL) only does that. A driver call never touches the last error.
  *       It also exports the control API below, forwarded to libcuda.so.1, for programs that
  *       load only the runtime.
+ *   libcudart_standin_static.a (the same runtime*.c, static_entry.c)  the runtime linked into
+ *       the program, as nvcc links the real one by default: nothing of it exported, the
+ *       stand-in driver loaded by its path. Its cudaMalloc and cudaFree begin with the real
+ *       static runtime's first instructions (x86-64 only) and count their calls
+ *       (standin_static_calls).
  * Streams and their work (driver_work.c): each stream's work runs asynchronously, in queue
  * order, on a thread of the stream's own, started with its first item (all signals blocked):
  * every stream of cuStreamCreate*, each device's legacy default stream (NULL, CU_STREAM_LEGACY,
@@ -357,5 +362,8 @@ void standin_set_free_delay_us(unsigned us);
  * it fails with by injection, counted in standin_faults, else 0. */
 int standin_unloading(void);
 int standin_inject(enum standin_fault kind);
+
+/* The static flavour only: how many calls its own cudaMalloc and cudaFree have had. */
+void standin_static_calls(unsigned long *n_malloc, unsigned long *n_free);
 
 #endif

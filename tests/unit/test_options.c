@@ -307,32 +307,36 @@ static void test_ratio(void **state)
  * default; variables it was not asked for are not read. */
 static void test_load_only(void **state)
 {
-	static const char *const names[] = { "GPUPOOL_DISABLE", "GPUPOOL_SIGNAL", "GPUPOOL_TORCH" };
+	static const char *const names[] = { "GPUPOOL_DISABLE", "GPUPOOL_SIGNAL", "GPUPOOL_TORCH",
+					     "GPUPOOL_STATIC_RUNTIME" };
 	struct gp_options full, early = GP_OPT_EARLY_DEFAULTS;
 
 	(void)state;
 	clear_env();
 	gp_opt_load(&full, collect);
-	gp_opt_load_only(&early, names, 3);
+	gp_opt_load_only(&early, names, 4);
 	assert_int_equal(early.disable, full.disable);
 	assert_int_equal(early.signo, full.signo);
 	assert_int_equal(early.torch, full.torch);
+	assert_int_equal(early.static_runtime, full.static_runtime);
 
 	setenv("GPUPOOL_DISABLE", "yes", 1);
 	setenv("GPUPOOL_SIGNAL", "SIGUSR2", 1);
 	setenv("GPUPOOL_TORCH", "takeover", 1);
+	setenv("GPUPOOL_STATIC_RUNTIME", "off", 1);
 	setenv("GPUPOOL_LOG", "debug", 1);
 	early = (struct gp_options)GP_OPT_EARLY_DEFAULTS;
-	gp_opt_load_only(&early, names, 3);
+	gp_opt_load_only(&early, names, 4);
 	assert_int_equal(early.disable, 1);
 	assert_int_equal(early.signo, SIGUSR2);
 	assert_int_equal(early.torch, GP_TORCH_TAKEOVER);
+	assert_int_equal(early.static_runtime, 0);
 	assert_int_equal(early.log_level, 0); /* not asked for: untouched */
 
 	setenv("GPUPOOL_SIGNAL", "KILL", 1);
 	early = (struct gp_options)GP_OPT_EARLY_DEFAULTS;
 	early.signo = 0;
-	gp_opt_load_only(&early, names, 3);
+	gp_opt_load_only(&early, names, 4);
 	assert_int_equal(early.signo, SIGUSR1);
 	assert_int_equal(nwarned, 0);
 	clear_env();
