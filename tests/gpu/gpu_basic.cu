@@ -2,7 +2,8 @@
  * caching (1000 pairs of 1 MiB reuse one block, data written by kernels reads back right),
  * bad frees (double free, interior and host pointers, NULL, cudaMallocAsync pointers),
  * SIGUSR1 release (~4 GiB back to the driver within 5 s, a live block keeps its data) and the
- * OOM retry (a cache-filled device still serves a large request, with no error left behind).
+ * OOM retry (a cache-filled device still serves a large request, with no error left behind);
+ * built with the static runtime, that its cudaMalloc and cudaFree come to the pool directly.
  * Run under LD_PRELOAD=libgpupool.so (ctest does); without it every check fails. */
 #include "gpu_common.cuh"
 
@@ -247,11 +248,30 @@ static void oom_retry(void)
 	cudaGetLastError();
 }
 
+/* Built with the static runtime (gpu_basic_static): the static runtime door is open, so the
+ * runtime's own cudaMalloc and cudaFree, linked into this program, begin with gpupool's jump
+ * (jmp *0(%rip): ff 25 00 00 00 00) and the pairs above never entered them. */
+static void static_door(void)
+{
+#if defined(GT_STATIC_RUNTIME) && defined(__x86_64__)
+	static const unsigned char jump[] = { 0xff, 0x25, 0, 0, 0, 0 };
+	cudaError_t (*m)(void **, size_t) = cudaMalloc;
+	cudaError_t (*f)(void *) = cudaFree;
+	const unsigned char *mb = reinterpret_cast<const unsigned char *>(m);
+	const unsigned char *fb = reinterpret_cast<const unsigned char *>(f);
+
+	gt_check(memcmp(mb, jump, sizeof(jump)) == 0 && memcmp(fb, jump, sizeof(jump)) == 0,
+		 "static runtime door: open", "cudaMalloc begins %02x %02x, cudaFree %02x %02x",
+		 mb[0], mb[1], fb[0], fb[1]);
+#endif
+}
+
 int main(void)
 {
 	gt_test = "gpu_basic";
 	if (!gt_require_shim() || !gt_context())
 		return gt_finish(); /* SIGUSR1 would kill a process without the shim */
+	static_door();
 	caching();
 	timing();
 	bad_frees();
