@@ -37,6 +37,9 @@ void standin_static_calls(unsigned long *n_malloc, unsigned long *n_free)
 /* cudaMalloc: push %rbp; mov %rsp,%rbp; push %r15; push %r14; push %r13; mov %rsi,%r13;
  * push %r12; mov %rdi,%r12; push %rbx; sub $0xd8,%rsp. cudaFree: the same frame, its pointer in
  * %r12, sub $0xc8. Each keeps the stack aligned for its call. */
+/* Both frames' end: the saved registers back, and return. */
+#define RESTORE "	pop %rbx\n	pop %r12\n	pop %r13\n	pop %r14\n	pop %r15\n	pop %rbp\n	ret\n"
+
 __asm__(".text\n"
 	"	.globl cudaMalloc\n"
 	"	.hidden cudaMalloc\n"
@@ -49,13 +52,7 @@ __asm__(".text\n"
 	"	mov %r13, %rsi\n"
 	"	call libcudart_static_malloc\n"
 	"	add $0xd8, %rsp\n"
-	"	pop %rbx\n"
-	"	pop %r12\n"
-	"	pop %r13\n"
-	"	pop %r14\n"
-	"	pop %r15\n"
-	"	pop %rbp\n"
-	"	ret\n"
+	RESTORE
 	"	.size cudaMalloc, .-cudaMalloc\n"
 	"	.globl cudaFree\n"
 	"	.hidden cudaFree\n"
@@ -67,11 +64,5 @@ __asm__(".text\n"
 	"	mov %r12, %rdi\n"
 	"	call libcudart_static_free\n"
 	"	add $0xc8, %rsp\n"
-	"	pop %rbx\n"
-	"	pop %r12\n"
-	"	pop %r13\n"
-	"	pop %r14\n"
-	"	pop %r15\n"
-	"	pop %rbp\n"
-	"	ret\n"
+	RESTORE
 	"	.size cudaFree, .-cudaFree\n");
