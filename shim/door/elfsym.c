@@ -1,8 +1,8 @@
-/* elfsym.c — elfsym.h over the program's file, mapped read-only for the look-up and unmapped
- * after: five system calls, and a page fault for each page of the symbol tables read (a
- * stripped program's file has none to read). Every offset the file gives is checked against
- * its size before it is read. The program's place in memory comes from the kernel (AT_PHDR),
- * and a function's address is given only where its first bytes in memory are its file's. */
+/* elfsym.c — elfsym.h over the program's file: its headers read onto the stack (a stripped
+ * program ends there: an open, three reads and a close), the file mapped read-only only to read
+ * a symbol table, and unmapped after. Every offset the file gives is checked against its size
+ * before it is read. The program's place in memory comes from the kernel (AT_PHDR), and a
+ * function's address is given only where its first bytes in memory are its file's. */
 #define _GNU_SOURCE
 #include "elfsym.h"
 
@@ -15,39 +15,46 @@
 #include <unistd.h>
 
 #define CHECK_BYTES 16 /* bytes of a function compared between the file and memory */
+#define MAX_SECTIONS 256 /* section headers read onto the stack; a program with more: not read */
 
 struct image {
-	const unsigned char *base;
-	size_t size; /* bytes */
-	const Elf64_Ehdr *eh;
-	const Elf64_Phdr *ph;
-	uintptr_t bias; /* where the program runs against the addresses in its file */
+	int fd;
+	const unsigned char *base; /* the file, mapped once it has a symbol table */
+	size_t size;               /* bytes */
+	Elf64_Ehdr eh;
+	const Elf64_Phdr *ph; /* in memory (AT_PHDR), checked to be the file's */
+	uintptr_t bias;       /* where the program runs against the addresses in its file */
 };
 
-/* `len` bytes at `off` of the file, or NULL when they are not all in it. */
+/* `len` bytes at `off` of the mapped file, or NULL when they are not all in it. */
 static const void *at(const struct image *f, uint64_t off, uint64_t len)
 {
 	return off <= f->size && len <= f->size - off ? f->base + off : NULL;
 }
 
+static int read_exact(int fd, void *buf, size_t len, uint64_t off)
+{
+	return pread(fd, buf, len, (off_t)off) == (ssize_t)len ? 0 : -1;
+}
+
 static int read_headers(struct image *f)
 {
-	const Elf64_Ehdr *eh = at(f, 0, sizeof(*eh));
+	Elf64_Phdr ph[64];
+	const Elf64_Ehdr *eh = &f->eh;
 	uintptr_t at_phdr = (uintptr_t)getauxval(AT_PHDR);
 
-	if (eh == NULL || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
-	    eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_ident[EI_DATA] != ELFDATA2LSB ||
-	    eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_shentsize != sizeof(Elf64_Shdr) ||
-	    at_phdr == 0)
+	if (read_exact(f->fd, &f->eh, sizeof(f->eh), 0) != 0 ||
+	    memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_ident[EI_DATA] != ELFDATA2LSB || eh->e_phentsize != sizeof(Elf64_Phdr) ||
+	    eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_phnum > 64 || at_phdr == 0 ||
+	    getauxval(AT_PHNUM) != eh->e_phnum ||
+	    read_exact(f->fd, ph, eh->e_phnum * sizeof(Elf64_Phdr), eh->e_phoff) != 0)
 		return -1;
-	f->eh = eh;
-	f->ph = at(f, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr));
-	/* The file the kernel names is the program it loaded (not ld.so run by hand, say): the same
-	 * program headers, where the kernel put them. */
-	if (f->ph == NULL || getauxval(AT_PHNUM) != eh->e_phnum ||
-	    memcmp((const void *)at_phdr, f->ph, (size_t)eh->e_phnum * sizeof(Elf64_Phdr)) != 0)
+	/* The file is the program the kernel loaded (not a script's path, not ld.so run by hand):
+	 * the same program headers, where the kernel put them. */
+	f->ph = (const Elf64_Phdr *)at_phdr;
+	if (memcmp(f->ph, ph, eh->e_phnum * sizeof(Elf64_Phdr)) != 0)
 		return -1;
-	/* The program headers lie in a loaded segment; the kernel says where they are now. */
 	for (unsigned i = 0; i < eh->e_phnum; i++) {
 		const Elf64_Phdr *p = &f->ph[i];
 
@@ -63,7 +70,7 @@ static int read_headers(struct image *f)
 /* Where a function of the file runs: in an executable segment, with its file's bytes there. */
 static void *in_memory(const struct image *f, const Elf64_Sym *s)
 {
-	for (unsigned i = 0; i < f->eh->e_phnum; i++) {
+	for (unsigned i = 0; i < f->eh.e_phnum; i++) {
 		const Elf64_Phdr *p = &f->ph[i];
 		const void *file;
 		void *mem;
@@ -105,38 +112,53 @@ static int marked_by(const char *name, const char *const *marks)
 	return 0;
 }
 
-static int scan(const struct image *f, struct gp_elf_fn *fns, size_t n,
-		const char *const *marks, int *marked)
+/* The symbol table's functions; the file is mapped for it (and unmapped by the caller). */
+static int scan_symbols(struct image *f, const Elf64_Shdr *sym, const Elf64_Shdr *strs,
+			struct gp_elf_fn *fns, size_t n, const char *const *marks, int *marked)
 {
-	const Elf64_Shdr *sh = at(f, f->eh->e_shoff, (uint64_t)f->eh->e_shnum * sizeof(*sh));
 	const Elf64_Sym *seen[8] = { NULL };
+	const Elf64_Sym *syms;
+	const char *str;
+	uint64_t nsym = sym->sh_size / sizeof(Elf64_Sym), strsize = strs->sh_size;
+	struct stat st;
+	void *map;
 
-	if (sh == NULL || n > sizeof(seen) / sizeof(seen[0]))
+	if (n > sizeof(seen) / sizeof(seen[0]) || fstat(f->fd, &st) != 0 || st.st_size <= 0)
 		return -1;
-	for (unsigned i = 0; i < f->eh->e_shnum; i++) {
-		const Elf64_Sym *syms;
-		const char *str;
-		uint64_t nsym, strsize;
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, f->fd, 0);
+	if (map == MAP_FAILED)
+		return -1;
+	f->base = map;
+	f->size = (size_t)st.st_size;
+	syms = at(f, sym->sh_offset, nsym * sizeof(Elf64_Sym));
+	str = at(f, strs->sh_offset, strsize);
+	if (syms == NULL || str == NULL || strsize == 0 || str[strsize - 1] != '\0')
+		return -1;
+	for (uint64_t k = 0; k < nsym; k++) {
+		const char *name = syms[k].st_name < strsize ? str + syms[k].st_name : "";
 
-		if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= f->eh->e_shnum)
-			continue;
-		nsym = sh[i].sh_size / sizeof(Elf64_Sym);
-		strsize = sh[sh[i].sh_link].sh_size;
-		syms = at(f, sh[i].sh_offset, nsym * sizeof(Elf64_Sym));
-		str = at(f, sh[sh[i].sh_link].sh_offset, strsize);
-		if (syms == NULL || str == NULL || strsize == 0 || str[strsize - 1] != '\0')
-			return -1;
-		for (uint64_t k = 0; k < nsym; k++) {
-			const char *name = syms[k].st_name < strsize ? str + syms[k].st_name : "";
-
-			if (!*marked && marked_by(name, marks))
-				*marked = 1;
-			if (ELF64_ST_TYPE(syms[k].st_info) == STT_FUNC &&
-			    syms[k].st_shndx != SHN_UNDEF && syms[k].st_value != 0)
-				match(f, &syms[k], name, fns, n, seen);
-		}
-		return 0;
+		if (!*marked && marked_by(name, marks))
+			*marked = 1;
+		if (ELF64_ST_TYPE(syms[k].st_info) == STT_FUNC && syms[k].st_shndx != SHN_UNDEF &&
+		    syms[k].st_value != 0)
+			match(f, &syms[k], name, fns, n, seen);
 	}
+	return 0;
+}
+
+/* The section headers, read onto the stack: a stripped program ends here, nothing mapped. */
+static int scan(struct image *f, struct gp_elf_fn *fns, size_t n, const char *const *marks,
+		int *marked)
+{
+	Elf64_Shdr sh[MAX_SECTIONS];
+	unsigned nsh = f->eh.e_shnum;
+
+	if (nsh == 0 || nsh > MAX_SECTIONS ||
+	    read_exact(f->fd, sh, nsh * sizeof(Elf64_Shdr), f->eh.e_shoff) != 0)
+		return -1;
+	for (unsigned i = 0; i < nsh; i++)
+		if (sh[i].sh_type == SHT_SYMTAB && sh[i].sh_link < nsh)
+			return scan_symbols(f, &sh[i], &sh[sh[i].sh_link], fns, n, marks, marked);
 	return -1; /* stripped */
 }
 
@@ -195,33 +217,43 @@ int gp_elf_main_may_import(const char *name)
 	return 0;
 }
 
+/* The program's file: by the path it was run with (AT_EXECFN: a plain lookup), else through
+ * /proc/self/exe (a script's path names the script, not the program). */
+static int open_program(struct image *f)
+{
+	const char *path = (const char *)getauxval(AT_EXECFN);
+
+	if (path != NULL) {
+		f->fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (f->fd >= 0 && read_headers(f) == 0)
+			return 0;
+		if (f->fd >= 0)
+			close(f->fd);
+	}
+	f->fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	if (f->fd >= 0 && read_headers(f) == 0)
+		return 0;
+	if (f->fd >= 0)
+		close(f->fd);
+	return -1;
+}
+
 int gp_elf_main_functions(struct gp_elf_fn *fns, size_t n, const char *const *marks,
 			  int *marked)
 {
-	struct image f = { 0 };
-	struct stat st;
-	void *map;
-	int fd, rc = -1;
+	struct image f = { .fd = -1 };
+	int rc;
 
 	*marked = 0;
 	for (size_t i = 0; i < n; i++) {
 		fns[i].addr = NULL;
 		fns[i].size = 0;
 	}
-	fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (open_program(&f) != 0)
 		return -1;
-	if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr))
-		goto out;
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	if (map == MAP_FAILED)
-		goto out;
-	f.base = map;
-	f.size = (size_t)st.st_size;
-	if (read_headers(&f) == 0)
-		rc = scan(&f, fns, n, marks, marked);
-	munmap(map, f.size);
-out:
-	close(fd);
+	rc = scan(&f, fns, n, marks, marked);
+	if (f.base != NULL)
+		munmap((void *)f.base, f.size);
+	close(f.fd);
 	return rc;
 }

@@ -2,7 +2,9 @@
  * malloc+free, cudaMalloc+cudaFree (the runtime door) and cuMemAlloc+cuMemFree as a static
  * runtime reaches them (the driver door), on the stand-in CUDA under LD_PRELOAD=libgpupool.so.
  * Rounds alternate the three (each a timed batch of pairs per size, after a warm-up); the figure
- * is the median ns per pair over the rounds, with the lowest and highest round.
+ * is the median ns per pair over the rounds, with the lowest and highest round. Built as
+ * e2e_cpupairs_static (E2E_STATIC_RUNTIME), the runtime is linked into the program
+ * (libcudart_standin_static.a) and its cudaMalloc+cudaFree reach the static runtime door.
  *     e2e_cpupairs [--pairs N] [--rounds R]       (defaults: 200000 pairs, 11 rounds)
  * Output: a "CPUPAIRS size=... glibc=... runtime=... driver=..." line per size and a markdown
  * table. Under ctest it only has to run (its figures mean nothing on a loaded machine). */
@@ -21,7 +23,13 @@
 static const size_t sizes[] = { 512, 4096, 65536, 1 << 20 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 enum who { GLIBC, RUNTIME, DRIVER, NWHO };
+#ifdef E2E_STATIC_RUNTIME
+static const char *const names[NWHO] = { "glibc", "static", "driver" };
+#define RUNTIME_COLUMN "static runtime"
+#else
 static const char *const names[NWHO] = { "glibc", "runtime", "driver" };
+#define RUNTIME_COLUMN "runtime door"
+#endif
 
 typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t,
 			   CUdriverProcAddressQueryResult *);
@@ -109,8 +117,9 @@ int main(int argc, char **argv)
 				batch((enum who)w, sizes[s], pairs);
 				ns[w][s][r] = (double)(e2e_now_ns() - t0) / (double)pairs;
 			}
-	printf("| size | glibc ns (min-max) | runtime door ns (min-max) | driver door ns (min-max) "
-	       "| runtime / glibc | driver / glibc |\n|---|---|---|---|---|---|\n");
+	printf("| size | glibc ns (min-max) | " RUNTIME_COLUMN " ns (min-max) | driver door ns "
+	       "(min-max) | " RUNTIME_COLUMN " / glibc | driver / glibc |\n"
+	       "|---|---|---|---|---|---|\n");
 	for (size_t s = 0; s < NSIZES; s++) {
 		double med[NWHO];
 
