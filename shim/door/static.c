@@ -16,6 +16,9 @@
 #include "../shim.h"
 
 #include <string.h>
+#if __has_include(<sys/single_threaded.h>)
+#include <sys/single_threaded.h>
+#endif
 
 /* The runtime's own functions (their trampolines), set once at load before any call. */
 static cudaError_t (*runtime_malloc)(void **, size_t);
@@ -61,6 +64,18 @@ static cudaError_t static_free(void *ptr)
 	return runtime_free(ptr);
 }
 
+/* No other thread has ever run in the process, so none can be in the functions patched: true at
+ * the start of a program gpupool is preloaded into; not where gpupool was loaded later (dlopen)
+ * or another library's constructor started a thread first. */
+static int only_thread(void)
+{
+#if __has_include(<sys/single_threaded.h>)
+	return __libc_single_threaded != 0;
+#else
+	return 0; /* a C library before glibc 2.32 cannot say: the door stays shut */
+#endif
+}
+
 void gp_static_door_install(void)
 {
 	static const char *const marks[] = { "libcudart_static_", "_ZN6cudart", NULL };
@@ -81,6 +96,10 @@ void gp_static_door_install(void)
 		return;
 	}
 	found = 1;
+	if (!only_thread()) {
+		outcome = "other threads run already (gpupool was not loaded at the program's start)";
+		return;
+	}
 	p[0] = (struct gp_patch){ fns[0].addr, fns[0].size, NULL, NULL };
 	p[1] = (struct gp_patch){ fns[1].addr, fns[1].size, NULL, NULL };
 	memcpy(&p[0].target, &(cudaError_t (*)(void **, size_t)){ static_malloc }, sizeof(void *));

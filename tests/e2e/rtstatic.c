@@ -10,7 +10,13 @@
  *   --no-door (preloaded, GPUPOOL_STATIC_RUNTIME=0): every call enters the runtime's own
  *     functions, and the pairs are still the pool's (through the driver door).
  *   --native (no shim): every call enters them, every pair reaches the driver.
- * Usage: e2e_rtstatic --door | --no-door | --native */
+ *   --late LIB (no shim at the start): once a thread has run, libgpupool.so loaded with dlopen
+ *     leaves the runtime's code as it was (another thread could be in it), and the pairs still
+ *     enter the runtime's own functions.
+ * Under the shim the door is also seen in the code: cudaMalloc and cudaFree begin with its jump
+ * (jmp *0(%rip)), and nowhere else do.
+ * Usage: e2e_rtstatic --door | --no-door | --native | --late LIB */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -19,7 +25,56 @@
 #define PAIRS 200
 #define SIZE (E2E_MIB)
 
-enum mode { DOOR, NO_DOOR, NATIVE };
+enum mode { DOOR, NO_DOOR, NATIVE, LATE };
+
+static void *second_thread(void *arg);
+static void pairs(int n, uint64_t seed);
+static unsigned long runtime_mallocs(void);
+
+static const unsigned char jump[] = { 0xff, 0x25, 0, 0, 0, 0 };
+
+/* The first bytes of the runtime's cudaMalloc and cudaFree, as they are now. */
+static void entry_bytes(unsigned char *m, unsigned char *f, size_t n)
+{
+	cudaError_t (*mf)(void **, size_t) = cudaMalloc;
+	cudaError_t (*ff)(void *) = cudaFree;
+	const unsigned char *mp, *fp;
+
+	memcpy(&mp, &mf, sizeof(mp));
+	memcpy(&fp, &ff, sizeof(fp));
+	memcpy(m, mp, n);
+	memcpy(f, fp, n);
+}
+
+static int begins_with_jump(void)
+{
+	unsigned char m[sizeof(jump)], f[sizeof(jump)];
+
+	entry_bytes(m, f, sizeof(jump));
+	return memcmp(m, jump, sizeof(jump)) == 0 && memcmp(f, jump, sizeof(jump)) == 0;
+}
+
+/* Not preloaded: a thread runs first, then gpupool is loaded into the process. */
+static void late(const char *lib)
+{
+	unsigned char m0[16], f0[16], m1[16], f1[16];
+	unsigned long before;
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, second_thread, NULL) != 0)
+		e2e_fail("pthread_create");
+	pthread_join(t, NULL);
+	entry_bytes(m0, f0, sizeof(m0));
+	if (dlopen(lib, RTLD_NOW | RTLD_GLOBAL) == NULL)
+		e2e_fail("dlopen(%s): %s", lib, dlerror());
+	entry_bytes(m1, f1, sizeof(m1));
+	e2e_check(memcmp(m0, m1, sizeof(m0)) == 0 && memcmp(f0, f1, sizeof(f0)) == 0,
+		  "gpupool loaded after a thread ran leaves cudaMalloc and cudaFree as they were");
+	before = runtime_mallocs();
+	pairs(10, 7);
+	e2e_check(runtime_mallocs() - before == 10,
+		  "and 10 pairs still enter the runtime's cudaMalloc (%lu)", runtime_mallocs() - before);
+}
 
 static unsigned long runtime_mallocs(void)
 {
@@ -108,8 +163,17 @@ int main(int argc, char **argv)
 		mode = NO_DOOR;
 	else if (argc > 1 && strcmp(argv[1], "--native") == 0)
 		mode = NATIVE;
+	else if (argc > 2 && strcmp(argv[1], "--late") == 0)
+		mode = LATE;
 	else if (argc > 1 && strcmp(argv[1], "--door") != 0)
-		e2e_fail("usage: e2e_rtstatic --door | --no-door | --native");
+		e2e_fail("usage: e2e_rtstatic --door | --no-door | --native | --late LIB");
+	if (mode == LATE) {
+		late(argv[2]);
+		return 0;
+	}
+	e2e_check(begins_with_jump() == (mode == DOOR),
+		  "the runtime's cudaMalloc and cudaFree begin with gpupool's jump: %s",
+		  begins_with_jump() ? "yes" : "no");
 
 	pairs(PAIRS, 1);
 	m = runtime_mallocs();
