@@ -83,6 +83,10 @@ void gp_static_door_install(void)
 	struct gp_patch p[2];
 	int marked;
 
+#if !defined(__x86_64__)
+	outcome = "the static runtime door is made for x86-64 only";
+	return;
+#endif
 	/* A static runtime loads the driver with dlopen: a program that does not import it has no
 	 * static runtime, and most small programs do not (their start pays for no file read). */
 	if (!gp_elf_main_may_import("dlopen") ||
