@@ -183,7 +183,8 @@ int gp_cu_resolve(void)
 			memcpy((char *)&gp_cu + fields[i].off, &p, sizeof(p));
 	}
 	(void)dlerror(); /* the names this driver lacks */
-	dlclose(h); /* NOLOAD took a reference; the driver stays loaded by its owner */
+	/* The reference NOLOAD took is kept: gp_cu points into the driver, which its owner may
+	 * unload (a runtime does, with a driver older than itself), and must stay mapped. */
 	atomic_store_explicit(&gp_shim.door.resolved, 1, memory_order_release);
 	gp_log(GP_LOG_DEBUG, "the driver's entry points are resolved");
 out:

@@ -22,7 +22,9 @@ struct gp_cu {
 extern struct gp_cu gp_cu;
 
 /* Fill the table from the driver the process has loaded, once it has one (thread-safe; cheap
- * after the first success). 0, or -1 when no libcuda.so.1 is loaded yet. */
+ * after the first success), and keep that driver loaded from then on: its owner may unload it
+ * (a runtime does with a driver older than itself), and the table points into it. 0, or -1
+ * when no libcuda.so.1 is loaded yet. */
 int gp_cu_resolve(void);
 
 /* One driver function by its exact symbol, for an exported stub (named.c): where the program's

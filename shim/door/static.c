@@ -27,10 +27,30 @@ static cudaError_t (*runtime_free)(void *);
 static const char *outcome;
 static int found, patched;
 
-/* The thread has called the runtime itself once: its first call makes the runtime set the
- * thread up (its device's context made current), which a pooled call would skip. Per thread, so
+/* A call of the thread's to the runtime itself has worked: its first call makes the runtime set
+ * the thread up (its device's context made current), which a pooled call would skip. Per thread, so
  * not in gp_shim; see pool.c on initial-exec. */
 static _Thread_local int started __attribute__((tls_model("initial-exec")));
+
+/* The runtime's own call; the thread counts as started once one of them worked (a runtime that
+ * cannot start, say on a driver too old for it, keeps answering every call itself). */
+static cudaError_t runtime_call_malloc(void **ptr, size_t size)
+{
+	cudaError_t rc = runtime_malloc(ptr, size);
+
+	if (rc == cudaSuccess)
+		started = 1;
+	return rc;
+}
+
+static cudaError_t runtime_call_free(void *ptr)
+{
+	cudaError_t rc = runtime_free(ptr);
+
+	if (rc == cudaSuccess)
+		started = 1;
+	return rc;
+}
 
 static cudaError_t static_malloc(void **ptr, size_t size)
 {
@@ -44,8 +64,7 @@ static cudaError_t static_malloc(void **ptr, size_t size)
 		if (rc > 0) /* the pool failed: the runtime's own try says so, its error kept */
 			return gp_shim_static_failed(runtime_malloc, ptr, size);
 	}
-	started = 1;
-	return runtime_malloc(ptr, size);
+	return runtime_call_malloc(ptr, size);
 }
 
 static cudaError_t static_free(void *ptr)
@@ -60,8 +79,7 @@ static cudaError_t static_free(void *ptr)
 		if (rc > 0)
 			return cudaErrorInvalidValue;
 	}
-	started = 1;
-	return runtime_free(ptr);
+	return runtime_call_free(ptr);
 }
 
 /* No other thread has ever run in the process, so none can be in the functions patched: true at

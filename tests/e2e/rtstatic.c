@@ -13,9 +13,12 @@
  *   --late LIB (no shim at the start): once a thread has run, libgpupool.so loaded with dlopen
  *     leaves the runtime's code as it was (another thread could be in it), and the pairs still
  *     enter the runtime's own functions.
+ *   --too-old (preloaded, STANDIN_DRIVER_TOO_OLD=1): the runtime unloads the driver it found too
+ *     old; every call is its own, answered cudaErrorInsufficientDriver, and gpupool never calls
+ *     the driver that is gone.
  * Under the shim the door is also seen in the code: cudaMalloc and cudaFree begin with its jump
  * (jmp *0(%rip)), and nowhere else do.
- * Usage: e2e_rtstatic --door | --no-door | --native | --late LIB */
+ * Usage: e2e_rtstatic --door | --no-door | --native | --late LIB | --too-old */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
@@ -30,6 +33,7 @@ enum mode { DOOR, NO_DOOR, NATIVE, LATE };
 static void *second_thread(void *arg);
 static void pairs(int n, uint64_t seed);
 static unsigned long runtime_mallocs(void);
+static unsigned long runtime_frees(void);
 
 static const unsigned char jump[] = { 0xff, 0x25, 0, 0, 0, 0 };
 
@@ -52,6 +56,21 @@ static int begins_with_jump(void)
 
 	entry_bytes(m, f, sizeof(jump));
 	return memcmp(m, jump, sizeof(jump)) == 0 && memcmp(f, jump, sizeof(jump)) == 0;
+}
+
+/* The runtime cannot start: each call is its own, with its answer, on every thread. */
+static void too_old(void)
+{
+	void *p = NULL;
+	cudaError_t rc[4];
+
+	for (int i = 0; i < 4; i++)
+		rc[i] = i % 2 ? cudaFree(p) : cudaMalloc(&p, SIZE);
+	e2e_check(rc[0] == cudaErrorInsufficientDriver && rc[1] == cudaErrorInsufficientDriver &&
+			  rc[2] == cudaErrorInsufficientDriver && rc[3] == cudaErrorInsufficientDriver &&
+			  runtime_mallocs() == 2 && runtime_frees() == 2,
+		  "a runtime that unloaded a driver too old answers every call itself (%s), "
+		  "gpupool calling nothing of the driver gone", cudaGetErrorName(rc[2]));
 }
 
 /* Not preloaded: a thread runs first, then gpupool is loaded into the process. */
@@ -165,10 +184,14 @@ int main(int argc, char **argv)
 		mode = NATIVE;
 	else if (argc > 2 && strcmp(argv[1], "--late") == 0)
 		mode = LATE;
-	else if (argc > 1 && strcmp(argv[1], "--door") != 0)
-		e2e_fail("usage: e2e_rtstatic --door | --no-door | --native | --late LIB");
+	else if (argc > 1 && strcmp(argv[1], "--door") != 0 && strcmp(argv[1], "--too-old") != 0)
+		e2e_fail("usage: e2e_rtstatic --door | --no-door | --native | --late LIB | --too-old");
 	if (mode == LATE) {
 		late(argv[2]);
+		return 0;
+	}
+	if (argc > 1 && strcmp(argv[1], "--too-old") == 0) {
+		too_old();
 		return 0;
 	}
 	e2e_check(begins_with_jump() == (mode == DOOR),

@@ -216,6 +216,10 @@
  *                                without it is not a CUDA process to the API
  *   STANDIN_CHECKPOINT_RESTORE_FAILS=n  its first n restores fail with CUDA_ERROR_OUT_OF_MEMORY
  *                                and change nothing (a device that lacks the memory now)
+ * Read by the runtime at its first call:
+ *   STANDIN_DRIVER_TOO_OLD=1  after looking the driver's functions up, the runtime unloads it
+ *                             (dlclose) and answers every call cudaErrorInsufficientDriver, as
+ *                             the real runtime does with a driver older than itself
  */
 #ifndef GPUPOOL_STANDIN_H
 #define GPUPOOL_STANDIN_H
