@@ -310,10 +310,10 @@ static void run_policy(void)
 /* What a trim put off because its blocks were younger than GPUPOOL_VMM_AGE (pool/trim.c), and
  * what the pool holds beyond the most the program asked for at once in its last two busy spells
  * (when it made new memory in the last one), given back once the program has allocated nothing
- * for the age: about the larger of the two, the blocks idle longest first (by then those kept blocks are
- * old; what the program freed last goes last). A program still asking for memory never pays it
- * (the age's point). Quiet is the pool's allocation count unchanged across ticks at least the
- * age apart (at least 10 ms apart without an age). */
+ * for the age: about the larger of the two, the blocks idle longest first (by then those kept
+ * blocks are old; what the program freed last goes last). A program still asking for memory
+ * never pays it (the age's point). Quiet is the pool's allocation count unchanged across ticks
+ * at least the age apart (at least 10 ms apart without an age). */
 static uint64_t owed_tick_ns(void)
 {
 	uint64_t t = gp_shim.policy.opt.vmm_age_ns / 2;
@@ -341,20 +341,20 @@ static void run_owed(void)
 	c->owed_since = 0;
 	mask = gp_pool_devices(c->pool);
 	for (int d = 0; mask != 0; d++, mask >>= 1) {
-		uint64_t owed, excess;
+		uint64_t owed, excess, give;
 
 		if (!(mask & 1))
 			continue;
 		owed = gp_pool_take_owed(c->pool, d);
 		excess = gp_pool_take_quiet_excess(c->pool, d);
-		if (owed == 0 && excess == 0)
+		give = owed > excess ? owed : excess;
+		if (give == 0)
 			continue;
 		gp_log(GP_LOG_DEBUG, "device %d: quiet for GPUPOOL_VMM_AGE: giving back %.1f MiB "
 				     "(%.1f MiB the age kept from trims, %.1f MiB above the most asked for "
-				     "at once in the last two busy spells)", d,
-		       (double)(owed > excess ? owed : excess) / 1048576.0,
+				     "at once in the last two busy spells)", d, (double)give / 1048576.0,
 		       (double)owed / 1048576.0, (double)excess / 1048576.0);
-		release_as(c->pool, d, 0, owed > excess ? owed : excess, GP_CAUSE_IDLE, NULL);
+		release_as(c->pool, d, 0, give, GP_CAUSE_IDLE, NULL);
 	}
 }
 

@@ -44,7 +44,8 @@ int gp_policy_needs_thread(void)
 	const struct gp_shim_policy *pol = &gp_shim.policy;
 
 	/* GPUPOOL_VMM_TRIM: the thread gives back, once the program is quiet, what the age kept and
-	 * what the pool holds beyond the busiest moment since it last was quiet (control.c). */
+	 * what the pool holds beyond the most the program asked for at once in its last two busy
+	 * spells (control.c). */
 	return has_size(&pol->opt.max_cached) || has_size(&pol->opt.min_free) ||
 	       pol->opt.idle_timeout_ns > 0 || (pol->opt.vmm != GP_VMM_OFF && pol->opt.vmm_trim);
 }
