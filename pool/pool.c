@@ -1147,6 +1147,10 @@ int gp_pool_dev_stats(struct gp_pool *p, int device, struct gp_pool_dev_stats *o
 
 		if (tc->device != device)
 			continue;
+		if (atomic_load_explicit(&tc->owned, memory_order_relaxed)) {
+			o->tcaches++;
+			o->tcaches_shared += atomic_load_explicit(&tc->shared, memory_order_relaxed) != 0;
+		}
 		o->allocs += a;
 		o->hits += a;
 		o->frees += f;

@@ -246,6 +246,8 @@ struct gp_pool_dev_stats {
 	uint64_t trimmed_bytes;   /* their bytes */
 	uint64_t trim_owed;       /* bytes the age kept from trims, not given back yet */
 	uint64_t movable_bytes;   /* of live + cached bytes, those in movable blocks */
+	uint64_t tcaches;         /* threads' caches of the device, held by a thread now */
+	uint64_t tcaches_shared;  /* of those, made shared (gp_tc_revoke): their frees lock */
 };
 
 /* What one release did. */

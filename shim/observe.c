@@ -105,6 +105,8 @@ static void snapshot(struct gp_stats_snapshot *s)
 		e->allocs = p.allocs;
 		e->hits = p.hits;
 		e->frees = p.frees;
+		e->thread_caches = p.tcaches;
+		e->thread_caches_shared = p.tcaches_shared;
 		e->real_mallocs = p.real_allocs;
 		e->real_frees = p.real_frees;
 		e->failed_allocs = p.failed_allocs;

@@ -75,6 +75,10 @@ enum gp_stats_unit {
 	X(fence_joins, GP_STATS_COUNTER, GP_STATS_COUNT, "  fences joined on the GPU",          \
 	  "Fences made a wait of the streams on the GPU (takeover mode): freed blocks reused at once.") \
 	X(frees, GP_STATS_COUNTER, GP_STATS_COUNT, "frees", "Blocks the program freed.")          \
+	X(thread_caches, GP_STATS_GAUGE, GP_STATS_COUNT, "threads' caches",                       \
+	  "Threads holding a cache of their own freed blocks now (GPUPOOL_THREAD_CACHE).")        \
+	X(thread_caches_shared, GP_STATS_GAUGE, GP_STATS_COUNT, "  shared",                       \
+	  "Of those, caches whose blocks another thread has freed: their owner's frees take a locked instruction from then on.") \
 	X(real_mallocs, GP_STATS_COUNTER, GP_STATS_COUNT, "cudaMalloc calls",                     \
 	  "Real cudaMalloc calls that succeeded.")                                                 \
 	X(real_frees, GP_STATS_COUNTER, GP_STATS_COUNT, "cudaFree calls",                         \

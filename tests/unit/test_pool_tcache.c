@@ -450,8 +450,9 @@ static void keeper_end(struct keeper *k, pthread_t t)
 }
 
 /* Proves: another thread's free of a block a thread's cache owns makes that cache shared (one
- * revoke), succeeds once (a second free of it is a double free), and leaves the block cached; the
- * owner's own frees take the compare-and-swap from then on (one locked instruction). */
+ * revoke, and the stats say so while its thread holds it), succeeds once (a second free of it is a
+ * double free), and leaves the block cached; the owner's own frees take the compare-and-swap from
+ * then on (one locked instruction). */
 static void test_foreign_free_makes_cache_shared(void **state)
 {
 	struct fx *fx = *state;
@@ -461,11 +462,17 @@ static void test_foreign_free_makes_cache_shared(void **state)
 	need_tcache(fx);
 	keeper_start(&k, &t, fx, 8 * KiB);
 	assert_int_equal(gp_pool_test_tcaches_shared(fx->pool), 0);
+	assert_int_equal(fx_stats(fx, 0).tcaches, 1);
+	assert_int_equal(fx_stats(fx, 0).tcaches_shared, 0);
 	assert_int_equal(gp_pool_free(fx->pool, k.owned), GP_OK);
 	assert_int_equal(gp_pool_test_tcaches_shared(fx->pool), 1);
+	assert_int_equal(fx_stats(fx, 0).tcaches_shared, 1);
 	assert_int_equal(gp_pool_free(fx->pool, k.owned), GP_EINVAL);
 	assert_int_equal(fx_stats(fx, 0).bad_frees, 1);
 	keeper_end(&k, t);
+	/* Its thread left it: this thread's own cache (its free cached the block there) is left. */
+	assert_int_equal(fx_stats(fx, 0).tcaches, 1);
+	assert_int_equal(fx_stats(fx, 0).tcaches_shared, 0);
 	assert_int_equal(k.freed_rc, GP_OK);
 	assert_int_equal(k.rmw, 1);
 	assert_int_equal(fx_stats(fx, 0).live_blocks, 0);
