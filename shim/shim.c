@@ -404,24 +404,32 @@ static inline __attribute__((always_inline)) void runtime_thread_start(void)
 		runtime_thread_first();
 }
 
+/* A runtime's own cudaMalloc (`runtime`) where the pool does not serve: the driver door passes
+ * it through, and what it makes is counted as memory past the pool. */
+static cudaError_t malloc_unpooled(cudaError_t (*runtime)(void **, size_t), int dev, void **ptr,
+				   size_t size)
+{
+	cudaError_t rc;
+
+	gp_shim_in_real = 1;
+	rc = runtime(ptr, size);
+	gp_shim_in_real = 0;
+	if (rc == cudaSuccess)
+		gp_account_add(GP_ACCOUNT_UNPOOLED, dev, (uint64_t)(uintptr_t)*ptr, size);
+	return rc;
+}
+
 /* gp_shim_malloc_on's answer to a pooled allocation that did not succeed. */
 static __attribute__((noinline)) cudaError_t malloc_not_pooled(int prc, int dev, void **ptr,
 							       size_t size)
 {
-	cudaError_t rc;
-
 	switch (prc) {
 	case GP_ENOMEM:
 		return cudaErrorMemoryAllocation;
 	case GP_EBACKEND:
 		return (cudaError_t)gp_backend_last_error(); /* the same numbers for these */
-	default:
-		gp_shim_in_real = 1; /* a size the pool does not serve */
-		rc = gp_real.Malloc(ptr, size);
-		gp_shim_in_real = 0;
-		if (rc == cudaSuccess)
-			gp_account_add(GP_ACCOUNT_UNPOOLED, dev, (uint64_t)(uintptr_t)*ptr, size);
-		return rc;
+	default: /* a size the pool does not serve */
+		return malloc_unpooled(gp_real.Malloc, dev, ptr, size);
 	}
 }
 
@@ -542,14 +550,7 @@ int gp_shim_static_alloc(void **ptr, size_t size)
 cudaError_t gp_shim_static_failed(cudaError_t (*runtime)(void **, size_t), void **ptr,
 				  size_t size)
 {
-	cudaError_t rc;
-
-	gp_shim_in_real = 1; /* the driver door passes it through: the pool has tried */
-	rc = runtime(ptr, size);
-	gp_shim_in_real = 0;
-	if (rc == cudaSuccess)
-		gp_account_add(GP_ACCOUNT_UNPOOLED, 0, (uint64_t)(uintptr_t)*ptr, size);
-	return rc;
+	return malloc_unpooled(runtime, 0, ptr, size); /* the pool has tried */
 }
 
 int gp_shim_static_free(void *ptr)

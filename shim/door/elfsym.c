@@ -221,20 +221,16 @@ int gp_elf_main_may_import(const char *name)
  * /proc/self/exe (a script's path names the script, not the program). */
 static int open_program(struct image *f)
 {
-	const char *path = (const char *)getauxval(AT_EXECFN);
+	const char *paths[] = { (const char *)getauxval(AT_EXECFN), "/proc/self/exe" };
 
-	if (path != NULL) {
-		f->fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (f->fd >= 0 && read_headers(f) == 0)
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		if (paths[i] == NULL || (f->fd = open(paths[i], O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		if (read_headers(f) == 0)
 			return 0;
-		if (f->fd >= 0)
-			close(f->fd);
-	}
-	f->fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-	if (f->fd >= 0 && read_headers(f) == 0)
-		return 0;
-	if (f->fd >= 0)
 		close(f->fd);
+	}
+	f->fd = -1;
 	return -1;
 }
 

@@ -1,7 +1,7 @@
 /* elfsym.h — functions of the main program found in its full symbol table (.symtab, which a
  * program keeps unless it was stripped), for code that no dynamic binding reaches (door/static.c).
- * Reads the program's file (/proc/self/exe) and maps nothing of it writable; an address is given
- * only where the program's code in memory is what its file says it is. */
+ * Reads the program's file (by AT_EXECFN, else /proc/self/exe) and maps nothing of it writable;
+ * an address is given only where the program's code in memory is what its file says it is. */
 #ifndef GPUPOOL_DOOR_ELFSYM_H
 #define GPUPOOL_DOOR_ELFSYM_H
 
