@@ -54,8 +54,6 @@ extern void (*gp_pool_test_in_own_free)(void *ptr);
 /* Runs in a free by a cache's owner that pushed blocks out of its full cache, after its section
  * and before it puts them back on their lists (NULL: nothing). */
 extern void (*gp_pool_test_after_evict)(struct gp_pool *p);
-/* How many thread caches of p are shared (gp_tc_revoke). */
-unsigned gp_pool_test_tcaches_shared(struct gp_pool *p);
 
 /* Runs between a free's lookup and its change of the block's state, to stage what another
  * thread could do there (NULL: nothing). */

@@ -1233,15 +1233,6 @@ uint64_t gp_pool_test_tcaches_blocks(struct gp_pool *p)
 	return n;
 }
 
-unsigned gp_pool_test_tcaches_shared(struct gp_pool *p)
-{
-	unsigned n = 0;
-
-	for (struct gp_tcache *tc = atomic_load(&p->tcs); tc != NULL; tc = tc->next)
-		n += atomic_load(&tc->shared) != 0;
-	return n;
-}
-
 uint64_t gp_pool_test_tcache_bytes(struct gp_pool *p)
 {
 	struct gp_tcache *tc = tc_of(p);
