@@ -22,14 +22,16 @@ docs' recommendation for takeover mode (docs/USAGE.md), whatever it is at the ti
 --extra LABEL=K=V,K=V adds takeover configurations with more settings (e.g. an idle timeout;
 K is a GPUPOOL_* setting, or LD_PRELOAD: another build's library, for an A/B in one run);
 --late S reads what the idle client holds again S seconds later (after an idle timeout's release),
-then has it answer the prompts once more (tokens/s after the idle spell).
+then has it answer the prompts twice more (tokens/s after the idle spell: the first pass pays for
+what was given back, the next is warm again, in the same process).
 --gap S has the client wait S seconds between requests (a client whose requests come apart,
 e.g. longer than GPUPOOL_VMM_AGE): tokens/s count the requests' own time only.
 Measured from outside with nvidia-smi (device memory in use above what it was before the client
 started): what the idle client holds, and (the shim) what it holds after SIGUSR1 (its floor);
-from inside: tokens per second over all prompts, the first pass and the best of the warm
-ones; from the shim's statistics at exit (GPUPOOL_STATS_FILE): the pool's peak (live and cached), real
-allocations, splits, merges, remaps and trims; from its log (GPUPOOL_LOG=info, in a file): whether GPU
+from inside: tokens per second over all prompts, the first pass and the median and best of the
+warm ones, and (--late) the two passes after the idle spell; from the shim's statistics at exit
+(GPUPOOL_STATS_FILE): the pool's peak (live and cached), real allocations, splits, merges, remaps
+and trims; from its log (GPUPOOL_LOG=info, in a file): whether GPU
 work stayed in one stream order (no stream created: a freed block is reused at once; else it waits
 for a fence, and sizes of 1 MiB and less grow by a fence batch first).
 Prints `BENCH llama {json}` per run and a markdown table.
@@ -40,6 +42,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -99,10 +102,12 @@ def client(shape, warm, gap=0.0):
                                     "torch_reserved_mib": torch.cuda.memory_reserved() >> 20,
                                     "torch_allocated_mib": torch.cuda.memory_allocated() >> 20}),
               flush=True)
-        # "again": one more pass after the idle spell (what a request pays once an idle
-        # timeout has given the memory back); anything else ends the client.
+        # "again": two more passes after the idle spell: the first pays for what an idle timeout
+        # gave back (and for a GPU that slowed its clocks while idle, as PyTorch's own client
+        # does), the second is warm again: their ratio is measured within one process.
+        # Anything else ends the client.
         while sys.stdin.readline().strip() == "again":
-            print("AGAIN " + json.dumps({"tok_s": one_pass()}), flush=True)
+            print("AGAIN " + json.dumps({"tok_s": [one_pass(), one_pass()]}), flush=True)
 
 
 def shim_stats(path):
@@ -153,6 +158,14 @@ def pool_view(lib, pid):
 EXTRA = {}  # --extra: label -> more GPUPOOL_* settings on top of takeover mode
 
 
+def pass_rates(passes, again):
+    """Tokens/s of a client's passes (the first, then the warm ones) and of the two after its idle
+    spell ([None, None] without one): what a BENCH line says of them."""
+    return {"tok_s_first": passes[0], "tok_s_warm": max(passes[1:]),
+            "tok_s_warm_median": statistics.median(passes[1:]), "tok_s_again": again[0],
+            "tok_s_again_next": again[1], "tok_s_passes": [round(v, 1) for v in passes]}
+
+
 def run(name, lib, shape, warm, late=0.0, gap=0.0):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("GPUPOOL_") and k not in ("LD_PRELOAD", "PYTORCH_NO_CUDA_MEMORY_CACHING")}
@@ -186,7 +199,7 @@ def run(name, lib, shape, warm, late=0.0, gap=0.0):
     time.sleep(1.0)
     held = smi_used_mib() - base
     view = pool_view(lib, p.pid) if name != "pytorch" else {}  # at the same moment
-    held_late = again = None
+    held_late, again = None, [None, None]
     if late > 0:
         time.sleep(late)
         held_late = smi_used_mib() - base
@@ -196,7 +209,7 @@ def run(name, lib, shape, warm, late=0.0, gap=0.0):
             line = p.stdout.readline()
         except OSError:  # the client is gone: its log says why
             line = ""
-        again = json.loads(line[6:])["tok_s"] if line.startswith("AGAIN") else None
+        again = json.loads(line[6:])["tok_s"] if line.startswith("AGAIN") else [None, None]
     floor = None
     if name != "pytorch":
         p.send_signal(signal.SIGUSR1)
@@ -206,8 +219,7 @@ def run(name, lib, shape, warm, late=0.0, gap=0.0):
     p.stdin.flush()
     p.wait(timeout=60)
     res = {"config": name, "shape": shape, "held_mib": held, "held_late_mib": held_late,
-           "floor_mib": floor, "tok_s_first": got["tok_s"][0],
-           "tok_s_warm": max(got["tok_s"][1:]), "tok_s_again": again, "tok_s_passes": [round(v, 1) for v in got["tok_s"]],
+           "floor_mib": floor, **pass_rates(got["tok_s"], again),
            "tokens": got["tokens"], "torch_reserved_mib": got.get("torch_reserved_mib"),
            "torch_allocated_mib": got.get("torch_allocated_mib")}
     log = shim_log(logf)
@@ -223,9 +235,9 @@ def run(name, lib, shape, warm, late=0.0, gap=0.0):
 
 def table(results, shape, configs, late):
     print(f"\n#### shape {shape}\n")
-    later = f" | {late:g} s later MiB | tokens/s after it" if late > 0 else ""
+    later = f" | {late:g} s later MiB | tokens/s after it: first / next pass" if late > 0 else ""
     print(f"| config | idle held MiB | vs PyTorch{later} | pool: in use / idle + pending MiB | "
-          "pool's peak MiB | after SIGUSR1 MiB | tokens/s, first pass | tokens/s, warm (best) | "
+          "pool's peak MiB | after SIGUSR1 MiB | tokens/s, first pass | tokens/s, warm: median (best) | "
           "real allocations | splits / merges / remaps / trims | one stream order |")
     print("|---|---|---|" + ("---|---|" if late > 0 else "") + "---|---|---|---|---|---|---|---|")
     base = [r["held_mib"] for r in results
@@ -252,10 +264,12 @@ def table(results, shape, configs, late):
                  f"{span('trims', '{}')}" if shim else "-")
         said = {True: "yes", False: "no", None: "?"}
         order = "/".join(sorted({said[r.get("ordered")] for r in rs})) if shim else "-"
-        lat = f" | {span('held_late_mib', '{}')} | {span('tok_s_again', '{:.1f}')}" if late > 0 else ""
+        lat = (f" | {span('held_late_mib', '{}')} | {span('tok_s_again', '{:.1f}')} / "
+               f"{span('tok_s_again_next', '{:.1f}')}" if late > 0 else "")
+        warm = f"{span('tok_s_warm_median', '{:.1f}')} ({span('tok_s_warm', '{:.1f}')})"
         print(f"| {name} | {span('held_mib', '{}')} | {vs}{lat} | {pool} | {span('peak_reserved_mib', '{}')} | "
               f"{span('floor_mib', '{}')} | {span('tok_s_first', '{:.1f}')} | "
-              f"{span('tok_s_warm', '{:.1f}')} | {span('real_mallocs', '{}')} | {moves} | {order} |")
+              f"{warm} | {span('real_mallocs', '{}')} | {moves} | {order} |")
 
 
 def main():
