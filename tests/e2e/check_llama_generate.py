@@ -57,11 +57,11 @@ runs = [
      "torch_reserved_mib": 3804},
     {"config": "takeover-vmm", "held_mib": 4400, "floor_mib": 4000, "tok_s_first": 21.0,
      "tok_s_warm": 91.0, "tok_s_warm_median": 89.5, "tokens": [1, 2], "real_mallocs": 9,
-     "splits": 40, "merges": 3,
-     "remaps": 2, "trims": 5, "peak_reserved_mib": 3900, "in_use_mib": 2000, "idle_mib": 1900,
-     "pending_mib": 0, "ordered": True},
+     "splits": 40, "merges": 3, "remaps": 2, "trims": 5, "peak_reserved_mib": 3900,
+     "in_use_mib": 2000, "idle_mib": 1900, "pending_mib": 0, "ordered": True},
 ]
-second = [dict(runs[0]), dict(runs[1], held_mib=4450, splits=44, ordered=None, tok_s_warm_median=90.5)]
+second = [dict(runs[0]),
+          dict(runs[1], held_mib=4450, splits=44, ordered=None, tok_s_warm_median=90.5)]
 queue = iter(runs + second)
 lg.run = lambda name, lib, shape, warm, late, gap: dict(next(queue), shape=shape)
 sys.argv = ["llama_generate.py", "--lib", "/x/libgpupool.so", "--rounds", "2",
